@@ -1,0 +1,28 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Dependencies point inward: PortalTokenCore is pure; each adapter wraps one C library;
+// PortalTokenCLI is the one place that picks concrete adapters.
+let package = Package(
+    name: "portal-token",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "portal-token", targets: ["portal-token"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibSecret",
+            pkgConfig: "libsecret-1",
+            providers: [.apt(["libsecret-1-dev"])]
+        ),
+        .target(name: "PortalTokenCore"),
+        .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore"]),
+        .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
+
+        .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
+        .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
+        .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
+    ]
+)

@@ -1,0 +1,50 @@
+import PortalTokenCore
+
+/// Exit codes of product contract §4.
+public enum ExitCode: Int32, Sendable {
+    case success = 0
+    case notSignedIn = 1
+    case usage = 2
+    case sessionEnded = 3
+    case storage = 4
+    case network = 5
+    case rejected = 6
+    case notARedirect = 7
+}
+
+/// An error on its way to the one funnel that prints it and picks the exit code.
+/// The message follows git's grammar: lowercase, no full stop, what failed first.
+public struct CLIError: Error, Sendable {
+    public var message: String
+    public var hint: String?
+    public var exitCode: ExitCode
+
+    public init(_ message: String, hint: String? = nil, exitCode: ExitCode) {
+        self.message = message
+        self.hint = hint
+        self.exitCode = exitCode
+    }
+
+    static func usage(_ message: String, hint: String? = nil) -> CLIError {
+        CLIError(message, hint: hint, exitCode: .usage)
+    }
+}
+
+extension CLIError {
+    /// The single mapping from every error type the commands throw to message and exit code.
+    init(_ error: any Error) {
+        switch error {
+        case let error as CLIError:
+            self = error
+        case let error as StoreError:
+            self.init(error.message, hint: error.hint, exitCode: .storage)
+        case let error as SettingError:
+            self.init(error.message, hint: error.hint, exitCode: .usage)
+        case let error as CredentialProtocolError:
+            self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
+        default:
+            // Only the type name: an arbitrary error's description may carry input.
+            self.init("unexpected failure (\(type(of: error)))", exitCode: .storage)
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Glibc
+import PortalTokenCore
+
+/// What a command runs with: the streams, the environment and the resolved settings, and the
+/// adapters that Composition picks for them.
+final class Context {
+    let streams: StandardStreams
+    let environment: [String: String]
+    let settings: Settings
+    /// The name the binary was started under, for messages.
+    let programName: String
+
+    init(streams: StandardStreams, environment: [String: String], settings: Settings, programName: String) {
+        self.streams = streams
+        self.environment = environment
+        self.settings = settings
+        self.programName = programName
+    }
+
+    /// A keyring may prompt to unlock only when a person is at a terminal.
+    var allowPrompt: Bool { streams.inputIsTerminal || streams.errorIsTerminal }
+
+    func now() -> Int64 { Int64(time(nil)) }
+
+    private var cachedCredentialStore: (any CredentialStore)?
+
+    /// The store for git credentials, picked by the `backend` setting.
+    func credentialStore() throws -> any CredentialStore {
+        if let cachedCredentialStore { return cachedCredentialStore }
+        let store = try Composition.credentialStore(for: self)
+        cachedCredentialStore = store
+        return store
+    }
+
+    /// XDG base directories (XDG Base Directory Specification): the variable when it holds an
+    /// absolute path, otherwise the default under `HOME`.
+    func xdgDirectory(_ variable: String, default relative: String) -> String {
+        if let value = environment[variable], value.hasPrefix("/") { return value }
+        return (environment["HOME"] ?? "") + "/" + relative
+    }
+}
+
+/// Reading the process environment and small files without Foundation, to keep start-up short.
+enum ProcessEnvironment {
+    static func current() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+}
+
+enum FileReading {
+    enum Failure: Error { case missing, unreadable(errno: Int32), tooLarge }
+
+    /// The whole file, up to `limit` bytes.
+    static func contents(of path: String, limit: Int = 1 << 20) throws(Failure) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        if descriptor < 0 { throw errno == ENOENT ? .missing : .unreadable(errno: errno) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(errno: errno)
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            if bytes.count > limit { throw .tooLarge }
+        }
+        return bytes
+    }
+}

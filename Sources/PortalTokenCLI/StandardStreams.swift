@@ -1,0 +1,57 @@
+import Glibc
+import PortalTokenCore
+
+/// Byte-exact access to the three standard streams, without Foundation's buffering.
+public struct StandardStreams: Sendable {
+    public var input: Int32 = 0
+    public var output: Int32 = 1
+    public var error: Int32 = 2
+
+    public init() {}
+
+    public var inputIsTerminal: Bool { isatty(input) == 1 }
+    public var errorIsTerminal: Bool { isatty(error) == 1 }
+
+    /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
+    /// blank line so that a caller who keeps stdin open is not waited on.
+    public func readRequest() -> [UInt8] {
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            let searchStart = max(0, buffer.count - 1)
+            buffer.append(contentsOf: chunk[0..<count])
+            if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
+        }
+        zeroize(&chunk)
+        return buffer
+    }
+
+    private func containsBlankLine(_ bytes: [UInt8], from start: Int) -> Bool {
+        var index = start
+        while index + 1 < bytes.count {
+            if bytes[index] == UInt8(ascii: "\n") && bytes[index + 1] == UInt8(ascii: "\n") { return true }
+            index += 1
+        }
+        return false
+    }
+
+    public func write(_ bytes: [UInt8], to descriptor: Int32) {
+        bytes.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let written = Glibc.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
+    public func print(_ text: String) { write(Array((text + "\n").utf8), to: output) }
+    public func printError(_ text: String) { write(Array((text + "\n").utf8), to: error) }
+}

@@ -1,0 +1,94 @@
+/// A place that keeps git credentials. Every backend (keyring, encrypted file, the in-memory
+/// test store) passes the same contract suite.
+public protocol CredentialStore {
+    /// Every stored credential the query matches (its password, if any, is ignored),
+    /// most recently stored first. The order is deterministic.
+    func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential]
+    /// Stores `credential`, replacing the one in the same slot (protocol, host, path, username).
+    func store(_ credential: Credential) throws(StoreError)
+    /// Removes every credential the query matches, its password included when given.
+    /// Returns how many were removed.
+    @discardableResult
+    func erase(_ query: CredentialQuery) throws(StoreError) -> Int
+}
+
+/// Why a store could not do what was asked. Every case means "retrying may work, and nothing
+/// was deleted" (product contract §4, exit 4). Messages name the store and the reason, never a
+/// stored value.
+public struct StoreError: Error, Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// No session bus, no Secret Service provider, no usable file: another backend may serve.
+        case unavailable
+        /// The store exists but is locked; unlocking it is the user's move, not a switch.
+        case locked
+        /// The store did not answer within its bound.
+        case timedOut
+        /// Anything else the store reported.
+        case failed
+    }
+
+    public var kind: Kind
+    public var message: String
+    public var hint: String?
+
+    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+    }
+}
+
+/// How git-credential-libsecret packs the extra attributes into one secret: the password on the
+/// first line, then `password_expiry_utc=` and `oauth_refresh_token=` lines. Unknown lines are
+/// ignored, so items written by newer helpers still read.
+public enum SecretPacking {
+    public struct Unpacked: Sendable {
+        public var password: Secret
+        public var passwordExpiresAt: Int64?
+        public var oauthRefreshToken: Secret?
+    }
+
+    public static func pack(password: Secret, passwordExpiresAt: Int64?, oauthRefreshToken: Secret?) -> Secret {
+        var bytes: [UInt8] = []
+        password.withBytes { bytes.append(contentsOf: $0) }
+        if let passwordExpiresAt {
+            bytes.append(contentsOf: "\npassword_expiry_utc=\(passwordExpiresAt)".utf8)
+        }
+        if let oauthRefreshToken {
+            bytes.append(contentsOf: "\noauth_refresh_token=".utf8)
+            oauthRefreshToken.withBytes { bytes.append(contentsOf: $0) }
+        }
+        let secret = Secret(bytes: bytes)
+        zeroize(&bytes)
+        return secret
+    }
+
+    public static func unpack(_ packed: Secret) -> Unpacked {
+        packed.withBytes { raw in
+            let lines = raw.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            var result = Unpacked(password: Secret(bytes: lines.first.map { Array($0) } ?? []))
+            for line in lines.dropFirst() {
+                if let value = value(of: line, after: "password_expiry_utc=") {
+                    result.passwordExpiresAt = Int64(String(decoding: value, as: UTF8.self))
+                } else if let value = value(of: line, after: "oauth_refresh_token=") {
+                    result.oauthRefreshToken = Secret(bytes: Array(value))
+                }
+            }
+            return result
+        }
+    }
+
+    private static func value(of line: UnsafeRawBufferPointer.SubSequence, after prefix: String) -> UnsafeRawBufferPointer.SubSequence? {
+        let prefixBytes = Array(prefix.utf8)
+        guard line.count >= prefixBytes.count, line.prefix(prefixBytes.count).elementsEqual(prefixBytes) else { return nil }
+        return line.dropFirst(prefixBytes.count)
+    }
+}
+
+extension SecretPacking.Unpacked {
+    init(password: Secret) {
+        self.password = password
+        passwordExpiresAt = nil
+        oauthRefreshToken = nil
+    }
+}

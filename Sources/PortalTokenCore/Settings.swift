@@ -1,0 +1,125 @@
+/// One configurable value and the names it goes by (product contract §2).
+/// Precedence: command-line flag, then environment variable, then config file, then default.
+public struct Setting: Sendable, Hashable {
+    /// The key in the config file.
+    public let key: String
+    /// The long flag, without its dashes, when the setting has one.
+    public let flag: String?
+    public let environment: String?
+
+    public init(key: String, flag: String? = nil, environment: String? = nil) {
+        self.key = key
+        self.flag = flag
+        self.environment = environment
+    }
+
+    public static let authEnvironmentID = Setting(key: "auth-environment-id", flag: "env", environment: "PORTAL_AUTH_ENVIRONMENT_ID")
+    public static let apiHost = Setting(key: "api-host", flag: "api-host", environment: "PORTAL_API_HOST")
+    public static let redirectURL = Setting(key: "redirect-url", flag: "redirect-url", environment: "PORTAL_REDIRECT_URL")
+    public static let magicLinkFromEmail = Setting(key: "magic-link-from-email", environment: "PORTAL_MAGIC_LINK_FROM_EMAIL")
+    public static let magicLinkTemplateID = Setting(key: "magic-link-template-id", environment: "PORTAL_MAGIC_LINK_TEMPLATE_ID")
+    public static let accountAbstracted = Setting(key: "account-abstracted", flag: "account-abstracted", environment: "PORTAL_ACCOUNT_ABSTRACTED")
+    public static let backend = Setting(key: "backend", flag: "backend", environment: "PORTAL_TOKEN_BACKEND")
+    public static let storeFile = Setting(key: "file", environment: "PORTAL_TOKEN_FILE")
+    public static let passphraseFile = Setting(key: "passphrase-file", environment: "PORTAL_TOKEN_PASSPHRASE_FILE")
+    public static let onSessionInvalidated = Setting(key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
+    public static let keyringTimeout = Setting(key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
+
+    /// Every setting the config file may hold; an unknown key there is a configuration error.
+    public static let all: [Setting] = [
+        authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
+        accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
+        keyringTimeout, trace,
+    ]
+}
+
+/// A setting that was given a value it cannot take.
+public struct SettingError: Error, Sendable, Equatable {
+    public var message: String
+    public var hint: String?
+
+    public init(_ message: String, hint: String? = nil) {
+        self.message = message
+        self.hint = hint
+    }
+}
+
+/// Resolves settings from the flags, the environment and the config file.
+public struct Settings: Sendable {
+    public var flags: [String: String]
+    public var environment: [String: String]
+    public var configFile: [String: String]
+    /// Where the config file was read from, for messages.
+    public var configPath: String?
+
+    public init(flags: [String: String] = [:], environment: [String: String] = [:],
+                configFile: [String: String] = [:], configPath: String? = nil) {
+        self.flags = flags
+        self.environment = environment
+        self.configFile = configFile
+        self.configPath = configPath
+    }
+
+    /// The value by precedence; an empty environment variable counts as unset, as in most tools.
+    public func value(_ setting: Setting) -> String? {
+        if let flag = setting.flag, let value = flags[flag] { return value }
+        if let name = setting.environment, let value = environment[name], !value.isEmpty { return value }
+        return configFile[setting.key]
+    }
+
+    /// Where a value came from, in the words a message should use.
+    public func origin(of setting: Setting) -> String {
+        if let flag = setting.flag, flags[flag] != nil { return "--\(flag)" }
+        if let name = setting.environment, let value = environment[name], !value.isEmpty { return name }
+        return "\(setting.key) in \(configPath ?? "the config file")"
+    }
+
+    public func milliseconds(_ setting: Setting, default defaultValue: Int) throws(SettingError) -> Int {
+        guard let text = value(setting) else { return defaultValue }
+        guard let number = Int(text.trimmingWhitespace), number > 0, number <= 3_600_000 else {
+            throw SettingError("\(origin(of: setting)) must be a whole number of milliseconds between 1 and 3600000")
+        }
+        return number
+    }
+
+    public func bool(_ setting: Setting) throws(SettingError) -> Bool? {
+        guard let text = value(setting) else { return nil }
+        switch text.trimmingWhitespace.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default: throw SettingError("\(origin(of: setting)) must be true or false")
+        }
+    }
+
+    /// Parses the config file: `key = value` lines; blank lines and lines starting with `#` are
+    /// skipped. Errors name the line number only, since a value may be private.
+    public static func parseConfigFile(_ text: String, path: String) throws(SettingError) -> [String: String] {
+        var values: [String: String] = [:]
+        let known = Set(Setting.all.map(\.key))
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.trimmingWhitespace
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw SettingError("\(path):\(index + 1): expected key = value")
+            }
+            let key = line[..<equals].trimmingWhitespace
+            guard known.contains(key) else {
+                throw SettingError("\(path):\(index + 1): unknown setting '\(key)'",
+                                   hint: "see 'portal-token --help' for the settings the config file takes")
+            }
+            values[key] = line[line.index(after: equals)...].trimmingWhitespace
+        }
+        return values
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces, tabs and line breaks.
+    public var trimmingWhitespace: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = lastIndex(where: { !isSpace($0) })!
+        return String(self[first...last])
+    }
+}

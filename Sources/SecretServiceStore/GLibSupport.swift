@@ -1,0 +1,60 @@
+import CLibSecret
+import Dispatch
+import PortalTokenCore
+
+/// A pointer handed to the timer thread; GCancellable is documented as thread-safe to cancel.
+struct CancellableHandle: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<GCancellable>
+}
+
+/// Builds a `GHashTable` of string attributes owned by the table itself.
+func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
+    let table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)!
+    for (name, value) in attributes {
+        g_hash_table_insert(table, g_strdup(name), g_strdup(value))
+    }
+    return table
+}
+
+/// Reads one attribute of an item's attribute table.
+func attribute(_ table: OpaquePointer, _ name: String) -> String? {
+    guard let value = g_hash_table_lookup(table, name) else { return nil }
+    return String(cString: value.assumingMemoryBound(to: CChar.self))
+}
+
+/// The GLib log writer that keeps libsecret's and GLib's own warnings off stderr: portal-token
+/// reports every failure itself, in git's grammar, and stderr must stay silent on success.
+let silenceGLibLogs: Void = {
+    g_log_set_writer_func({ level, fields, count, _ in
+        G_LOG_WRITER_HANDLED
+    }, nil, nil)
+}()
+
+/// Turns a GError into the store's error, naming what was being done. GError texts come from
+/// GLib and D-Bus and carry no stored values.
+func storeError(from error: UnsafeMutablePointer<GError>, while operation: String, timeoutMilliseconds: Int) -> StoreError {
+    defer { g_error_free(error) }
+    if g_error_matches(error, g_io_error_quark(), gint(G_IO_ERROR_CANCELLED.rawValue)) != 0 {
+        return StoreError(
+            .timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
+            hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    }
+    var remoteName: String?
+    if let remote = g_dbus_error_get_remote_error(error) {
+        remoteName = String(cString: remote)
+        g_free(remote)
+    }
+    switch remoteName {
+    case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
+        return StoreError(
+            .unavailable, "no Secret Service provider is running on the session bus",
+            hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file")
+    case "org.freedesktop.Secret.Error.IsLocked":
+        return StoreError(.locked, "the keyring is locked", hint: lockedHint)
+    default:
+        let message = String(cString: error.pointee.message)
+        return StoreError(.failed, "the Secret Service failed while \(operation): \(message)")
+    }
+}
+
+let lockedHint = "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"

@@ -1,0 +1,4 @@
+import Glibc
+import PortalTokenCLI
+
+exit(PortalTokenCLI.main(arguments: CommandLine.arguments))
