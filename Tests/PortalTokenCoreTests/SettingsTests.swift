@@ -1,0 +1,37 @@
+import PortalTokenCore
+import Testing
+
+@Suite("settings")
+struct SettingsTests {
+    @Test("a flag beats the environment, which beats the config file")
+    func precedence() {
+        var settings = Settings(flags: ["backend": "file"], environment: ["PORTAL_TOKEN_BACKEND": "secret-service"],
+                                configFile: ["backend": "auto"])
+        #expect(settings.value(.backend) == "file")
+        settings.flags = [:]
+        #expect(settings.value(.backend) == "secret-service")
+        settings.environment = ["PORTAL_TOKEN_BACKEND": ""]
+        #expect(settings.value(.backend) == "auto")
+    }
+
+    @Test("the config file takes key = value lines and comments")
+    func parsesConfigFile() throws {
+        let values = try Settings.parseConfigFile("# comment\n\nbackend = file\n  keyring-timeout-ms=500  \n", path: "c")
+        #expect(values == ["backend": "file", "keyring-timeout-ms": "500"])
+    }
+
+    @Test("an unknown key or a line without '=' is an error naming the line")
+    func rejectsBadConfig() {
+        #expect(throws: SettingError.self) { try Settings.parseConfigFile("colour = blue\n", path: "c") }
+        #expect(throws: SettingError("c:2: expected key = value")) { try Settings.parseConfigFile("\nsecret-ish\n", path: "c") }
+    }
+
+    @Test("a timeout must be a positive number of milliseconds")
+    func validatesMilliseconds() throws {
+        #expect(try Settings().milliseconds(.keyringTimeout, default: 3000) == 3000)
+        #expect(try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "250"]).milliseconds(.keyringTimeout, default: 3000) == 250)
+        #expect(throws: SettingError.self) {
+            try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "-1"]).milliseconds(.keyringTimeout, default: 3000)
+        }
+    }
+}

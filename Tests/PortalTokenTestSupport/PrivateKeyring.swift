@@ -1,0 +1,100 @@
+import Foundation
+
+/// A D-Bus session bus of its own, optionally with a real gnome-keyring on it, for tests that
+/// stop, lock or remove the keyring and must not disturb the one the test script started.
+public final class PrivateKeyring {
+    public let directory: URL
+    public let busAddress: String
+    public private(set) var busPID: Int32 = 0
+    private var keyring: Process?
+
+    /// The keyring daemon's PID, for `kill -STOP`.
+    public var keyringPID: Int32? { keyring?.processIdentifier }
+
+    /// Starts a bus without service activation, so that "no provider" stays true, and with
+    /// `withKeyring` a gnome-keyring unlocked with an empty-free test password.
+    public init(withKeyring: Bool) throws {
+        directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("portal-token-keyring-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("run"),
+                                                withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let socket = directory.appendingPathComponent("bus").path
+        let config = directory.appendingPathComponent("bus.conf")
+        try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:path=\(socket)</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default">
+                <allow send_destination="*" eavesdrop="true"/>
+                <allow eavesdrop="true"/>
+                <allow own="*"/>
+              </policy>
+            </busconfig>
+            """.write(to: config, atomically: false, encoding: .utf8)
+        let started = try ProcessRunner.run("/usr/bin/dbus-daemon",
+                                            ["--config-file=\(config.path)", "--fork", "--print-pid"], timeout: 10)
+        guard started.exitCode == 0, let pid = Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ContractFailure("dbus-daemon did not start: \(started.stderr)")
+        }
+        busPID = pid
+        busAddress = "unix:path=\(socket)"
+        if withKeyring { try startKeyring() }
+    }
+
+    /// The environment a client of this bus runs with.
+    public var environment: [String: String] {
+        ProcessRunner.environment([
+            "DBUS_SESSION_BUS_ADDRESS": busAddress,
+            "HOME": directory.path,
+            "XDG_RUNTIME_DIR": directory.appendingPathComponent("run").path,
+            "XDG_DATA_HOME": directory.appendingPathComponent("data").path,
+            "XDG_CONFIG_HOME": directory.appendingPathComponent("config").path,
+            "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
+        ])
+    }
+
+    private func startKeyring() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/gnome-keyring-daemon")
+        process.arguments = ["--foreground", "--unlock", "--components=secrets"]
+        process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        try input.fileHandleForWriting.write(contentsOf: Data("test-password".utf8))
+        try input.fileHandleForWriting.close()
+        keyring = process
+        let waited = try ProcessRunner.run("/usr/bin/gdbus", ["wait", "--session", "--timeout", "10", "org.freedesktop.secrets"],
+                                           environment: environment, timeout: 15)
+        guard waited.exitCode == 0 else { throw ContractFailure("gnome-keyring did not appear on the bus") }
+    }
+
+    /// Locks the login collection, as a screen lock would (libsecret 0.20.5's `secret-tool lock`
+    /// does not work, so the Secret Service's own Lock method is called).
+    public func lockLoginCollection() throws {
+        let result = try ProcessRunner.run("/usr/bin/gdbus", [
+            "call", "--session", "--dest", "org.freedesktop.secrets",
+            "--object-path", "/org/freedesktop/secrets",
+            "--method", "org.freedesktop.Secret.Service.Lock",
+            "['/org/freedesktop/secrets/collection/login']",
+        ], environment: environment, timeout: 10)
+        guard result.exitCode == 0 else { throw ContractFailure("locking failed: \(result.stderr)") }
+    }
+
+    public func stopKeyring() { if let pid = keyringPID { kill(pid, SIGSTOP) } }
+
+    deinit {
+        if let keyring {
+            kill(keyring.processIdentifier, SIGKILL)
+            keyring.waitUntilExit()
+        }
+        if busPID > 0 { kill(busPID, SIGKILL) }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
