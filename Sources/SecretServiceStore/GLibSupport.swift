@@ -1,11 +1,5 @@
 import CLibSecret
-import Dispatch
 import PortalTokenCore
-
-/// A pointer handed to the timer thread; GCancellable is documented as thread-safe to cancel.
-struct CancellableHandle: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<GCancellable>
-}
 
 /// Builds a `GHashTable` of string attributes owned by the table itself.
 func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {

@@ -1,5 +1,4 @@
 import CLibSecret
-import Dispatch
 import Glibc
 import PortalTokenCore
 
@@ -260,12 +259,10 @@ public final class SecretServiceStore: CredentialStore {
     ) throws(StoreError) -> T {
         let cancellable = g_cancellable_new()!
         defer { g_object_unref(cancellable) }
-        let handle = CancellableHandle(pointer: cancellable)
-        let timer = DispatchWorkItem { g_cancellable_cancel(handle.pointer) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(timeoutMilliseconds), execute: timer)
+        let timer = CancellationTimer(cancelling: cancellable, afterMilliseconds: timeoutMilliseconds)
         var error: UnsafeMutablePointer<GError>?
         let result = body(cancellable, &error)
-        timer.cancel()
+        timer.stop()
         if let error {
             if let classify, g_error_matches(error, g_io_error_quark(), gint(G_IO_ERROR_CANCELLED.rawValue)) == 0 {
                 throw classify(error)
