@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages portal-token needs: with no argument, what building and running
-# need; with "test", also what the test suite and benchmarks need. Installs only what is
-# missing, so a second run costs nothing.
+# need; with "keyring", also a gnome-keyring to run it against where the machine has none; with
+# "test", also what the test suite and benchmarks need. Installs only what is missing, so a
+# second run costs nothing.
 set -euo pipefail
 build=(pkg-config libsecret-1-dev libglib2.0-dev)
 runtime=(git)
-test=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin libsecret-tools binutils hyperfine)
+keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
+test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3)
 
 wanted=("${build[@]}" "${runtime[@]}")
-if [ "${1:-}" = test ]; then wanted+=("${test[@]}"); fi
+case "${1:-}" in
+    keyring) wanted+=("${keyring[@]}") ;;
+    test) wanted+=("${test[@]}") ;;
+esac
 
 missing=()
 for package in "${wanted[@]}"; do
