@@ -10,12 +10,6 @@ func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
     return table
 }
 
-/// Reads one attribute of an item's attribute table.
-func attribute(_ table: OpaquePointer, _ name: String) -> String? {
-    guard let value = g_hash_table_lookup(table, name) else { return nil }
-    return String(cString: value.assumingMemoryBound(to: CChar.self))
-}
-
 /// The GLib log writer that keeps libsecret's and GLib's own warnings off stderr: portal-token
 /// reports every failure itself, in git's grammar, and stderr must stay silent on success.
 let silenceGLibLogs: Void = {
