@@ -21,6 +21,7 @@ let package = Package(
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
+        .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
