@@ -23,6 +23,7 @@ let package = Package(
         .target(name: "PortalTokenCore"),
         .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
         .target(name: "PortalHTTP", dependencies: ["PortalTokenCore", "CCurl"]),
+        .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
         .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
@@ -31,6 +32,7 @@ let package = Package(
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )
