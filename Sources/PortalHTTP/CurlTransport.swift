@@ -14,7 +14,9 @@ import PortalTokenCore
 /// - the connect bound (TCP and TLS handshake) and the total bound are in milliseconds;
 /// - a response body past the size bound is refused, never buffered in full;
 /// - proxies come from libcurl's standard variables (`http_proxy`, `HTTPS_PROXY`, `no_proxy`, …)
-///   and nothing else.
+///   and nothing else, except that a loopback target never goes through a proxy: libcurl 7.88
+///   would send a request for `http://localhost:3000` to `http_proxy`, bearer and all, in
+///   cleartext.
 ///
 /// Nothing here prints or logs. The `Authorization` line is copied into libcurl's header list
 /// and wiped there before the list is freed; the request body buffer is wiped after the exchange.
@@ -23,6 +25,13 @@ public final class CurlTransport: HTTPTransport {
 
     public init(options: HTTPTransportOptions = HTTPTransportOptions()) {
         self.options = options
+    }
+
+    /// Hosts that name this machine: `localhost` and its subdomains, 127.0.0.0/8 and `[::1]`.
+    static func isLoopback(host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
     /// libcurl's global set-up, done once per process before the first handle.
@@ -39,6 +48,7 @@ public final class CurlTransport: HTTPTransport {
         var exchange = Exchange(handle: handle, host: host, options: options)
         defer { exchange.release() }
         try exchange.configure(request)
+        if Self.isLoopback(host: host) { try exchange.disableProxy() }
         return try exchange.perform()
     }
 }
@@ -145,6 +155,11 @@ private struct Exchange {
         // A body never waits for "100 Continue": one round trip, and no server needs it.
         try append(header: "Expect:")
         try check(portal_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
+    }
+
+    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says.
+    mutating func disableProxy() throws(HTTPError) {
+        try set(CURLOPT_PROXY, string: "")
     }
 
     private mutating func append(header: String) throws(HTTPError) {

@@ -1,5 +1,5 @@
 import Foundation
-import PortalHTTP
+@testable import PortalHTTP
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing
@@ -168,6 +168,15 @@ struct CurlTransportTests {
     ])
     func unsupportedSchemes(url: String) {
         #expect(throws: HTTPError.unsupportedURL) { try CurlTransport().send(HTTPRequest(method: "GET", url: url)) }
+    }
+
+    @Test("loopback hosts, and only they, bypass any proxy", arguments: [
+        ("localhost", true), ("api.localhost", true), ("127.0.0.1", true), ("127.1.2.3", true), ("[::1]", true),
+        ("localhost.attacker.com", false), ("127.0.0.1.attacker.com", false), ("api.portalhq.io", false),
+        ("10.0.2.2", false), ("127.0.0.256", false),
+    ])
+    func loopbackBypassesProxy(host: String, isLoopback: Bool) {
+        #expect(CurlTransport.isLoopback(host: host) == isLoopback)
     }
 
     @Test("a header carrying a line break is refused before anything is sent")
