@@ -44,9 +44,12 @@ public final class CurlTransport: HTTPTransport {
         guard Self.globalInitialisation == CURLE_OK, let handle = curl_easy_init() else {
             throw .other(host: host, detail: "libcurl could not be initialised")
         }
-        defer { curl_easy_cleanup(handle) }
         var exchange = Exchange(handle: handle, host: host, options: options)
-        defer { exchange.release() }
+        defer {
+            // The handle goes first: it may still point at the header list and the CA blob.
+            curl_easy_cleanup(handle)
+            exchange.release()
+        }
         try exchange.configure(request)
         if Self.isLoopback(host: host) { try exchange.disableProxy() }
         return try exchange.perform()
@@ -145,8 +148,9 @@ private struct Exchange {
                 raw.copyMemory(from: prefix, byteCount: prefix.count)
                 if let base = value.baseAddress { (raw + prefix.count).copyMemory(from: base, byteCount: value.count) }
                 line[prefix.count + value.count] = 0
-                headerList = curl_slist_append(headerList, line)
-                return headerList != nil
+                guard let list = curl_slist_append(headerList, line) else { return false }
+                headerList = list
+                return true
             }
             guard appended else {
                 throw .other(host: host, detail: "the Authorization value has a character HTTP cannot carry")
