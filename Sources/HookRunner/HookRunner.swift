@@ -148,9 +148,11 @@ public struct HookRunner: HookLauncher {
 
     // MARK: Waiting
 
-    /// The wait status once the child exits, or nil when `milliseconds` pass first.
+    /// The wait status once the child exits, or nil when `milliseconds` pass first. Time
+    /// passed is the larger of the monotonic clock's reading and the sleeps that ran their full
+    /// length, so neither a frozen clock nor an interrupted sleep ends the wait early.
     private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int) -> Int32? {
-        let start = Self.monotonicMilliseconds()
+        let start = Self.monotonicNanoseconds()
         var slept = 0
         var interval = 1
         while true {
@@ -161,11 +163,10 @@ public struct HookRunner: HookLauncher {
                 // Only when SIGCHLD is ignored and the kernel reaped the child itself.
                 return Int32.min
             }
-            let elapsed = max(Self.monotonicMilliseconds() - start, slept)
+            let elapsed = max((Self.monotonicNanoseconds() - start) / 1_000_000, slept)
             if elapsed >= milliseconds { return nil }
             let pause = min(interval, milliseconds - elapsed)
-            _ = poll(nil, 0, Int32(pause))
-            slept += pause
+            if poll(nil, 0, Int32(pause)) == 0 { slept += pause }
             interval = min(interval * 2, 25)
         }
     }
@@ -178,10 +179,10 @@ public struct HookRunner: HookLauncher {
         return .signalled(signal: signal)
     }
 
-    private static func monotonicMilliseconds() -> Int {
+    private static func monotonicNanoseconds() -> Int {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
-        return time.tv_sec * 1000 + time.tv_nsec / 1_000_000
+        return time.tv_sec * 1_000_000_000 + time.tv_nsec
     }
 
     private static func processEnvironment() -> [String: String] {
