@@ -97,7 +97,7 @@ public final class FakePortalServer: Sendable {
     }
 
     public let port: UInt16
-    /// Whether requests are checked against the header rules; off only for tools, such as a
+    /// Whether requests are checked against the header rules; off only for clients, such as a
     /// benchmark's plain curl, that do not send portal-token's headers.
     public let isStrict: Bool
     private let listener: Int32
