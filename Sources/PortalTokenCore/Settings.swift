@@ -25,12 +25,19 @@ public struct Setting: Sendable, Hashable {
     public static let onSessionInvalidated = Setting(key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
     public static let keyringTimeout = Setting(key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
     public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
+    /// Bound on the TCP and TLS handshake of each HTTP request; default 3000 ms.
+    public static let httpConnectTimeout = Setting(key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
+    /// Bound on each whole HTTP exchange, connection included; default 10000 ms.
+    public static let httpTimeout = Setting(key: "http-timeout-ms", environment: "PORTAL_TOKEN_HTTP_TIMEOUT_MS")
+    /// A PEM file of CA certificates trusted in addition to the system's (a test CA, a
+    /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
+    public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
 
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
-        keyringTimeout, trace,
+        keyringTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
     ]
 }
 
