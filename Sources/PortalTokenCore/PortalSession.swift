@@ -93,12 +93,6 @@ extension PortalSession {
     }
 }
 
-/// Why a session ended; the hook sees it as `PORTAL_SESSION_END_REASON`.
-public enum SessionEndReason: String, Sendable {
-    case unauthorized
-    case expired
-}
-
 /// What a session store holds for one auth environment.
 public enum StoredSession: Sendable, Equatable {
     case absent

@@ -104,8 +104,11 @@ public struct Settings: Sendable {
     public static func parseConfigFile(_ text: String, path: String) throws(SettingError) -> [String: String] {
         var values: [String: String] = [:]
         let known = Set(Setting.all.map(\.key))
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingWhitespace
+        // Split on LF bytes: Swift reads CR LF as one Character, so a file with Windows line
+        // endings would otherwise be one line.
+        let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        for (index, rawLine) in lines.enumerated() {
+            let line = String(decoding: rawLine, as: UTF8.self).trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 throw SettingError("\(path):\(index + 1): expected key = value")
@@ -124,9 +127,13 @@ public struct Settings: Sendable {
 extension StringProtocol {
     /// The text without leading and trailing spaces, tabs and line breaks.
     public var trimmingWhitespace: String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        guard let first = firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = lastIndex(where: { !isSpace($0) })!
-        return String(self[first...last])
+        // By Unicode scalar, since Swift reads CR LF as one Character.
+        let scalars = unicodeScalars
+        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = scalars.firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !isSpace($0) })!
+        var result = ""
+        result.unicodeScalars.append(contentsOf: scalars[first...last])
+        return result
     }
 }
