@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
         .target(name: "PortalHTTP", dependencies: ["PortalTokenCore", "CCurl"]),
         .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "PortalHTTP", "HookRunner"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
