@@ -20,8 +20,7 @@ cd "$root"
 
 contrib/deps.sh
 echo "== building portal-token (release)"
-swift build -c release --static-swift-stdlib 2>&1 | sed '/prohibited flag/d'
-bin=$(swift build -c release --static-swift-stdlib --show-bin-path)/portal-token
+bin=$(contrib/build-release.sh)
 
 install -d "$prefix/bin"
 install -m 0755 "$bin" "$prefix/bin/portal-token"

@@ -21,8 +21,7 @@ echo "== building portal-token (debug with tests, and release)"
 # libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
 quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
 quiet swift build --build-tests
-quiet swift build -c release --static-swift-stdlib
-release_bin=$(swift build -c release --static-swift-stdlib --show-bin-path)/portal-token
+release_bin=$(contrib/build-release.sh)
 test -x "$release_bin"
 
 mkdir -p "$work/home" "$work/run"

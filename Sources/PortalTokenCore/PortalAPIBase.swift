@@ -31,7 +31,7 @@ public struct PortalAPIBase: Sendable, Equatable {
     }
 
     private static func isValid(_ base: String) -> Bool {
-        guard let separator = base.firstRange(of: "://") else { return false }
+        guard let separator = base.firstByteRange(of: "://") else { return false }
         let scheme = base[..<separator.lowerBound]
         guard !scheme.isEmpty else { return false }
         let rest = base[separator.upperBound...]

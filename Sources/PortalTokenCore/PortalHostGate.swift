@@ -131,7 +131,7 @@ public struct PortalEndpoint: Sendable, Hashable {
         let authority: URLAuthority?
         if trimmed.utf8.contains(UInt8(ascii: "@")) {
             authority = nil
-        } else if trimmed.contains("://") {
+        } else if trimmed.firstByteRange(of: "://") != nil {
             authority = URLAuthority(parsing: trimmed)
         } else {
             authority = URLAuthority(parsing: "configured://" + trimmed)

@@ -137,3 +137,20 @@ extension StringProtocol {
         return result
     }
 }
+
+extension StringProtocol {
+    /// The range of the first occurrence of `needle`, compared byte for byte. The standard
+    /// library's `firstRange(of:)` and `contains(_:)` for strings live in _StringProcessing, which
+    /// would add a regex engine (about a megabyte) to every invocation.
+    public func firstByteRange(of needle: String) -> Range<Index>? {
+        let haystack = Array(utf8)
+        let pattern = Array(needle.utf8)
+        guard !pattern.isEmpty, haystack.count >= pattern.count else { return nil }
+        for start in 0...(haystack.count - pattern.count) where haystack[start..<(start + pattern.count)].elementsEqual(pattern) {
+            let lower = utf8.index(utf8.startIndex, offsetBy: start)
+            let upper = utf8.index(lower, offsetBy: pattern.count)
+            return lower..<upper
+        }
+        return nil
+    }
+}

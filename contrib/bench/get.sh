@@ -6,9 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 contrib/deps.sh test
-quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
-quiet swift build -c release --static-swift-stdlib >/dev/null
-bin=$(swift build -c release --static-swift-stdlib --show-bin-path)/portal-token
+bin=$(contrib/build-release.sh 2>/dev/null)
 helpers=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-helpers.XXXXXX")
 trap 'rm -rf "$helpers"' EXIT
 contrib/build-git-helpers.sh "$helpers"

@@ -9,15 +9,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 contrib/deps.sh test
-quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
-quiet swift build -c release --static-swift-stdlib >/dev/null
-quiet swift build -c release --static-swift-stdlib --product portal-fake-server >/dev/null
-bindir=$(swift build -c release --static-swift-stdlib --show-bin-path)
+portal_token=$(contrib/build-release.sh 2>/dev/null)
+fake_server=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
 helpers=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-helpers.XXXXXX")
 trap 'rm -rf "$helpers"' EXIT
 contrib/build-git-helpers.sh "$helpers"
 
-export PORTAL_TOKEN_BIN=$bindir/portal-token FAKE_SERVER=$bindir/portal-fake-server
+export PORTAL_TOKEN_BIN=$portal_token FAKE_SERVER=$fake_server
 export C_HELPER=$helpers/git-credential-libsecret
 exec contrib/bench/run-in-keyring.sh bash -c '
     set -euo pipefail
