@@ -15,14 +15,26 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .systemLibrary(
+            name: "CKeyutils",
+            pkgConfig: "libkeyutils",
+            providers: [.apt(["libkeyutils-dev"])]
+        ),
         .target(name: "PortalTokenCore"),
         .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore"]),
+        .target(name: "EncryptedFileStore", dependencies: ["PortalTokenCore", "CSodium", "CKeyutils"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
+        .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )
