@@ -62,6 +62,8 @@ public enum PortalTokenCLI {
         let command = try commandType.init(arguments: &reader)
         try reader.finish(command: word)
         let environment = ProcessEnvironment.current()
+        // The passphrase stays in this process: no child (a hook, a browser) inherits it.
+        unsetenv(PassphraseSource.environmentVariable)
         let settings = try loadSettings(flags: reader.settingFlags, environment: environment)
         let context = Context(streams: streams, environment: environment, settings: settings,
                               programName: isGitHelper ? gitHelperName : "portal-token")

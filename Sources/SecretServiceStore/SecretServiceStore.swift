@@ -33,6 +33,13 @@ public final class SecretServiceStore: CredentialStore {
         if let service { g_object_unref(service) }
     }
 
+    /// Connects to the session bus and the Secret Service within the bound, for `auto` to
+    /// decide whether the keyring can serve (product contract §6). A missing bus or provider
+    /// throws `.unavailable`, one that does not answer in time `.timedOut`.
+    public func probe() throws(StoreError) {
+        _ = try connect()
+    }
+
     // MARK: CredentialStore
 
     public func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] {
