@@ -261,6 +261,7 @@ public final class EncryptedFileStore: CredentialStore {
                 }
             }
             guard change(&payload) else { return }
+            files.removeAbandonedTemporaryFiles()
             // A new file is keyed under the lock: it happens once, and a second process must
             // not create a file of its own beside it.
             let fileKey: UnlockedKey

@@ -107,6 +107,26 @@ struct StoreFileSystem {
 
     // MARK: Writing
 
+    private var temporaryPrefix: String { ".\(name).tmp-" }
+
+    /// Temporary files are only ever made by a writer holding the lock, so whoever holds it
+    /// now knows any it finds belong to a writer that died (SIGKILL, power cut) before its
+    /// rename. They hold only ciphertext; they are removed so they do not pile up.
+    func removeAbandonedTemporaryFiles() {
+        guard let stream = opendir(directory) else { return }
+        defer { closedir(stream) }
+        var abandoned: [String] = []
+        while let entry = readdir(stream) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if entryName.hasPrefix(temporaryPrefix) && entryName.count == temporaryPrefix.count + 6 {
+                abandoned.append(entryName)
+            }
+        }
+        for entryName in abandoned { unlink("\(directory)/\(entryName)") }
+    }
+
     /// Replaces the store file with `bytes` so that a crash at any point leaves the old file or
     /// the new one: a temporary file in the same directory (mkstemp: mode 0600 from the start),
     /// written and fsynced, renamed over the store, and the directory fsynced so the rename
@@ -114,7 +134,7 @@ struct StoreFileSystem {
     /// is untouched.
     func replace(with bytes: [UInt8]) throws(StoreError) {
         try createDirectory()
-        var template = Array("\(directory)/.\(name).tmp-XXXXXX".utf8CString)
+        var template = Array("\(directory)/\(temporaryPrefix)XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw failure("cannot create a file in \(directory)", errno: errno) }
         _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)

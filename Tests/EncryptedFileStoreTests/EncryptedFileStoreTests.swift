@@ -262,6 +262,20 @@ struct EncryptedFileFailureTests {
         }
     }
 
+    @Test("a temporary file left by a writer that died is removed by the next write")
+    func abandonedTemporaryFile() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.store(credential())
+        let abandoned = directory.path + "/data/portal-token/.store.tmp-Ab12Cd"
+        try writeFile(abandoned, [1, 2, 3])
+        let unrelated = directory.path + "/data/portal-token/.store.tmp-notours"
+        try writeFile(unrelated, [4])
+        try store.store(credential(user: "bob"))
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        #expect(FileManager.default.fileExists(atPath: unrelated))
+    }
+
     @Test("a write waits for the lock only up to its bound, then fails as timed out")
     func lockTimeout() throws {
         let directory = try TemporaryDirectory()
