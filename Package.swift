@@ -16,6 +16,11 @@ let package = Package(
             providers: [.apt(["libsecret-1-dev"])]
         ),
         .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
@@ -28,13 +33,18 @@ let package = Package(
         .target(name: "PortalTokenCore"),
         .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
         .target(name: "EncryptedFileStore", dependencies: ["PortalTokenCore", "CSodium", "CKeyutils"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore"]),
+        .target(name: "PortalHTTP", dependencies: ["PortalTokenCore", "CCurl"]),
+        .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "PortalHTTP", "HookRunner"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
+        .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
+        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )

@@ -1,4 +1,5 @@
 import EncryptedFileStore
+import PortalHTTP
 import PortalTokenCore
 import SecretServiceStore
 
@@ -35,17 +36,32 @@ enum Composition {
         }
     }
 
+    /// The backend in use and why, for `status`.
+    static func backendDescription(for context: Context) throws -> (name: String, reason: String) {
+        let choice = try context.backendChoice()
+        return (choice.backend.rawValue, choice.reason)
+    }
+
     static func credentialStore(for context: Context) throws -> any CredentialStore {
         let choice = try context.backendChoice()
         switch choice.backend {
         case .file:
-            return try fileStore(for: context)
+            return try context.fileStore()
         case .secretService:
             let keyring = SecretServiceStore(timeoutMilliseconds: try keyringTimeout(context.settings),
                                              allowPrompt: context.allowPrompt)
-            let path = try storeFilePath(context)
-            guard choice.consultsFile, EncryptedFileStore.exists(at: path) else { return keyring }
-            return CombinedCredentialStore(primary: keyring, secondary: try fileStore(for: context), now: context.now)
+            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
+            return CombinedCredentialStore(primary: keyring, secondary: try context.fileStore(), now: context.now)
+        }
+    }
+
+    static func sessionStore(for context: Context) throws -> any SessionStore {
+        switch try context.backendChoice().backend {
+        case .secretService:
+            return SecretServiceSessionStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                             allowPrompt: context.allowPrompt)
+        case .file:
+            throw CLIError("the encrypted file backend does not keep Portal sessions yet", exitCode: .storage)
         }
     }
 
@@ -59,6 +75,8 @@ enum Composition {
         return context.xdgDirectory("XDG_DATA_HOME", default: ".local/share") + "/portal-token/store"
     }
 
+    /// The encrypted file store; Context keeps one per run, so credentials and the session share
+    /// one unlock.
     static func fileStore(for context: Context) throws -> EncryptedFileStore {
         let path = try storeFilePath(context)
         let source = PassphraseSource(settings: context.settings, environment: context.environment,
@@ -71,5 +89,22 @@ enum Composition {
             lockTimeoutMilliseconds: try keyringTimeout(context.settings),
             passphrase: source.passphrase(for:),
             warn: { streams.printError("portal-token: warning: \($0)") })
+    }
+
+    /// The Portal session of the configured auth environment, with the libcurl transport, the
+    /// host gate of the configured API, the session lock and the user's hook.
+    static func sessionService(for context: Context) throws -> SessionService {
+        let environmentID = try context.authEnvironmentID()
+        let apiBase = try context.apiBase()
+        let timeout = try keyringTimeout(context.settings)
+        let hook = SessionHook(context: context)
+        return SessionService(
+            authEnvironmentID: environmentID, apiBase: apiBase, store: try sessionStore(for: context),
+            lock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
+            transport: CurlTransport(options: try HTTPTransportOptions(settings: context.settings)),
+            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
+            sessionEnded: hook.run,
+            warn: { context.streams.printError("portal-token: warning: \($0)") },
+            now: context.now)
     }
 }

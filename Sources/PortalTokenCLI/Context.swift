@@ -1,3 +1,4 @@
+import EncryptedFileStore
 import Glibc
 import PortalTokenCore
 
@@ -23,6 +24,16 @@ final class Context {
     func now() -> Int64 { Int64(time(nil)) }
 
     private var cachedCredentialStore: (any CredentialStore)?
+    private var cachedFileStore: EncryptedFileStore?
+
+    /// The encrypted file store, one per run: git credentials and the Portal session share its
+    /// unlock.
+    func fileStore() throws -> EncryptedFileStore {
+        if let cachedFileStore { return cachedFileStore }
+        let store = try Composition.fileStore(for: self)
+        cachedFileStore = store
+        return store
+    }
     private var cachedBackendChoice: BackendChoice?
 
     /// The backend in use and why (what `status` shows). Decided once per run; when `auto`
@@ -41,6 +52,31 @@ final class Context {
         let store = try Composition.credentialStore(for: self)
         cachedCredentialStore = store
         return store
+    }
+
+    /// The configured auth environment ID; every Portal-session command needs one.
+    func authEnvironmentID() throws(CLIError) -> String {
+        guard let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty else {
+            throw .usage("no auth environment ID is set",
+                         hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
+        }
+        return value
+    }
+
+    /// The Portal API base URL from the api-host setting (wire contract §8.3).
+    func apiBase() throws(CLIError) -> PortalAPIBase {
+        do {
+            return try PortalAPIBase(apiHost: settings.value(.apiHost) ?? PortalAPIBase.defaultHost)
+        } catch {
+            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
+        }
+    }
+
+    /// Whether a credential-protocol request names a Portal origin, answered from the session
+    /// (product contract §5) rather than from generic storage.
+    func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
+        guard let protocolName = request.protocolName, let host = request.host else { return false }
+        return PortalHostGate(apiBase: try apiBase()).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
     }
 
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an

@@ -16,7 +16,7 @@ public struct StandardStreams: Sendable {
     /// blank line so that a caller who keeps stdin open is not waited on.
     public func readRequest() -> [UInt8] {
         var buffer: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }

@@ -28,12 +28,19 @@ public struct Setting: Sendable, Hashable {
     /// seconds; 0 turns the cache off.
     public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
     public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
+    /// Bound on the TCP and TLS handshake of each HTTP request; default 3000 ms.
+    public static let httpConnectTimeout = Setting(key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
+    /// Bound on each whole HTTP exchange, connection included; default 10000 ms.
+    public static let httpTimeout = Setting(key: "http-timeout-ms", environment: "PORTAL_TOKEN_HTTP_TIMEOUT_MS")
+    /// A PEM file of CA certificates trusted in addition to the system's (a test CA, a
+    /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
+    public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
 
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
-        keyringTimeout, keyCacheTimeout, trace,
+        keyringTimeout, keyCacheTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
     ]
 }
 
@@ -110,8 +117,11 @@ public struct Settings: Sendable {
     public static func parseConfigFile(_ text: String, path: String) throws(SettingError) -> [String: String] {
         var values: [String: String] = [:]
         let known = Set(Setting.all.map(\.key))
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = rawLine.trimmingWhitespace
+        // Split on LF bytes: Swift reads CR LF as one Character, so a file with Windows line
+        // endings would otherwise be one line.
+        let lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+        for (index, rawLine) in lines.enumerated() {
+            let line = String(decoding: rawLine, as: UTF8.self).trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let equals = line.firstIndex(of: "=") else {
                 throw SettingError("\(path):\(index + 1): expected key = value")
@@ -130,9 +140,13 @@ public struct Settings: Sendable {
 extension StringProtocol {
     /// The text without leading and trailing spaces, tabs and line breaks.
     public var trimmingWhitespace: String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        guard let first = firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = lastIndex(where: { !isSpace($0) })!
-        return String(self[first...last])
+        // By Unicode scalar, since Swift reads CR LF as one Character.
+        let scalars = unicodeScalars
+        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+        guard let first = scalars.firstIndex(where: { !isSpace($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !isSpace($0) })!
+        var result = ""
+        result.unicodeScalars.append(contentsOf: scalars[first...last])
+        return result
     }
 }

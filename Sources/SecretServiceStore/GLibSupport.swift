@@ -1,11 +1,5 @@
 import CLibSecret
-import Dispatch
 import PortalTokenCore
-
-/// A pointer handed to the timer thread; GCancellable is documented as thread-safe to cancel.
-struct CancellableHandle: @unchecked Sendable {
-    let pointer: UnsafeMutablePointer<GCancellable>
-}
 
 /// Builds a `GHashTable` of string attributes owned by the table itself.
 func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
@@ -14,12 +8,6 @@ func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
         g_hash_table_insert(table, g_strdup(name), g_strdup(value))
     }
     return table
-}
-
-/// Reads one attribute of an item's attribute table.
-func attribute(_ table: OpaquePointer, _ name: String) -> String? {
-    guard let value = g_hash_table_lookup(table, name) else { return nil }
-    return String(cString: value.assumingMemoryBound(to: CChar.self))
 }
 
 /// The GLib log writer that keeps libsecret's and GLib's own warnings off stderr: portal-token

@@ -49,3 +49,18 @@ struct SettingsTests {
         }
     }
 }
+
+@Suite("text trimming")
+struct TrimmingTests {
+    @Test("a config file with Windows line endings reads line by line")
+    func crlfConfig() throws {
+        let values = try Settings.parseConfigFile("backend = file\r\nkeyring-timeout-ms = 500\r\n", path: "c")
+        #expect(values == ["backend": "file", "keyring-timeout-ms": "500"])
+    }
+
+    @Test("trimming removes CR LF pairs at both ends")
+    func trimsCRLF() {
+        #expect("\r\n  value \r\n".trimmingWhitespace == "value")
+        #expect(" \t\r\n ".trimmingWhitespace == "")
+    }
+}

@@ -6,10 +6,8 @@ public final class PrivateKeyring {
     public let directory: URL
     public let busAddress: String
     public private(set) var busPID: Int32 = 0
-    private var keyring: Process?
-
     /// The keyring daemon's PID, for `kill -STOP`.
-    public var keyringPID: Int32? { keyring?.processIdentifier }
+    public private(set) var keyringPID: pid_t?
 
     /// Starts a bus without service activation, so that "no provider" stays true, and with
     /// `withKeyring` a gnome-keyring unlocked with an empty-free test password.
@@ -58,18 +56,12 @@ public final class PrivateKeyring {
     }
 
     private func startKeyring() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/gnome-keyring-daemon")
-        process.arguments = ["--foreground", "--unlock", "--components=secrets"]
-        process.environment = environment
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
-        try input.fileHandleForWriting.write(contentsOf: Data("test-password".utf8))
-        try input.fileHandleForWriting.close()
-        keyring = process
+        // --unlock reads the login keyring's password from stdin until EOF.
+        let password = directory.appendingPathComponent("password").path
+        _ = FileManager.default.createFile(atPath: password, contents: Data("test-password".utf8))
+        keyringPID = try ProcessRunner.spawn("/usr/bin/gnome-keyring-daemon",
+                                             ["--foreground", "--unlock", "--components=secrets"],
+                                             environment: environment, stdin: password)
         let waited = try ProcessRunner.run("/usr/bin/gdbus", ["wait", "--session", "--timeout", "10", "org.freedesktop.secrets"],
                                            environment: environment, timeout: 15)
         guard waited.exitCode == 0 else { throw ContractFailure("gnome-keyring did not appear on the bus") }
@@ -90,9 +82,9 @@ public final class PrivateKeyring {
     public func stopKeyring() { if let pid = keyringPID { kill(pid, SIGSTOP) } }
 
     deinit {
-        if let keyring {
-            kill(keyring.processIdentifier, SIGKILL)
-            keyring.waitUntilExit()
+        if let keyringPID {
+            kill(keyringPID, SIGKILL)
+            _ = waitpid(keyringPID, nil, 0)
         }
         if busPID > 0 { kill(busPID, SIGKILL) }
         try? FileManager.default.removeItem(at: directory)

@@ -1,0 +1,357 @@
+import CCurl
+import Glibc
+import PortalTokenCore
+
+/// The HTTP transport, over libcurl (the only module that imports it).
+///
+/// Why libcurl and not URLSession: FoundationNetworking costs every invocation 6–12 ms of start-up
+/// even when it sends nothing, rounds timeouts to whole seconds and ignores a test CA bundle.
+///
+/// Every request gets a fresh easy handle, so one transport may be used from several threads.
+/// The rules it enforces on every request, whatever the caller asks:
+/// - http and https only, and no redirect is ever followed: a 3xx comes back as it is;
+/// - TLS peer and host verification are always on;
+/// - the connect bound (TCP and TLS handshake) and the total bound are in milliseconds;
+/// - a response body past the size bound is refused, never buffered in full;
+/// - proxies come from libcurl's standard variables (`http_proxy`, `HTTPS_PROXY`, `no_proxy`, …)
+///   and nothing else, except that a loopback target never goes through a proxy: libcurl 7.88
+///   would send a request for `http://localhost:3000` to `http_proxy`, bearer and all, in
+///   cleartext.
+///
+/// Nothing here prints or logs. The `Authorization` line is copied into libcurl's header list
+/// and wiped there before the list is freed; the request body buffer is wiped after the exchange.
+public final class CurlTransport: HTTPTransport {
+    public let options: HTTPTransportOptions
+
+    public init(options: HTTPTransportOptions = HTTPTransportOptions()) {
+        self.options = options
+    }
+
+    /// Hosts that name this machine: `localhost` and its subdomains, 127.0.0.0/8 and `[::1]`.
+    static func isLoopback(host: String) -> Bool {
+        if host == "localhost" || host.hasSuffix(".localhost") || host == "[::1]" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// libcurl's global set-up, done once per process before the first handle.
+    private static let globalInitialisation: CURLcode = curl_global_init(Int(CURL_GLOBAL_ALL))
+
+    public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let lowered = request.url.prefix(8).lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else { throw .unsupportedURL }
+        guard let host = HTTPError.hostForMessages(request.url) else { throw .unsupportedURL }
+        guard Self.globalInitialisation == CURLE_OK, let handle = curl_easy_init() else {
+            throw .other(host: host, detail: "libcurl could not be initialised")
+        }
+        var exchange = Exchange(handle: handle, host: host, options: options)
+        defer {
+            // The handle goes first: it may still point at the header list and the CA blob.
+            curl_easy_cleanup(handle)
+            exchange.release()
+        }
+        try exchange.configure(request)
+        if Self.isLoopback(host: host) { try exchange.disableProxy() }
+        return try exchange.perform()
+    }
+}
+
+/// One request's libcurl state: the C strings, header list and body buffer that must outlive
+/// `curl_easy_perform`, and the accumulator its callbacks fill.
+private struct Exchange {
+    let handle: UnsafeMutableRawPointer
+    let host: String
+    let options: HTTPTransportOptions
+    let accumulator: ResponseAccumulator
+    var cStrings: [UnsafeMutablePointer<CChar>] = []
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    var body: UnsafeMutableRawBufferPointer?
+    var caBlob: UnsafeMutableRawBufferPointer?
+    var isHTTPS = false
+
+    init(handle: UnsafeMutableRawPointer, host: String, options: HTTPTransportOptions) {
+        self.handle = handle
+        self.host = host
+        self.options = options
+        self.accumulator = ResponseAccumulator(limit: options.maximumResponseBytes)
+    }
+
+    mutating func configure(_ request: HTTPRequest) throws(HTTPError) {
+        isHTTPS = request.url.prefix(8).lowercased() == "https://"
+        try set(CURLOPT_URL, string: request.url)
+        try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, string: "http,https")
+        try set(CURLOPT_FOLLOWLOCATION, 0)
+        try set(CURLOPT_MAXREDIRS, 0)
+        // Signals are no way to time out a thread; libcurl's threaded resolver needs none.
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMilliseconds)
+        try set(CURLOPT_TIMEOUT_MS, options.totalTimeoutMilliseconds)
+        try set(CURLOPT_SSL_VERIFYPEER, 1)
+        try set(CURLOPT_SSL_VERIFYHOST, 2)
+        try set(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
+        try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
+        try check(portal_curl_setopt_off_t(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
+        if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
+
+        let context = Unmanaged.passUnretained(accumulator).toOpaque()
+        try check(portal_curl_setopt_write_callback(handle, CURLOPT_WRITEFUNCTION, receiveBody))
+        try check(portal_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context))
+        try check(portal_curl_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, receiveHeader))
+        try check(portal_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context))
+
+        try configureMethodAndBody(request)
+        try configureHeaders(request)
+    }
+
+    private mutating func configureMethodAndBody(_ request: HTTPRequest) throws(HTTPError) {
+        let method = request.method.uppercased()
+        guard !method.isEmpty, method.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }) else {
+            throw .other(host: host, detail: "the request method is not a valid HTTP token")
+        }
+        if let bytes = request.body, !bytes.isEmpty {
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
+            buffer.copyBytes(from: bytes)
+            body = buffer
+            try check(portal_curl_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+            try check(portal_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, buffer.baseAddress))
+            if method != "POST" { try set(CURLOPT_CUSTOMREQUEST, string: method) }
+        } else if method == "GET" {
+            try set(CURLOPT_HTTPGET, 1)
+        } else if method == "HEAD" {
+            try set(CURLOPT_NOBODY, 1)
+        } else {
+            // Without a body libcurl sends no Content-Length, as wire contract §8.2 wants.
+            try set(CURLOPT_HTTPGET, 1)
+            try set(CURLOPT_CUSTOMREQUEST, string: method)
+        }
+    }
+
+    private mutating func configureHeaders(_ request: HTTPRequest) throws(HTTPError) {
+        for header in request.headers {
+            guard !header.name.isEmpty, header.name.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }),
+                  header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) }) else {
+                throw .other(host: host, detail: "a request header has a name or value HTTP cannot carry")
+            }
+            try append(header: "\(header.name): \(header.value)")
+        }
+        if let authorization = request.authorization {
+            let prefix = Array("Authorization: ".utf8)
+            let appended: Bool = authorization.withBytes { value in
+                guard value.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) }) else { return false }
+                let line = UnsafeMutablePointer<CChar>.allocate(capacity: prefix.count + value.count + 1)
+                defer {
+                    explicit_bzero(line, prefix.count + value.count + 1)
+                    line.deallocate()
+                }
+                let raw = UnsafeMutableRawPointer(line)
+                raw.copyMemory(from: prefix, byteCount: prefix.count)
+                if let base = value.baseAddress { (raw + prefix.count).copyMemory(from: base, byteCount: value.count) }
+                line[prefix.count + value.count] = 0
+                guard let list = curl_slist_append(headerList, line) else { return false }
+                headerList = list
+                return true
+            }
+            guard appended else {
+                throw .other(host: host, detail: "the Authorization value has a character HTTP cannot carry")
+            }
+        }
+        // A body never waits for "100 Continue": one round trip, and no server needs it.
+        try append(header: "Expect:")
+        try check(portal_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
+    }
+
+    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says.
+    mutating func disableProxy() throws(HTTPError) {
+        try set(CURLOPT_PROXY, string: "")
+    }
+
+    private mutating func append(header: String) throws(HTTPError) {
+        guard let list = curl_slist_append(headerList, header) else {
+            throw .other(host: host, detail: "out of memory")
+        }
+        headerList = list
+    }
+
+    /// Trusts the system's CA certificates and the bundle's: libcurl's `CURLOPT_CAINFO` alone
+    /// would replace the system bundle, so the two files go to OpenSSL together as one blob.
+    private mutating func trustAdditionally(caBundleAt path: String) throws(HTTPError) {
+        guard let extra = readFile(path) else { throw .caBundleUnreadable(path: path) }
+        var systemBundle: [UInt8] = []
+        var defaultPath: UnsafeMutablePointer<CChar>?
+        if portal_curl_getinfo_string(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
+            systemBundle = readFile(String(cString: defaultPath)) ?? []
+        }
+        var combined = systemBundle
+        if !combined.isEmpty, combined.last != UInt8(ascii: "\n") { combined.append(UInt8(ascii: "\n")) }
+        combined += extra
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(combined.count, 1), alignment: 1)
+        buffer.copyBytes(from: combined)
+        caBlob = buffer
+        var blob = curl_blob(data: buffer.baseAddress, len: combined.count, flags: UInt32(CURL_BLOB_NOCOPY))
+        try check(portal_curl_setopt_pointer(handle, CURLOPT_CAINFO_BLOB, &blob))
+    }
+
+    func perform() throws(HTTPError) -> HTTPResponse {
+        let code = curl_easy_perform(handle)
+        guard code == CURLE_OK else { throw error(for: code) }
+        var status = 0
+        _ = portal_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var effective: UnsafeMutablePointer<CChar>?
+        _ = portal_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+        return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body,
+                            effectiveURL: effective.map { String(cString: $0) } ?? "")
+    }
+
+    private func error(for code: CURLcode) -> HTTPError {
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            var connected: curl_off_t = 0
+            _ = portal_curl_getinfo_off_t(handle, isHTTPS ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &connected)
+            if connected == 0, options.connectTimeoutMilliseconds < options.totalTimeoutMilliseconds {
+                return .connectTimedOut(host: host, milliseconds: options.connectTimeoutMilliseconds)
+            }
+            return .timedOut(host: host, milliseconds: options.totalTimeoutMilliseconds)
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return .cannotConnect(host: host)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+             CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_CACERT_BADFILE,
+             CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+             CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
+            return .tlsFailure(host: host, detail: Self.text(of: code))
+        case CURLE_FILESIZE_EXCEEDED:
+            return .responseTooLarge(host: host, limitBytes: options.maximumResponseBytes)
+        case CURLE_WRITE_ERROR where accumulator.exceededLimit:
+            return .responseTooLarge(host: host, limitBytes: options.maximumResponseBytes)
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+            return .unsupportedURL
+        default:
+            return .other(host: host, detail: Self.text(of: code))
+        }
+    }
+
+    /// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.
+    private static func text(of code: CURLcode) -> String {
+        guard let text = curl_easy_strerror(code) else { return "libcurl error \(code.rawValue)" }
+        return String(cString: text).lowercased()
+    }
+
+    mutating func release() {
+        if let list = headerList {
+            // Wipe every line (one is Authorization) before libcurl frees the copies.
+            var node: UnsafeMutablePointer<curl_slist>? = list
+            while let current = node {
+                if let data = current.pointee.data { explicit_bzero(data, strlen(data)) }
+                node = current.pointee.next
+            }
+            curl_slist_free_all(list)
+            headerList = nil
+        }
+        if let body {
+            explicit_bzero(body.baseAddress!, body.count)
+            body.deallocate()
+            self.body = nil
+        }
+        if let caBlob {
+            caBlob.deallocate()
+            self.caBlob = nil
+        }
+        for string in cStrings { free(string) }
+        cStrings = []
+    }
+
+    private mutating func set(_ option: CURLoption, string: String) throws(HTTPError) {
+        guard let copy = strdup(string) else { throw .other(host: host, detail: "out of memory") }
+        cStrings.append(copy)
+        try check(portal_curl_setopt_pointer(handle, option, copy))
+    }
+
+    private func set(_ option: CURLoption, _ value: Int) throws(HTTPError) {
+        try check(portal_curl_setopt_long(handle, option, value))
+    }
+
+    private func check(_ code: CURLcode) throws(HTTPError) {
+        guard code == CURLE_OK else {
+            throw .other(host: host, detail: "libcurl refused an option (\(Self.text(of: code)))")
+        }
+    }
+}
+
+/// What libcurl's callbacks collect: the body within its bound and the final response's headers.
+private final class ResponseAccumulator {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [HTTPHeader] = []
+    var exceededLimit = false
+
+    init(limit: Int) { self.limit = limit }
+}
+
+private func receiveBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+                         _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let context else { return 0 }
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context).takeUnretainedValue()
+    let length = size * count
+    guard accumulator.body.count + length <= accumulator.limit else {
+        accumulator.exceededLimit = true
+        return 0
+    }
+    if let data, length > 0 { accumulator.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+    return length
+}
+
+/// Called once per header line, status lines included. Each status line (an interim 1xx, then
+/// the final one) starts the header set afresh.
+private func receiveHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+                           _ context: UnsafeMutableRawPointer?) -> Int {
+    let length = size * count
+    guard let context, let data else { return length }
+    let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context).takeUnretainedValue()
+    var bytes = UnsafeRawBufferPointer(start: data, count: length)[...]
+    while let last = bytes.last, last == UInt8(ascii: "\r") || last == UInt8(ascii: "\n") { bytes = bytes.dropLast() }
+    let line = String(decoding: bytes, as: UTF8.self)
+    if line.hasPrefix("HTTP/") {
+        accumulator.headers = []
+    } else if let colon = line.firstIndex(of: ":") {
+        let name = line[..<colon].trimmingWhitespace
+        let value = line[line.index(after: colon)...].trimmingWhitespace
+        if !name.isEmpty { accumulator.headers.append(HTTPHeader(name, value)) }
+    }
+    return length
+}
+
+private func readFile(_ path: String) -> [UInt8]? {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var contents: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        if count < 0 {
+            if errno == EINTR { continue }
+            return nil
+        }
+        if count == 0 { return contents }
+        contents += chunk[0..<count]
+    }
+}
+
+/// Byte classes of RFC 9110 that the transport checks before anything reaches the wire.
+enum HTTPSyntax {
+    /// `tchar`: what a method or header name may hold.
+    static func isTokenCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    /// A header value may hold visible characters, spaces and tabs, never CR, LF or NUL.
+    static func isHeaderValueByte(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "\t") || (byte >= 0x20 && byte != 0x7f)
+    }
+}

@@ -1,0 +1,63 @@
+import CLibSecret
+import PortalTokenCore
+
+/// Portal sessions in the Secret Service (product contract §6): schema
+/// `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and `end-user-id`, the
+/// label `Portal session for <endUserId> (<environment>)`, in the default collection. The secret
+/// is the JSON payload of `PortalSession`.
+public final class SecretServiceSessionStore: SessionStore {
+    public static let schemaName = "io.portalhq.PortalToken.Session"
+
+    private let connection: SecretServiceConnection
+
+    public init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
+        connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: allowPrompt)
+    }
+
+    nonisolated(unsafe) private static let schema = makeSchema(name: schemaName, attributes: [
+        ("auth-environment-id", SECRET_SCHEMA_ATTRIBUTE_STRING), ("end-user-id", SECRET_SCHEMA_ATTRIBUTE_STRING),
+    ])
+
+    private func items(for authEnvironmentID: String, loadSecrets: Bool, while operation: String) throws(StoreError) -> (ItemList, [FoundItem]) {
+        let found = try connection.search([("auth-environment-id", authEnvironmentID)], loadSecrets: loadSecrets, while: operation)
+        let sessions = found.items.filter { $0.schemaName == Self.schemaName }
+        return (found, sessions.sorted { $0.order > $1.order })
+    }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        let (list, sessions) = try items(for: authEnvironmentID, loadSecrets: true, while: "reading the Portal session")
+        defer { withExtendedLifetime(list) {} }
+        guard let newest = sessions.first else {
+            try connection.ensureDefaultCollectionIsNotLocked()
+            return .absent
+        }
+        guard let payload = newest.secret else { throw connection.lockedError() }
+        guard let session = PortalSession.decode(payload: payload, authEnvironmentID: authEnvironmentID),
+              newest.attributes["end-user-id"] == session.endUserID else { return .unreadable }
+        return .present(session)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        let collection = try connection.unlockedDefaultCollection()
+        let (list, previous) = try items(for: session.authEnvironmentID, loadSecrets: false, while: "storing the Portal session")
+        defer { withExtendedLifetime(list) {} }
+        let created = try connection.create(
+            in: collection, schema: Self.schema,
+            attributes: [("auth-environment-id", session.authEnvironmentID), ("end-user-id", session.endUserID)],
+            label: "Portal session for \(session.endUserID) (\(session.authEnvironmentID))",
+            secret: session.payload, while: "storing the Portal session")
+        // One session per environment: the previous record goes once the new one is safe.
+        for item in previous where item.objectPath != created {
+            try connection.delete(item, while: "replacing the previous Portal session")
+        }
+    }
+
+    @discardableResult
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        let (list, sessions) = try items(for: authEnvironmentID, loadSecrets: false, while: "removing the Portal session")
+        defer { withExtendedLifetime(list) {} }
+        if sessions.contains(where: \.isLocked) { throw connection.lockedError() }
+        for item in sessions { try connection.delete(item, while: "removing the Portal session") }
+        return !sessions.isEmpty
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// Interoperation with git's own C helper, built from Debian's git source by contrib/test.sh:
+/// `GIT_CREDENTIAL_LIBSECRET` is git 2.39's helper as shipped (schema
+/// org.gnome.keyring.NetworkPassword); `GIT_CREDENTIAL_LIBSECRET_CURRENT` is the same source
+/// built to store under org.git.Password and to search without matching the schema name, as
+/// git 2.45 and later do.
+@Suite("interoperation with git-credential-libsecret")
+struct InteropTests {
+    private func helperPath(_ variable: String) throws -> String {
+        let path = try #require(ProcessInfo.processInfo.environment[variable],
+                                "\(variable) is not set: run the suite through contrib/test.sh")
+        #expect(FileManager.default.isExecutableFile(atPath: path))
+        return path
+    }
+
+    private func run(_ helper: String, _ operation: String, _ input: String) throws -> ProcessResult {
+        try ProcessRunner.run(helper, [operation], stdin: input, environment: ProcessRunner.environment(), timeout: 20)
+    }
+
+    @Test("portal-token reads what git 2.39's helper stored")
+    func readsLegacyHelperItems() throws {
+        let legacy = try helperPath("GIT_CREDENTIAL_LIBSECRET")
+        let host = GitHarness.uniqueHost("legacy")
+        #expect(try run(legacy, "store", "protocol=https\nhost=\(host):8443\npath=repo.git\nusername=alice\npassword=from-c\n").exitCode == 0)
+        let got = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host):8443\npath=repo.git\n")
+        #expect(got.exitCode == 0)
+        #expect(got.stdout == "username=alice\npassword=from-c\n")
+        // And portal-token erases it, as git's reject would.
+        #expect(try ProcessRunner.portalToken(["erase"], stdin: "protocol=https\nhost=\(host):8443\n").exitCode == 0)
+        #expect(try run(legacy, "get", "protocol=https\nhost=\(host):8443\npath=repo.git\n").stdout.isEmpty)
+    }
+
+    @Test("git's current helper reads what portal-token stored, and the reverse")
+    func currentHelperBothWays() throws {
+        let current = try helperPath("GIT_CREDENTIAL_LIBSECRET_CURRENT")
+        let host = GitHarness.uniqueHost("current")
+        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=bob\npassword=from-swift\n").exitCode == 0)
+        #expect(try run(current, "get", "protocol=https\nhost=\(host)\n").stdout == "username=bob\npassword=from-swift\n")
+
+        let other = GitHarness.uniqueHost("current")
+        #expect(try run(current, "store", "protocol=https\nhost=\(other)\nusername=carol\npassword=from-c\n").exitCode == 0)
+        let got = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(other)\n")
+        #expect(got.stdout == "username=carol\npassword=from-c\n")
+    }
+
+    @Test("a store replaces the item git's helper wrote for the same slot")
+    func storeReplacesLegacyItem() throws {
+        let legacy = try helperPath("GIT_CREDENTIAL_LIBSECRET")
+        let host = GitHarness.uniqueHost("replace")
+        #expect(try run(legacy, "store", "protocol=https\nhost=\(host)\nusername=alice\npassword=old\n").exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=alice\npassword=new\n").exitCode == 0)
+        // The legacy item is gone, so git 2.39's helper no longer finds the stale password.
+        #expect(try run(legacy, "get", "protocol=https\nhost=\(host)\n").stdout.isEmpty)
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout == "username=alice\npassword=new\n")
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// The Secret Service never hangs and never lies: each failure is exit 4 with a reason, within
+/// its bound. Each test has a bus of its own, so stopping or locking it disturbs nobody.
+@Suite("keyring failures")
+struct KeyringFailureTests {
+    private let request = "protocol=https\nhost=failure.tld\n"
+    private let credential = "protocol=https\nhost=failure.tld\nusername=u\npassword=p\n"
+
+    private func expectStorageError(_ result: ProcessResult, mentioning words: String,
+                                    sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.exitCode == 4, sourceLocation: sourceLocation)
+        #expect(result.stdout.isEmpty, sourceLocation: sourceLocation)
+        #expect(result.stderr.hasPrefix("portal-token: error: "), sourceLocation: sourceLocation)
+        #expect(result.stderr.contains(words), "stderr was: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.contains("\nhint: "), sourceLocation: sourceLocation)
+    }
+
+    @Test("no session bus gives exit 4 within a second", arguments: [
+        ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"],
+        ["DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "XDG_RUNTIME_DIR": "/nonexistent"],
+    ] as [[String: String?]])
+    func noBus(environment: [String: String?]) throws {
+        var changes = environment
+        changes["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        let result = try ProcessRunner.portalToken(["get"], stdin: request, environment: ProcessRunner.environment(changes))
+        expectStorageError(result, mentioning: "no D-Bus session bus")
+        #expect(result.duration < 1.0)
+    }
+
+    @Test("a bus without a Secret Service provider gives exit 4 within a second")
+    func noProvider() throws {
+        let bus = try PrivateKeyring(withKeyring: false)
+        for operation in ["get", "store", "erase"] {
+            let result = try ProcessRunner.portalToken([operation], stdin: credential, environment: bus.environment)
+            expectStorageError(result, mentioning: "no Secret Service provider")
+            #expect(result.duration < 1.0)
+        }
+    }
+
+    @Test("a stopped keyring daemon gives exit 4 at the configured bound")
+    func stoppedDaemon() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
+        keyring.stopKeyring()
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
+        let result = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
+        expectStorageError(result, mentioning: "did not answer within 800 ms")
+        #expect(result.duration < 2.5)
+    }
+
+    @Test("a locked collection is exit 4 naming the lock, never 'nothing found'")
+    func lockedCollection() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = keyring.environment
+        #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
+        try keyring.lockLoginCollection()
+        // A hit on a locked item, a miss in a locked collection, a store and an erase.
+        for (operation, input) in [("get", request), ("get", "protocol=https\nhost=never-stored.tld\n"),
+                                   ("store", credential), ("erase", request)] {
+            let result = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
+            expectStorageError(result, mentioning: "is locked")
+            #expect(result.duration < 3.0)
+        }
+    }
+}

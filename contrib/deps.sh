@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages portal-token needs: with no argument, what building and running
+# need; with "keyring", also a gnome-keyring to run it against where the machine has none; with
+# "test", also what the test suite and benchmarks need. Installs only what is missing, so a
+# second run costs nothing.
+set -euo pipefail
+build=(pkg-config gcc libc6-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev)
+runtime=(git)
+keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
+test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl)
+
+wanted=("${build[@]}" "${runtime[@]}")
+case "${1:-}" in
+    keyring) wanted+=("${keyring[@]}") ;;
+    test) wanted+=("${test[@]}") ;;
+esac
+
+missing=()
+for package in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

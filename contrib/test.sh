@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what it needs, builds, starts a private D-Bus session with
+# a real gnome-keyring under a throwaway HOME, runs every test there, and cleans up.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+contrib/deps.sh test
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-test.XXXXXX")
+cleanup() { rm -rf "$work"; }
+trap cleanup EXIT
+
+echo "== building git's C libsecret helper (interoperation peer)"
+contrib/build-git-helpers.sh "$work/git-helpers"
+
+echo "== building the wall-clock shim that expiry tests run portal-token under"
+cc -shared -fPIC -O2 -o "$work/wallclock-shift.so" contrib/testing/wallclock-shift.c -ldl
+
+echo "== building portal-token (debug with tests, and release)"
+# libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
+quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
+quiet swift build --build-tests
+quiet swift build -c release --static-swift-stdlib
+release_bin=$(swift build -c release --static-swift-stdlib --show-bin-path)/portal-token
+test -x "$release_bin"
+
+mkdir -p "$work/home" "$work/run"
+chmod 700 "$work/run"
+
+echo "== running the tests in a private D-Bus session with gnome-keyring"
+status=0
+env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
+    XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config" \
+    GIT_CREDENTIAL_LIBSECRET="$work/git-helpers/git-credential-libsecret" \
+    GIT_CREDENTIAL_LIBSECRET_CURRENT="$work/git-helpers/git-credential-libsecret-current" \
+    PORTAL_TOKEN_RELEASE_BIN="$release_bin" \
+    PORTAL_TOKEN_TEST_CLOCK_SHIM="$work/wallclock-shift.so" \
+    dbus-run-session -- bash -c '
+        set -u
+        # --foreground keeps the daemon our child, so it is stopped by its PID below
+        # (--daemonize would leak it past the session).
+        printf "test-password" | gnome-keyring-daemon --foreground --unlock --components=secrets \
+            >"$HOME/keyring.log" 2>&1 &
+        keyring=$!
+        if ! gdbus wait --session --timeout 15 org.freedesktop.secrets; then
+            echo "gnome-keyring did not start:" >&2; cat "$HOME/keyring.log" >&2
+            kill "$keyring" 2>/dev/null; exit 1
+        fi
+        swift test --skip-build --disable-xctest "$@"
+        status=$?
+        kill "$keyring"; wait "$keyring" 2>/dev/null
+        exit $status
+    ' bash "$@" || status=$?
+exit $status
