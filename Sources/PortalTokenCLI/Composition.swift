@@ -56,12 +56,15 @@ enum Composition {
     }
 
     static func sessionStore(for context: Context) throws -> any SessionStore {
-        switch try context.backendChoice().backend {
-        case .secretService:
-            return SecretServiceSessionStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                             allowPrompt: context.allowPrompt)
+        let choice = try context.backendChoice()
+        switch choice.backend {
         case .file:
-            throw CLIError("the encrypted file backend does not keep Portal sessions yet", exitCode: .storage)
+            return EncryptedFileSessionStore(try context.fileStore())
+        case .secretService:
+            let keyring = SecretServiceSessionStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                                    allowPrompt: context.allowPrompt)
+            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
+            return CombinedSessionStore(primary: keyring, secondary: EncryptedFileSessionStore(try context.fileStore()))
         }
     }
 

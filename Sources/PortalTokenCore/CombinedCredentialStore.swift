@@ -35,3 +35,34 @@ public struct CombinedCredentialStore: CredentialStore {
         try primary.erase(query) + secondary.erase(query)
     }
 }
+
+/// The keyring first, then the encrypted file, for Portal sessions: a session saved while no
+/// keyring was reachable is still found in `auto`. New sessions go to the keyring; a deletion
+/// (logout, invalidation) removes the session from both, so an ended session never comes back
+/// from the file.
+public struct CombinedSessionStore: SessionStore {
+    public let primary: any SessionStore
+    public let secondary: any SessionStore
+
+    public init(primary: any SessionStore, secondary: any SessionStore) {
+        self.primary = primary
+        self.secondary = secondary
+    }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        let found = try primary.loadSession(authEnvironmentID: authEnvironmentID)
+        guard found == .absent else { return found }
+        return try secondary.loadSession(authEnvironmentID: authEnvironmentID)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        try primary.saveSession(session)
+    }
+
+    @discardableResult
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        let fromPrimary = try primary.deleteSession(authEnvironmentID: authEnvironmentID)
+        let fromSecondary = try secondary.deleteSession(authEnvironmentID: authEnvironmentID)
+        return fromPrimary || fromSecondary
+    }
+}
