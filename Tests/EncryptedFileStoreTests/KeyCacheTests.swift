@@ -11,8 +11,11 @@ struct KeyCacheTests {
         let header = try StoreFileFormat.parse(fileBytes(path)).0
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         let description = KeyCache.description(path: resolved, identity: header.keyIdentity)
-        let keys = try String(contentsOfFile: "/proc/keys", encoding: .utf8)
-        return keys.split(separator: "\n").first { $0.hasSuffix(description + ": 32") || $0.contains(description + ":") }.map(String.init)
+        // Read to EOF: /proc/keys reports a size of 0, and a read sized by it stops at one page.
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/keys"))
+        defer { try? handle.close() }
+        let keys = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        return keys.split(separator: "\n").first { $0.hasSuffix(" \(description): 32") }.map(String.init)
     }
 
     @Test("a second store opens the file with the cached key and asks no passphrase")
