@@ -201,10 +201,19 @@ public final class SessionService {
         }
     }
 
+    /// Activity closer than this to the recorded activity is not written again: a script loop
+    /// calling `api` would otherwise pay a keyring write per call. The recorded expiry can then
+    /// trail Portal's by up to this much, which only makes portal-token ask Portal a little early.
+    public static let activityRecordingInterval: Int64 = 60
+
     /// Records that Portal accepted `session`'s token now, unless a newer session was stored
     /// meanwhile.
     private func slide(_ session: PortalSession) throws -> PortalSession {
         let slid = session.accepted(at: now())
+        if let recorded = session.lastActivityAt, session.issuedAt != nil,
+           slid.lastActivityAt! - recorded < Self.activityRecordingInterval {
+            return slid
+        }
         try lock.withLock {
             guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
                   current.token == session.token else { return }

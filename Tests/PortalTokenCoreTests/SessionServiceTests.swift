@@ -133,6 +133,20 @@ struct SessionServiceTests {
         #expect(stored.lastActivityAt == issued + 10 * hour)
     }
 
+    @Test("activity within a minute of the recorded activity is not written again")
+    func activityRecordingInterval() throws {
+        let harness = try Harness()
+        try harness.signIn()
+        harness.advance(30)
+        _ = try harness.service.api(method: "GET", path: "/api/v3/x", body: nil)
+        guard case .present(let unchanged) = harness.stored else { Issue.record("no session"); return }
+        #expect(unchanged.lastActivityAt == issued)
+        harness.advance(31)
+        _ = try harness.service.api(method: "GET", path: "/api/v3/x", body: nil)
+        guard case .present(let recorded) = harness.stored else { Issue.record("no session"); return }
+        #expect(recorded.lastActivityAt == issued + 61)
+    }
+
     @Test("the session token goes to the configured API origin only", arguments: [
         "https://evil.example/api", "//evil.example/x", "https://api.portalhq.io.evil.example/x", "http://api.portalhq.io/x",
         "api/v3/clients/me",
