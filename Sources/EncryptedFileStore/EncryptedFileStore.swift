@@ -42,8 +42,8 @@ public final class EncryptedFileStore: CredentialStore {
     /// The passphrase, kept only while this store lives, for raising the KDF parameters of a
     /// file opened with a cached key.
     private var passphrase: Passphrase?
-    /// The key identity the passphrase in hand is known to open.
-    private var passphraseOpened: KeyIdentity?
+    /// The key identities the passphrase in hand is known to open: it opened or created them.
+    private var passphraseOpens: [KeyIdentity] = []
 
     /// - Parameters:
     ///   - path: the store file; its directory is created 0700 when missing.
@@ -189,13 +189,13 @@ public final class EncryptedFileStore: CredentialStore {
         let passphrase = try passphrase(for: .unlock)
         let key = try derive(passphrase, identity: header.keyIdentity)
         guard key.opens(header) else {
-            self.passphrase = nil
+            forgetPassphrase()
             throw StoreError(.locked, "wrong passphrase for the store file \(path)",
                              hint: "check the passphrase in \(passphrase.origin); the file was left as it is")
         }
         keyCache.store(key.derivedKey, as: description)
         unlocked = key
-        passphraseOpened = key.identity
+        passphraseOpens.append(key.identity)
         return key
     }
 
@@ -281,7 +281,15 @@ public final class EncryptedFileStore: CredentialStore {
         let passphrase = try passphrase(for: .create)
         let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: kdfParameters,
                                    salt: Sodium.randomBytes(Sodium.saltLength))
-        return try derive(passphrase, identity: identity)
+        let key = try derive(passphrase, identity: identity)
+        passphraseOpens.append(identity)
+        return key
+    }
+
+    /// A passphrase that failed to open a file is of no further use, and must never key one.
+    private func forgetPassphrase() {
+        passphrase = nil
+        passphraseOpens = []
     }
 
     /// The key to write with: a new salt under this build's parameters when they are stronger
@@ -292,15 +300,21 @@ public final class EncryptedFileStore: CredentialStore {
         let wanted = key.identity.kdf.raised(to: kdfParameters)
         guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.currentVersion,
               let passphrase = try? passphrase(for: .unlock) else { return key }
-        if passphraseOpened != key.identity {
+        if !passphraseOpens.contains(key.identity) {
             // A passphrase not yet checked against this file (the key came from the cache) must
             // match, or the re-keyed file would open under a passphrase the user never chose.
             guard let check = try? derive(passphrase, identity: key.identity),
-                  Sodium.equal(check.keyCheck, key.keyCheck) else { return key }
+                  Sodium.equal(check.keyCheck, key.keyCheck) else {
+                forgetPassphrase()
+                return key
+            }
+            passphraseOpens.append(key.identity)
         }
         let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: wanted,
                                    salt: Sodium.randomBytes(Sodium.saltLength))
-        return try derive(passphrase, identity: identity)
+        let upgraded = try derive(passphrase, identity: identity)
+        passphraseOpens.append(identity)
+        return upgraded
     }
 
     private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
@@ -311,7 +325,6 @@ public final class EncryptedFileStore: CredentialStore {
             keyCache.store(key.derivedKey, as: KeyCache.description(path: canonicalPath, identity: key.identity))
         }
         unlocked = key
-        if passphrase != nil && passphraseOpened == nil { passphraseOpened = key.identity }
     }
 
     private func moveAsideIfUnchanged(_ seen: StoreFileSystem.Contents, reason: String) throws(StoreError) {

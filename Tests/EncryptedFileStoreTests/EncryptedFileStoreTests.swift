@@ -106,6 +106,21 @@ struct EncryptedFileFormatTests {
         #expect(try makeStore(directory.storePath).lookup(query()).map(\.username) == ["new", "old"])
     }
 
+    @Test("a wrong passphrase at hand never re-keys a file that a cached key opened")
+    func wrongPassphraseNeverRekeys() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath, passphrase: "right", keyCacheTimeoutSeconds: 60, kdf: cheapKDF)
+            .store(credential(user: "first"))
+        // The cached key opens the file; the source holds another passphrase. Two writes, so a
+        // second one cannot trust what the first failed to check.
+        let store = makeStore(directory.storePath, passphrase: "wrong", keyCacheTimeoutSeconds: 60)
+        try store.store(credential(user: "second"))
+        try store.store(credential(user: "third"))
+        #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == cheapKDF, "kept the old key")
+        #expect(try makeStore(directory.storePath, passphrase: "right", kdf: cheapKDF).lookup(query()).count == 3)
+        #expect(throws: StoreError.self) { try makeStore(directory.storePath, passphrase: "wrong", kdf: cheapKDF).lookup(query()) }
+    }
+
     @Test("a file with stronger parameters than this build's keeps them")
     func keepsStrongerParameters() throws {
         let directory = try TemporaryDirectory()
