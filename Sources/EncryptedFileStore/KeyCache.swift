@@ -51,19 +51,25 @@ struct KeyCache {
 
     func store(_ key: Secret, as description: String) {
         guard isEnabled else { return }
+        // The key is made in the process keyring, which dies with this process, and reaches
+        // the user keyring only once its timeout and permissions are set: a process killed in
+        // between leaves no key behind that would never expire.
         let id = key.withBytes { bytes in
-            add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_USER_KEYRING)
+            add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_PROCESS_KEYRING)
         }
         guard id > 0 else { return }
+        defer { _ = keyctl_unlink(id, KEY_SPEC_PROCESS_KEYRING) }
         // Readable by the same user even from a session keyring that does not link the user
         // keyring (a systemd service, `keyctl new_session`): the user could ptrace those
         // processes anyway. Never by anyone else.
         let permissions = key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
             | key_perm_t(KEY_USR_SEARCH) | key_perm_t(KEY_USR_SETATTR)
-        // A key whose lifetime cannot be bounded is not left behind.
-        if keyctl_set_timeout(id, UInt32(timeoutSeconds)) != 0 || keyctl_setperm(id, permissions) != 0 {
+        guard keyctl_set_timeout(id, UInt32(timeoutSeconds)) == 0, keyctl_setperm(id, permissions) == 0 else {
             drop(id)
+            return
         }
+        // Linking replaces an older key of the same description in the user keyring.
+        _ = keyctl_link(id, KEY_SPEC_USER_KEYRING)
     }
 
     /// Forgets a key that no longer opens its file (a wrong passphrase, a rewritten file).
