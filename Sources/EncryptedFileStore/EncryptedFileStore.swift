@@ -104,8 +104,8 @@ public final class EncryptedFileStore: CredentialStore {
     }
 
     /// A read-modify-write of the records, under the lock. The file is rewritten only when
-    /// `body` changed something.
-    /// An error thrown by `body` leaves the file as it was and is rethrown.
+    /// `body` changed something; an error thrown by `body` leaves the file as it was and is
+    /// rethrown.
     public func withRecords<T>(_ body: (inout [String: String]) throws(StoreError) -> T) throws(StoreError) -> T {
         var result: Result<T, StoreError>?
         try modify { payload in
