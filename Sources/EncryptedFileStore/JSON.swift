@@ -5,30 +5,65 @@ import PortalTokenCore
 /// copies of every password in buffers nobody can wipe, and cost start-up time.
 struct JSONWriter {
     var bytes: [UInt8] = []
+    /// Whether the next key or value follows another one and needs a comma first.
+    private var needsComma = false
 
-    mutating func raw(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    mutating func beginObject() { open(UInt8(ascii: "{")) }
+    mutating func endObject() { close(UInt8(ascii: "}")) }
+    mutating func beginArray() { open(UInt8(ascii: "[")) }
+    mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    mutating func key(_ name: String) {
+        separate()
+        quoted(name.utf8)
+        bytes.append(UInt8(ascii: ":"))
+        needsComma = false
     }
 
     mutating func string(_ value: String) {
-        string(utf8: value.utf8)
+        separate()
+        quoted(value.utf8)
+        needsComma = true
     }
 
     mutating func string(_ secret: Secret) {
-        secret.withBytes { string(utf8: $0) }
+        separate()
+        secret.withBytes { quoted($0) }
+        needsComma = true
     }
 
-    mutating func string(utf8: some Sequence<UInt8>) {
+    mutating func number(_ value: Int64) {
+        separate()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    private mutating func open(_ bracket: UInt8) {
+        separate()
+        bytes.append(bracket)
+        needsComma = false
+    }
+
+    private mutating func close(_ bracket: UInt8) {
+        bytes.append(bracket)
+        needsComma = true
+    }
+
+    private mutating func separate() {
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    private mutating func quoted(_ utf8: some Sequence<UInt8>) {
         bytes.append(UInt8(ascii: "\""))
         for byte in utf8 {
             switch byte {
-            case UInt8(ascii: "\""): raw("\\\"")
-            case UInt8(ascii: "\\"): raw("\\\\")
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
+            case UInt8(ascii: "\""): escape(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): escape(UInt8(ascii: "\\"))
+            case 0x0A: escape(UInt8(ascii: "n"))
+            case 0x0D: escape(UInt8(ascii: "r"))
+            case 0x09: escape(UInt8(ascii: "t"))
             case 0..<0x20:
-                raw("\\u00")
+                bytes.append(contentsOf: "\\u00".utf8)
                 bytes.append(hexDigit(byte >> 4))
                 bytes.append(hexDigit(byte & 0xF))
             default: bytes.append(byte)
@@ -37,14 +72,9 @@ struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 
-    mutating func number(_ value: Int64) {
-        bytes.append(contentsOf: String(value).utf8)
-    }
-
-    mutating func key(_ name: StaticString) {
-        bytes.append(UInt8(ascii: "\""))
-        raw(name)
-        raw("\":")
+    private mutating func escape(_ letter: UInt8) {
+        bytes.append(UInt8(ascii: "\\"))
+        bytes.append(letter)
     }
 
     private func hexDigit(_ value: UInt8) -> UInt8 {

@@ -57,65 +57,54 @@ struct StorePayload: Equatable {
         // Room for the worst case up front (every byte escaped as \u00XX), so that growing the
         // buffer never leaves an unwiped copy of a password behind.
         writer.bytes.reserveCapacity(estimatedEncodedSize)
-        writer.raw("{")
+        writer.beginObject()
         writer.key("nextSequence")
         writer.number(nextSequence)
-        writer.raw(",")
         writer.key("credentials")
-        writer.raw("[")
-        for (index, entry) in entries.enumerated() {
-            if index > 0 { writer.raw(",") }
+        writer.beginArray()
+        for entry in entries {
             let credential = entry.credential
-            writer.raw("{")
+            writer.beginObject()
             writer.key("sequence")
             writer.number(entry.sequence)
-            writer.raw(",")
             writer.key("protocol")
             writer.string(credential.protocolName)
             if let host = credential.host {
-                writer.raw(",")
                 writer.key("host")
                 writer.string(host.server)
                 if let port = host.port {
-                    writer.raw(",")
                     writer.key("port")
                     writer.number(Int64(port))
                 }
             }
             if let path = credential.path {
-                writer.raw(",")
                 writer.key("path")
                 writer.string(path)
             }
-            writer.raw(",")
             writer.key("username")
             writer.string(credential.username)
-            writer.raw(",")
             writer.key("password")
             writer.string(credential.password)
             if let passwordExpiresAt = credential.passwordExpiresAt {
-                writer.raw(",")
                 writer.key("passwordExpiresAt")
                 writer.number(passwordExpiresAt)
             }
             if let oauthRefreshToken = credential.oauthRefreshToken {
-                writer.raw(",")
                 writer.key("oauthRefreshToken")
                 writer.string(oauthRefreshToken)
             }
-            writer.raw("}")
+            writer.endObject()
         }
-        writer.raw("],")
+        writer.endArray()
         writer.key("records")
-        writer.raw("{")
+        writer.beginObject()
         // Sorted, so that an unchanged payload encodes to the same bytes.
-        for (index, name) in records.keys.sorted().enumerated() {
-            if index > 0 { writer.raw(",") }
-            writer.string(name)
-            writer.raw(":")
+        for name in records.keys.sorted() {
+            writer.key(name)
             writer.string(records[name]!)
         }
-        writer.raw("}}")
+        writer.endObject()
+        writer.endObject()
         return writer.bytes
     }
 

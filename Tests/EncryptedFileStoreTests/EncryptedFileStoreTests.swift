@@ -332,6 +332,22 @@ struct EncryptedFileRecordTests {
         #expect(try reopened.lookup(query()).count == 1)
     }
 
+    @Test("every character survives the JSON inside the file: quotes, backslashes, controls, emoji")
+    func awkwardCharacters() throws {
+        let directory = try TemporaryDirectory()
+        let awkward = "q\"b\\n\nr\rt\tc\u{1}\u{1F}d\u{7F}é😀/"
+        let store = makeStore(directory.storePath)
+        try store.store(Credential(protocolName: "https", host: CredentialHost(server: "example.com"), path: awkward,
+                                   username: awkward, password: Secret(awkward), oauthRefreshToken: Secret(awkward)))
+        try store.withRecords { records throws(StoreError) in records[awkward] = awkward }
+        let reopened = makeStore(directory.storePath)
+        let found = try reopened.lookup(query())
+        #expect(found.count == 1)
+        #expect(found.first?.username == awkward && found.first?.path == awkward)
+        #expect(found.first?.password.text == awkward && found.first?.oauthRefreshToken?.text == awkward)
+        #expect(try reopened.record(named: awkward) == awkward)
+    }
+
     @Test("a transaction that changes nothing does not rewrite the file")
     func unchangedNotWritten() throws {
         let directory = try TemporaryDirectory()
