@@ -34,6 +34,7 @@ final class Context {
         cachedFileStore = store
         return store
     }
+
     private var cachedBackendChoice: BackendChoice?
 
     /// The backend in use and why (what `status` shows). Decided once per run; when `auto`
