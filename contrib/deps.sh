@@ -4,10 +4,10 @@
 # "test", also what the test suite and benchmarks need. Installs only what is missing, so a
 # second run costs nothing.
 set -euo pipefail
-build=(pkg-config gcc libc6-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev)
+build=(pkg-config gcc libc6-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev)
 runtime=(git)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
-test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind)
+test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

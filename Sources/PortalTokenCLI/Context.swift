@@ -1,3 +1,4 @@
+import EncryptedFileStore
 import Glibc
 import PortalTokenCore
 
@@ -23,6 +24,28 @@ final class Context {
     func now() -> Int64 { Int64(time(nil)) }
 
     private var cachedCredentialStore: (any CredentialStore)?
+    private var cachedFileStore: EncryptedFileStore?
+
+    /// The encrypted file store, one per run: git credentials and the Portal session share its
+    /// unlock.
+    func fileStore() throws -> EncryptedFileStore {
+        if let cachedFileStore { return cachedFileStore }
+        let store = try Composition.fileStore(for: self)
+        cachedFileStore = store
+        return store
+    }
+
+    private var cachedBackendChoice: BackendChoice?
+
+    /// The backend in use and why (what `status` shows). Decided once per run; when `auto`
+    /// falls back to the file, this is where the one stderr line saying so is printed.
+    func backendChoice() throws -> BackendChoice {
+        if let cachedBackendChoice { return cachedBackendChoice }
+        let choice = try Composition.backendChoice(for: self)
+        if let notice = choice.fallbackNotice { streams.printError("portal-token: \(notice)") }
+        cachedBackendChoice = choice
+        return choice
+    }
 
     /// The store for git credentials, picked by the `backend` setting.
     func credentialStore() throws -> any CredentialStore {

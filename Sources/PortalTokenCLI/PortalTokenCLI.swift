@@ -67,6 +67,8 @@ public enum PortalTokenCLI {
         let command = try commandType.init(arguments: &reader)
         try reader.finish(command: word)
         let environment = ProcessEnvironment.current()
+        // The passphrase stays in this process: no child (a hook, a browser) inherits it.
+        unsetenv(PassphraseSource.environmentVariable)
         let settings = try loadSettings(flags: reader.settingFlags, environment: environment)
         let context = Context(streams: streams, environment: environment, settings: settings,
                               programName: isGitHelper ? gitHelperName : "portal-token")
@@ -111,7 +113,8 @@ public enum PortalTokenCLI {
         var text = """
             usage: portal-token [--backend auto|secret-service|file] [--config PATH] COMMAND [OPTIONS]
 
-            Keeps credentials in the desktop keyring, and answers git's credential protocol.
+            Keeps credentials in the desktop keyring, or where there is none in an encrypted
+            file, and answers git's credential protocol.
 
             Commands:
 
@@ -125,6 +128,9 @@ public enum PortalTokenCLI {
 
             Run 'portal-token COMMAND --help' for a command's options.
             As a git credential helper: git config --global credential.helper portal-token
+            The encrypted file's passphrase comes from PORTAL_TOKEN_PASSPHRASE_FILE,
+            PORTAL_TOKEN_PASSPHRASE, the systemd credential portal-token.passphrase, or a
+            prompt on the terminal.
             """
         return text
     }

@@ -24,6 +24,9 @@ public struct Setting: Sendable, Hashable {
     public static let passphraseFile = Setting(key: "passphrase-file", environment: "PORTAL_TOKEN_PASSPHRASE_FILE")
     public static let onSessionInvalidated = Setting(key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
     public static let keyringTimeout = Setting(key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    /// How long the encrypted file store's derived key stays in the kernel user keyring, in
+    /// seconds; 0 turns the cache off.
+    public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
     public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
     /// Bound on the TCP and TLS handshake of each HTTP request; default 3000 ms.
     public static let httpConnectTimeout = Setting(key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
@@ -37,7 +40,7 @@ public struct Setting: Sendable, Hashable {
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
-        keyringTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
+        keyringTimeout, keyCacheTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
     ]
 }
 
@@ -86,6 +89,16 @@ public struct Settings: Sendable {
         guard let text = value(setting) else { return defaultValue }
         guard let number = Int(text.trimmingWhitespace), number > 0, number <= 3_600_000 else {
             throw SettingError("\(origin(of: setting)) must be a whole number of milliseconds between 1 and 3600000")
+        }
+        return number
+    }
+
+    /// A duration in whole seconds where 0 means "off".
+    public func seconds(_ setting: Setting, default defaultValue: Int, maximum: Int) throws(SettingError) -> Int {
+        guard let text = value(setting) else { return defaultValue }
+        guard let number = Int(text.trimmingWhitespace), number >= 0, number <= maximum else {
+            throw SettingError("\(origin(of: setting)) must be a whole number of seconds between 0 and \(maximum)",
+                               hint: "0 turns it off")
         }
         return number
     }

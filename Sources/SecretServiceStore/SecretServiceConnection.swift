@@ -43,6 +43,24 @@ final class SecretServiceConnection {
         return service
     }
 
+    /// Connects, then asks the provider itself to answer (a D-Bus `Peer.Ping`, which starts an
+    /// activatable keyring as any call would). libsecret connects happily to a bus with no
+    /// provider on it, so only an answer shows the keyring can serve: no provider throws
+    /// `.unavailable`, one that does not answer in time `.timedOut`.
+    func ping() throws(StoreError) {
+        let service = try connect()
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        guard let bus = g_dbus_proxy_get_connection(proxy) else {
+            throw StoreError(.unavailable, "the Secret Service could not be reached")
+        }
+        let reply = try bounded("asking the Secret Service to answer") { cancellable, error in
+            g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                        "org.freedesktop.DBus.Peer", "Ping", nil, nil, G_DBUS_CALL_FLAGS_NONE,
+                                        gint(timeoutMilliseconds), cancellable, &error)
+        }
+        if let reply { g_variant_unref(reply) }
+    }
+
     /// Items whose attributes include all of `attributes`, of any schema; locked items are
     /// returned too, without their secrets.
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError) -> ItemList {

@@ -19,6 +19,13 @@ public final class SecretServiceStore: CredentialStore {
         connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: allowPrompt)
     }
 
+    /// Connects to the session bus and has the Secret Service answer within the bound, for
+    /// `auto` to decide whether the keyring can serve (product contract §6). A missing bus or
+    /// provider throws `.unavailable`, one that does not answer in time `.timedOut`.
+    public func probe() throws(StoreError) {
+        try connection.ping()
+    }
+
     nonisolated(unsafe) private static let schema = makeSchema(name: schemaName, attributes: [
         ("user", SECRET_SCHEMA_ATTRIBUTE_STRING), ("object", SECRET_SCHEMA_ATTRIBUTE_STRING),
         ("protocol", SECRET_SCHEMA_ATTRIBUTE_STRING), ("port", SECRET_SCHEMA_ATTRIBUTE_INTEGER),

@@ -33,11 +33,20 @@ struct KeyringFailureTests {
     @Test("a bus without a Secret Service provider gives exit 4 within a second")
     func noProvider() throws {
         let bus = try PrivateKeyring(withKeyring: false)
+        var environment = bus.environment
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
         for operation in ["get", "store", "erase"] {
-            let result = try ProcessRunner.portalToken([operation], stdin: credential, environment: bus.environment)
+            let result = try ProcessRunner.portalToken([operation], stdin: credential, environment: environment)
             expectStorageError(result, mentioning: "no Secret Service provider")
             #expect(result.duration < 1.0)
         }
+        // auto uses the file instead, and says why (product contract §6).
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
+        #expect(fallback.stderr == "portal-token: using the encrypted file store: no Secret Service provider is running on the session bus\n",
+                "\(fallback.stderr)")
+        #expect(fallback.duration < 1.0)
     }
 
     @Test("a stopped keyring daemon gives exit 4 at the configured bound")
@@ -47,9 +56,18 @@ struct KeyringFailureTests {
         #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
         keyring.stopKeyring()
         environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
         let result = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
         expectStorageError(result, mentioning: "did not answer within 800 ms")
         #expect(result.duration < 2.5)
+
+        // auto takes a keyring that does not answer in time as no keyring (product contract §6),
+        // and says so; the file it falls back to holds nothing yet.
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
+        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
+        #expect(fallback.stderr == "portal-token: using the encrypted file store: the Secret Service did not answer within 800 ms while connecting to the Secret Service\n")
+        #expect(fallback.duration < 2.5)
     }
 
     @Test("a locked collection is exit 4 naming the lock, never 'nothing found'")

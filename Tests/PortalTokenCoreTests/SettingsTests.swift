@@ -34,6 +34,20 @@ struct SettingsTests {
             try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "-1"]).milliseconds(.keyringTimeout, default: 3000)
         }
     }
+
+    @Test("the key cache timeout takes whole seconds, 0 turning it off")
+    func validatesSeconds() throws {
+        let setting = Setting.keyCacheTimeout
+        #expect(Setting.all.contains(setting))
+        #expect(try Settings().seconds(setting, default: 900, maximum: 3600) == 900)
+        #expect(try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": "0"]).seconds(setting, default: 900, maximum: 3600) == 0)
+        #expect(try Settings(configFile: ["key-cache-timeout": "60"]).seconds(setting, default: 900, maximum: 3600) == 60)
+        for bad in ["-1", "3601", "15m", "1.5"] {
+            #expect(throws: SettingError.self) {
+                try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": bad]).seconds(setting, default: 900, maximum: 3600)
+            }
+        }
+    }
 }
 
 @Suite("text trimming")

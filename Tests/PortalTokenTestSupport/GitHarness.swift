@@ -16,13 +16,12 @@ public final class GitHarness: @unchecked Sendable {
         let askpass = bin.appendingPathComponent("askpass")
         // The same askpass as git's own helper tests: it names the prompt on stderr and answers
         // "askpass-username" or "askpass-password".
-        try """
+        try writeExecutableScript("""
             #!/bin/sh
             echo >&2 askpass: $*
             what=$(echo $1 | cut -d" " -f1 | tr A-Z a-z | tr -cd a-z)
             echo "askpass-$what"
-            """.write(to: askpass, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: askpass.path)
+            """, to: askpass)
         let home = directory.appendingPathComponent("home")
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         var changes: [String: String?] = [

@@ -19,15 +19,14 @@ public final class PortalHarness: @unchecked Sendable {
         let hook = scratch.appendingPathComponent("on-session-invalidated")
         // Records each run and its whole environment, and writes to both of its outputs, which
         // must both reach portal-token's stderr.
-        try """
+        try writeExecutableScript("""
             #!/bin/sh
             echo "$PORTAL_SESSION_END_REASON $PORTAL_END_USER_ID $PORTAL_AUTH_ENVIRONMENT_ID" >> '\(hookLog.path)'
             env > '\(hookEnvironment.path)'
             read line && echo "hook read stdin: $line" >> '\(hookLog.path)'
             echo hook-stdout-marker
             echo hook-stderr-marker >&2
-            """.write(to: hook, atomically: true, encoding: .utf8)
-        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: hook.path)
+            """, to: hook)
         var environment: [String: String?] = [
             "PORTAL_AUTH_ENVIRONMENT_ID": environmentID,
             "PORTAL_API_HOST": "127.0.0.1:\(server.port)",

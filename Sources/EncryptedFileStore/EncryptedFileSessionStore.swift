@@ -1,0 +1,36 @@
+import PortalTokenCore
+
+/// Portal sessions in the encrypted file, as records beside the git credentials: one record
+/// per auth environment, named `portal-session:<environment>`, holding the same JSON payload the
+/// Secret Service item holds (product contract §6).
+public struct EncryptedFileSessionStore: SessionStore {
+    public let file: EncryptedFileStore
+
+    public init(_ file: EncryptedFileStore) {
+        self.file = file
+    }
+
+    static func recordName(_ authEnvironmentID: String) -> String { "portal-session:\(authEnvironmentID)" }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        guard let payload = try file.record(named: Self.recordName(authEnvironmentID)) else { return .absent }
+        guard let session = PortalSession.decode(payload: Secret(payload), authEnvironmentID: authEnvironmentID) else {
+            return .unreadable
+        }
+        return .present(session)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        let payload = session.payload.text
+        try file.withRecords { records throws(StoreError) in
+            records[Self.recordName(session.authEnvironmentID)] = payload
+        }
+    }
+
+    @discardableResult
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        try file.withRecords { records throws(StoreError) in
+            records.removeValue(forKey: Self.recordName(authEnvironmentID)) != nil
+        }
+    }
+}

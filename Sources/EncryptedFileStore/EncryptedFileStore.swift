@@ -1,0 +1,341 @@
+import Glibc
+import PortalTokenCore
+
+/// Why the store asks for the passphrase: to open an existing file, or to create a new one (a
+/// terminal prompt asks twice then).
+public enum PassphrasePurpose: Sendable {
+    case unlock
+    case create
+}
+
+/// A passphrase and where it came from, in words a hint may show (a variable's name, a path);
+/// never the passphrase itself.
+public struct Passphrase: Sendable {
+    public var secret: Secret
+    public var origin: String
+
+    public init(_ secret: Secret, origin: String) {
+        self.secret = secret
+        self.origin = origin
+    }
+}
+
+/// git credentials, and named records for the rest of portal-token, in one file encrypted with
+/// XChaCha20-Poly1305 under a key Argon2id derives from a passphrase (product contract §6).
+///
+/// - Reads need no lock: the file is only ever replaced by rename, so a reader sees a whole old
+///   or a whole new file. Writes take `<file>.lock`, re-read, change, and replace the file.
+/// - Key derivation happens outside the lock, so 64 processes starting at once do not queue
+///   behind each other's Argon2id.
+/// - The passphrase is asked for only when no cached key opens the file.
+public final class EncryptedFileStore: CredentialStore {
+    public let path: String
+    private let files: StoreFileSystem
+    private let keyCache: KeyCache
+    private let lockTimeoutMilliseconds: Int
+    private let kdfParameters: KDFParameters
+    private let passphraseSource: (PassphrasePurpose) throws(StoreError) -> Passphrase
+    private let warn: (String) -> Void
+
+    /// The key that opened the file last, so one process derives at most once per header.
+    private var unlocked: UnlockedKey?
+    /// The passphrase, kept only while this store lives, for raising the KDF parameters of a
+    /// file opened with a cached key.
+    private var passphrase: Passphrase?
+    /// The key identities the passphrase in hand is known to open: it opened or created them.
+    private var passphraseOpens: [KeyIdentity] = []
+
+    /// - Parameters:
+    ///   - path: the store file; its directory is created 0700 when missing.
+    ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel user keyring;
+    ///     0 turns the cache off.
+    ///   - lockTimeoutMilliseconds: how long a write waits for another process's write.
+    ///   - kdfParameters: the Argon2id cost new files get, and older files are raised to.
+    ///   - passphrase: asked only when a key must be derived; throws when there is none.
+    ///   - warn: receives one line for each damaged file moved aside.
+    public init(path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
+                kdfParameters: KDFParameters = .recommended,
+                passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
+                warn: @escaping (String) -> Void) {
+        precondition(Sodium.initialized, "libsodium failed to initialise")
+        self.path = path
+        files = StoreFileSystem(path: path)
+        keyCache = KeyCache(timeoutSeconds: keyCacheTimeoutSeconds)
+        self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
+        self.kdfParameters = kdfParameters
+        passphraseSource = passphrase
+        self.warn = warn
+    }
+
+    /// Whether a store file is there (of any state): `auto` consults it only then.
+    public static func exists(at path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
+    // MARK: CredentialStore
+
+    public func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] {
+        try read().lookup(query)
+    }
+
+    public func store(_ credential: Credential) throws(StoreError) {
+        try modify { payload in
+            payload.store(credential)
+            return true
+        }
+    }
+
+    @discardableResult
+    public func erase(_ query: CredentialQuery) throws(StoreError) -> Int {
+        var removed = 0
+        try modify { payload in
+            removed = payload.erase(query)
+            return removed > 0
+        }
+        return removed
+    }
+
+    // MARK: Records
+
+    /// The record of that name, or nil.
+    public func record(named name: String) throws(StoreError) -> String? {
+        try read().records[name]
+    }
+
+    /// A read-modify-write of the records, under the lock. The file is rewritten only when
+    /// `body` changed something; an error thrown by `body` leaves the file as it was and is
+    /// rethrown.
+    public func withRecords<T>(_ body: (inout [String: String]) throws(StoreError) -> T) throws(StoreError) -> T {
+        var result: Result<T, StoreError>?
+        try modify { payload in
+            let before = payload.records
+            do throws(StoreError) {
+                result = .success(try body(&payload.records))
+            } catch {
+                result = .failure(error)
+                return false
+            }
+            return payload.records != before
+        }
+        switch result! {
+        case .success(let value): return value
+        case .failure(let error): throw error
+        }
+    }
+
+    // MARK: Reading
+
+    private func read() throws(StoreError) -> StorePayload {
+        for _ in 0..<3 {
+            guard let contents = try files.read() else { return .empty }
+            switch try open(contents) {
+            case .payload(let payload, _): return payload
+            case .damaged(let reason):
+                let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+                try moveAsideIfUnchanged(contents, reason: reason)
+                withExtendedLifetime(lock) {}
+            }
+        }
+        throw raceError()
+    }
+
+    private enum Opened {
+        case payload(StorePayload, UnlockedKey)
+        case damaged(String)
+    }
+
+    /// Decrypts a file's contents, deriving or fetching the key as needed.
+    private func open(_ contents: StoreFileSystem.Contents) throws(StoreError) -> Opened {
+        let header: StoreFileHeader, ciphertext: ArraySlice<UInt8>
+        do {
+            (header, ciphertext) = try StoreFileFormat.parse(contents.bytes)
+        } catch {
+            switch error {
+            case .damaged(let reason): return .damaged(reason)
+            case .newerVersion(let version):
+                throw StoreError(.failed, "the store file \(path) was written in format version \(version), newer than this portal-token reads",
+                                 hint: "upgrade portal-token; the file was left as it is")
+            case .unsupportedKDF(let what):
+                throw StoreError(.failed, "the store file \(path) asks for \(what), which this portal-token does not accept",
+                                 hint: "upgrade portal-token; the file was left as it is")
+            }
+        }
+        let key = try key(for: header)
+        guard var plaintext = Sodium.open(ciphertext, associatedData: header.bytes, nonce: header.nonce,
+                                          key: key.encryptionKey) else {
+            return .damaged("its contents failed authentication")
+        }
+        defer { zeroize(&plaintext) }
+        do {
+            return .payload(try StorePayload(decoding: plaintext), key)
+        } catch {
+            return .damaged("its decrypted contents are not valid JSON at byte \(error.offset)")
+        }
+    }
+
+    /// The key that opens `header`: the one already in hand, a cached one, or a new derivation.
+    private func key(for header: StoreFileHeader) throws(StoreError) -> UnlockedKey {
+        if let unlocked, unlocked.opens(header) { return unlocked }
+        let description = KeyCache.description(path: canonicalPath, identity: header.keyIdentity)
+        if let cached = keyCache.read(description) {
+            let key = UnlockedKey(identity: header.keyIdentity, derivedKey: cached)
+            if key.opens(header) {
+                unlocked = key
+                return key
+            }
+            keyCache.drop(description)
+        }
+        let passphrase = try passphrase(for: .unlock)
+        let key = try derive(passphrase, identity: header.keyIdentity)
+        guard key.opens(header) else {
+            forgetPassphrase()
+            throw StoreError(.locked, "wrong passphrase for the store file \(path)",
+                             hint: "check the passphrase in \(passphrase.origin); the file was left as it is")
+        }
+        keyCache.store(key.derivedKey, as: description)
+        unlocked = key
+        passphraseOpens.append(key.identity)
+        return key
+    }
+
+    private func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
+        if let passphrase { return passphrase }
+        let given = try passphraseSource(purpose)
+        guard !given.secret.isEmpty else {
+            throw StoreError(.locked, "the passphrase from \(given.origin) is empty",
+                             hint: "an empty passphrase would not protect the store; set a real one")
+        }
+        passphrase = given
+        return given
+    }
+
+    private func derive(_ passphrase: Passphrase, identity: KeyIdentity) throws(StoreError) -> UnlockedKey {
+        guard let derived = Sodium.argon2id(passphrase: passphrase.secret, salt: identity.salt, parameters: identity.kdf) else {
+            throw StoreError(.failed, "deriving the key for the store file \(path) failed (Argon2id needs \(identity.kdf.memLimit >> 20) MiB of memory)",
+                             hint: "free some memory and try again")
+        }
+        return UnlockedKey(identity: identity, derivedKey: derived)
+    }
+
+    /// The path the key cache names: the same file reached by two spellings shares its key.
+    private lazy var canonicalPath: String = {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }()
+
+    // MARK: Writing
+
+    /// Read-modify-write under the lock. `change` returns whether it changed anything; the file
+    /// is written only then.
+    private func modify(_ change: (inout StorePayload) -> Bool) throws(StoreError) {
+        for _ in 0..<4 {
+            // Unlock (maybe deriving) before taking the lock, so writers do not queue behind each
+            // other's Argon2id; under the lock, check that the file still has the same key.
+            let seen = try files.read()
+            var key: UnlockedKey?
+            if let seen {
+                switch try open(seen) {
+                case .payload(_, let opened):
+                    key = opened
+                case .damaged(let reason):
+                    let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+                    try moveAsideIfUnchanged(seen, reason: reason)
+                    withExtendedLifetime(lock) {}
+                    continue
+                }
+            }
+            let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+            defer { withExtendedLifetime(lock) {} }
+            let current = try files.read()
+            // Another process created or re-keyed the file meanwhile: start over on what it wrote.
+            guard keyIdentity(of: current) == keyIdentity(of: seen) else { continue }
+            var payload = StorePayload.empty
+            if let current {
+                switch try open(current) {
+                case .payload(let opened, _): payload = opened
+                case .damaged(let reason):
+                    try moveAsideIfUnchanged(current, reason: reason)
+                    continue
+                }
+            }
+            guard change(&payload) else { return }
+            files.removeAbandonedTemporaryFiles()
+            // A new file is keyed under the lock: it happens once, and a second process must
+            // not create a file of its own beside it.
+            let fileKey: UnlockedKey
+            if let key { fileKey = key } else { fileKey = try newKey() }
+            try write(payload, key: try strengthened(fileKey))
+            return
+        }
+        throw raceError()
+    }
+
+    private func keyIdentity(of contents: StoreFileSystem.Contents?) -> KeyIdentity? {
+        contents.flatMap { try? StoreFileFormat.parse($0.bytes).0.keyIdentity }
+    }
+
+    /// A fresh salt and the current parameters, for a file that does not exist yet.
+    private func newKey() throws(StoreError) -> UnlockedKey {
+        let passphrase = try passphrase(for: .create)
+        let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: kdfParameters,
+                                   salt: Sodium.randomBytes(Sodium.saltLength))
+        let key = try derive(passphrase, identity: identity)
+        passphraseOpens.append(identity)
+        return key
+    }
+
+    /// A passphrase that failed to open a file is of no further use, and must never key one.
+    private func forgetPassphrase() {
+        passphrase = nil
+        passphraseOpens = []
+    }
+
+    /// The key to write with: a new salt under this build's parameters when they are stronger
+    /// than the file's (or the format is older), provided the passphrase can be had and is the
+    /// one that opened the file. Otherwise the file's own key: a write never fails for want of
+    /// a passphrase it did not need.
+    private func strengthened(_ key: UnlockedKey) throws(StoreError) -> UnlockedKey {
+        let wanted = key.identity.kdf.raised(to: kdfParameters)
+        guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.currentVersion,
+              let passphrase = try? passphrase(for: .unlock) else { return key }
+        if !passphraseOpens.contains(key.identity) {
+            // A passphrase not yet checked against this file (the key came from the cache) must
+            // match, or the re-keyed file would open under a passphrase the user never chose.
+            guard let check = try? derive(passphrase, identity: key.identity),
+                  Sodium.equal(check.keyCheck, key.keyCheck) else {
+                forgetPassphrase()
+                return key
+            }
+            passphraseOpens.append(key.identity)
+        }
+        let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: wanted,
+                                   salt: Sodium.randomBytes(Sodium.saltLength))
+        let upgraded = try derive(passphrase, identity: identity)
+        passphraseOpens.append(identity)
+        return upgraded
+    }
+
+    private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
+        var plaintext = payload.encoded()
+        defer { zeroize(&plaintext) }
+        try files.replace(with: StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key))
+        if key.identity != unlocked?.identity {
+            keyCache.store(key.derivedKey, as: KeyCache.description(path: canonicalPath, identity: key.identity))
+        }
+        unlocked = key
+    }
+
+    private func moveAsideIfUnchanged(_ seen: StoreFileSystem.Contents, reason: String) throws(StoreError) {
+        // Another process may have moved it aside, or replaced it with a good file, meanwhile.
+        guard try files.read() == seen else { return }
+        let aside = try files.moveAside()
+        warn("the store file \(path) could not be read (\(reason)); moved it aside to \(aside) and started an empty store")
+    }
+
+    private func raceError() -> StoreError {
+        StoreError(.timedOut, "the store file \(path) kept changing while portal-token read it",
+                   hint: "another process is rewriting it; try again")
+    }
+}

@@ -1,0 +1,173 @@
+import CSodium
+import PortalTokenCore
+
+/// The store file's bytes (documented in docs/file-store.md).
+///
+/// Format version 1, integers big-endian:
+///
+///     offset size
+///          0    8  magic "PTSTORE\0"
+///          8    2  format version: 1
+///         10    1  KDF algorithm: 2 = Argon2id v1.3 (libsodium's crypto_pwhash_ALG_ARGON2ID13)
+///         11    8  Argon2id opslimit (passes)
+///         19    8  Argon2id memlimit (bytes)
+///         27   16  salt
+///         43   24  XChaCha20-Poly1305 nonce, fresh for every write
+///         67   16  key check: BLAKE2b-128 keyed with the derived key, over a fixed label
+///         83   16  header checksum: BLAKE2b-128 of bytes 0..<83
+///         99    …  XChaCha20-Poly1305-IETF ciphertext of the JSON payload, 16-byte tag last,
+///                  with bytes 0..<99 as associated data
+///
+/// The key check tells a wrong passphrase (the file is left alone) from a damaged file (moved
+/// aside); the header checksum tells a damaged header from a wrong passphrase. Neither helps an
+/// attacker: each guess still costs one Argon2id derivation, as the tag would.
+enum StoreFileFormat {
+    static let magic: [UInt8] = Array("PTSTORE".utf8) + [0]
+    /// The version this build writes. Every version up to it stays readable.
+    static let currentVersion: UInt16 = 1
+    static let argon2id13: UInt8 = UInt8(crypto_pwhash_ALG_ARGON2ID13)
+
+    static let keyCheckLength = 16
+    static let checksumLength = 16
+    static let version1HeaderLength = 8 + 2 + 1 + 8 + 8 + 16 + 24 + 16 + 16
+
+    enum Problem: Error, Equatable {
+        /// Bad magic, truncated, failed checksum or tag: moved aside.
+        case damaged(String)
+        /// Written by a newer portal-token: refused and left alone.
+        case newerVersion(UInt16)
+        /// A KDF this build does not know, or costs beyond what it accepts: left alone.
+        case unsupportedKDF(String)
+    }
+
+    /// Reads the header; the ciphertext is what follows it.
+    static func parse(_ file: [UInt8]) throws(Problem) -> (StoreFileHeader, ArraySlice<UInt8>) {
+        guard file.count >= magic.count + 2 else {
+            throw .damaged(file.isEmpty ? "it is empty" : "it is truncated")
+        }
+        guard file.starts(with: magic) else { throw .damaged("it does not start with the store's magic bytes") }
+        let version = UInt16(file[8]) << 8 | UInt16(file[9])
+        switch version {
+        case 1:
+            return try parseVersion1(file)
+        case let newer where newer > currentVersion:
+            throw .newerVersion(newer)
+        default:
+            throw .damaged("it names format version \(version), which never existed")
+        }
+    }
+
+    private static func parseVersion1(_ file: [UInt8]) throws(Problem) -> (StoreFileHeader, ArraySlice<UInt8>) {
+        let length = version1HeaderLength
+        guard file.count >= length + Sodium.tagLength else { throw .damaged("it is truncated") }
+        let headerBytes = Array(file[0..<length])
+        let checksumStart = length - checksumLength
+        guard Sodium.equal(Sodium.hash(Array(headerBytes[0..<checksumStart]), length: checksumLength),
+                           Array(headerBytes[checksumStart...])) else {
+            throw .damaged("its header checksum does not match")
+        }
+        var reader = ByteReader(headerBytes, from: 10)
+        let algorithm = reader.uint8()
+        let kdf = KDFParameters(opsLimit: reader.uint64(), memLimit: reader.uint64())
+        let salt = reader.bytes(Sodium.saltLength)
+        let nonce = reader.bytes(Sodium.nonceLength)
+        let keyCheck = reader.bytes(keyCheckLength)
+        guard algorithm == argon2id13 else { throw .unsupportedKDF("KDF algorithm \(algorithm)") }
+        guard kdf.isAccepted else {
+            throw .unsupportedKDF("Argon2id with \(kdf.opsLimit) passes over \(kdf.memLimit >> 20) MiB")
+        }
+        let header = StoreFileHeader(formatVersion: 1, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck,
+                                     bytes: headerBytes)
+        return (header, file[length...])
+    }
+
+    /// A complete file in the current version: header and sealed payload.
+    static func seal(_ plaintext: [UInt8], kdf: KDFParameters, salt: [UInt8], key: UnlockedKey) -> [UInt8] {
+        let nonce = Sodium.randomBytes(Sodium.nonceLength)
+        var header = magic
+        header.append(contentsOf: [UInt8(currentVersion >> 8), UInt8(currentVersion & 0xFF), argon2id13])
+        header.appendBigEndian(kdf.opsLimit)
+        header.appendBigEndian(kdf.memLimit)
+        header.append(contentsOf: salt)
+        header.append(contentsOf: nonce)
+        header.append(contentsOf: key.keyCheck)
+        header.append(contentsOf: Sodium.hash(header, length: checksumLength))
+        return header + Sodium.seal(plaintext, associatedData: header, nonce: nonce, key: key.encryptionKey)
+    }
+}
+
+/// A parsed header, and the bytes it was read from (the associated data of the payload).
+struct StoreFileHeader: Equatable {
+    var formatVersion: UInt16
+    var kdf: KDFParameters
+    var salt: [UInt8]
+    var nonce: [UInt8]
+    var keyCheck: [UInt8]
+    var bytes: [UInt8]
+
+    var keyIdentity: KeyIdentity {
+        KeyIdentity(formatVersion: formatVersion, kdf: kdf, salt: salt)
+    }
+}
+
+/// What a derived key depends on besides the passphrase. A cached key is found by it, so a new
+/// salt, new parameters or a new format never meet a stale key.
+struct KeyIdentity: Equatable {
+    var formatVersion: UInt16
+    var kdf: KDFParameters
+    var salt: [UInt8]
+}
+
+/// The Argon2id output and the two subkeys taken from it: one encrypts, one recognises the
+/// right passphrase.
+struct UnlockedKey {
+    let identity: KeyIdentity
+    /// What Argon2id produced; what the key cache keeps.
+    let derivedKey: Secret
+    let encryptionKey: Secret
+    let keyCheck: [UInt8]
+
+    init(identity: KeyIdentity, derivedKey: Secret) {
+        self.identity = identity
+        self.derivedKey = derivedKey
+        encryptionKey = Sodium.subkey(of: derivedKey, label: "portal-token file store: encryption", length: Sodium.keyLength)
+        keyCheck = Sodium.subkey(of: derivedKey, label: "portal-token file store: key check",
+                                 length: StoreFileFormat.keyCheckLength).withBytes { Array($0) }
+    }
+
+    func opens(_ header: StoreFileHeader) -> Bool {
+        identity == header.keyIdentity && Sodium.equal(keyCheck, header.keyCheck)
+    }
+}
+
+private struct ByteReader {
+    let bytes: [UInt8]
+    var index: Int
+
+    init(_ bytes: [UInt8], from index: Int) {
+        self.bytes = bytes
+        self.index = index
+    }
+
+    mutating func uint8() -> UInt8 {
+        defer { index += 1 }
+        return bytes[index]
+    }
+
+    mutating func uint64() -> UInt64 {
+        var value: UInt64 = 0
+        for _ in 0..<8 { value = value << 8 | UInt64(uint8()) }
+        return value
+    }
+
+    mutating func bytes(_ count: Int) -> [UInt8] {
+        defer { index += count }
+        return Array(bytes[index..<(index + count)])
+    }
+}
+
+extension [UInt8] {
+    mutating func appendBigEndian(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+}

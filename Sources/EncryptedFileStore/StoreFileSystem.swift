@@ -1,0 +1,240 @@
+import Glibc
+import PortalTokenCore
+
+/// The store's file operations: reading with an ownership check, a bounded lock, a write that
+/// replaces the file atomically and durably, and moving a damaged file aside.
+struct StoreFileSystem {
+    let path: String
+
+    var directory: String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    var name: String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+
+    var lockPath: String { path + ".lock" }
+
+    // MARK: Reading
+
+    /// What was read, and the file it came from (compared to tell whether it changed).
+    struct Contents: Equatable {
+        var bytes: [UInt8]
+        var device: UInt64
+        var inode: UInt64
+    }
+
+    /// The whole file, or nil when there is none. A file another user owns, or that others
+    /// may read or write, is refused before a byte of it is used.
+    func read() throws(StoreError) -> Contents? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        if descriptor < 0 {
+            if errno == ENOENT { return nil }
+            throw failure("cannot open the store file \(path)", errno: errno)
+        }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw failure("cannot examine the store file \(path)", errno: errno) }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError(.failed, "the store file \(path) is not a regular file",
+                             hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
+        }
+        guard status.st_uid == geteuid() else {
+            throw StoreError(.failed, "the store file \(path) belongs to another user (uid \(status.st_uid))",
+                             hint: "point PORTAL_TOKEN_FILE at a store of your own")
+        }
+        guard status.st_mode & 0o077 == 0 else {
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            throw StoreError(.failed, "the store file \(path) is open to other users (mode \(mode))",
+                             hint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
+        var offset = 0
+        while true {
+            if offset == bytes.count { bytes.append(contentsOf: [UInt8](repeating: 0, count: 4096)) }
+            let count = bytes.withUnsafeMutableBytes { raw in
+                Glibc.read(descriptor, raw.baseAddress! + offset, raw.count - offset)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot read the store file \(path)", errno: errno)
+            }
+            if count == 0 { break }
+            offset += count
+        }
+        bytes.removeSubrange(offset...)
+        return Contents(bytes: bytes, device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+    }
+
+    // MARK: Locking
+
+    /// An exclusive lock on `<name>.lock`, never on the store file itself: a rename replaces the
+    /// store file's inode, and a lock held on the old one would guard nothing.
+    final class Lock {
+        private let descriptor: Int32
+        init(descriptor: Int32) { self.descriptor = descriptor }
+        deinit { close(descriptor) }  // closing releases the flock
+    }
+
+    /// Waits for the lock up to `timeoutMilliseconds`, retrying with a growing back-off as git's
+    /// lockfile.c does, then gives up with exit 4 rather than hang.
+    func lock(timeoutMilliseconds: Int) throws(StoreError) -> Lock {
+        try createDirectory()
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0o600)
+        guard descriptor >= 0 else { throw failure("cannot open the lock file \(lockPath)", errno: errno) }
+        let lock = Lock(descriptor: descriptor)
+        let deadline = monotonicMilliseconds() + Int64(timeoutMilliseconds)
+        var backoffMicroseconds: UInt32 = 500
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw failure("cannot lock \(lockPath)", errno: errno)
+            }
+            let remaining = deadline - monotonicMilliseconds()
+            guard remaining > 0 else {
+                throw StoreError(.timedOut, "the store file \(path) is locked by another process",
+                                 hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'")
+            }
+            // Jitter keeps many waiting processes from waking in step.
+            let jittered = backoffMicroseconds / 2 + UInt32.random(in: 0...backoffMicroseconds / 2)
+            usleep(min(jittered, UInt32(remaining) * 1000))
+            backoffMicroseconds = min(backoffMicroseconds * 2, 50_000)
+        }
+        return lock
+    }
+
+    // MARK: Writing
+
+    private var temporaryPrefix: String { ".\(name).tmp-" }
+
+    /// Temporary files are only ever made by a writer holding the lock, so whoever holds it
+    /// now knows any it finds belong to a writer that died (SIGKILL, power cut) before its
+    /// rename. They hold only ciphertext; they are removed so they do not pile up.
+    func removeAbandonedTemporaryFiles() {
+        guard let stream = opendir(directory) else { return }
+        defer { closedir(stream) }
+        var abandoned: [String] = []
+        while let entry = readdir(stream) {
+            let entryName = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if entryName.hasPrefix(temporaryPrefix) && entryName.count == temporaryPrefix.count + 6 {
+                abandoned.append(entryName)
+            }
+        }
+        for entryName in abandoned { unlink("\(directory)/\(entryName)") }
+    }
+
+    /// Replaces the store file with `bytes` so that a crash at any point leaves the old file or
+    /// the new one: a temporary file in the same directory (mkstemp: mode 0600 from the start),
+    /// written and fsynced, renamed over the store, and the directory fsynced so the rename
+    /// itself survives a power cut. On failure the temporary file is removed and the store file
+    /// is untouched.
+    func replace(with bytes: [UInt8]) throws(StoreError) {
+        try createDirectory()
+        var template = Array("\(directory)/\(temporaryPrefix)XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw failure("cannot create a file in \(directory)", errno: errno) }
+        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        let temporaryPath = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var closed = false
+        do throws(StoreError) {
+            try writeAll(bytes, to: descriptor)
+            guard fsync(descriptor) == 0 else { throw failure("cannot write the store file \(path)", errno: errno) }
+            closed = true
+            // close can report a deferred write error (NFS); it must not pass unnoticed.
+            guard close(descriptor) == 0 else { throw failure("cannot write the store file \(path)", errno: errno) }
+            guard rename(temporaryPath, path) == 0 else {
+                throw failure("cannot replace the store file \(path)", errno: errno)
+            }
+        } catch {
+            if !closed { close(descriptor) }
+            unlink(temporaryPath)
+            throw error
+        }
+        syncDirectory()
+    }
+
+    private func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(StoreError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { raw in
+                write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw failure("cannot write the store file \(path)", errno: errno)
+            }
+            offset += written
+        }
+    }
+
+    /// Makes a rename or unlink in the directory durable.
+    private func syncDirectory() {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// Creates the directory and any missing parent with mode 0700 from the start (XDG Base
+    /// Directory Specification: "created with permissions 0700"), never changing an existing one.
+    func createDirectory() throws(StoreError) {
+        var status = stat()
+        if stat(directory, &status) == 0 { return }
+        var prefix = directory.hasPrefix("/") ? "" : "."
+        for component in directory.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw failure("cannot create the directory \(prefix)", errno: errno)
+            }
+        }
+    }
+
+    // MARK: Damage
+
+    /// Renames the store file to `<name>.damaged-<UTC time>` (never over an earlier one) and
+    /// returns the new path. The caller holds the lock.
+    func moveAside() throws(StoreError) -> String {
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let stamp = String(Int(parts.tm_year) + 1900) + twoDigits(parts.tm_mon + 1) + twoDigits(parts.tm_mday)
+            + "T" + twoDigits(parts.tm_hour) + twoDigits(parts.tm_min) + twoDigits(parts.tm_sec) + "Z"
+        var attempt = 1
+        while true {
+            let aside = "\(path).damaged-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
+            // link then unlink: unlike rename, link refuses to replace an earlier damaged copy.
+            if link(path, aside) == 0 {
+                unlink(path)
+                syncDirectory()
+                return aside
+            }
+            guard errno == EEXIST, attempt < 100 else {
+                throw failure("cannot move the damaged store file \(path) aside", errno: errno)
+            }
+            attempt += 1
+        }
+    }
+
+    private func twoDigits(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+
+    private func failure(_ message: String, errno number: Int32) -> StoreError {
+        var hint: String?
+        switch number {
+        case ENOSPC, EDQUOT: hint = "free some space on that file system; the store file is unchanged"
+        case EACCES, EPERM: hint = "check the permissions of \(directory)"
+        case EROFS: hint = "the file system is read-only; set PORTAL_TOKEN_FILE to a writable place"
+        default: break
+        }
+        return StoreError(.failed, "\(message): \(String(cString: strerror(number)))", hint: hint)
+    }
+}
+
+func monotonicMilliseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+}

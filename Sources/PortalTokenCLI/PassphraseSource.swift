@@ -1,0 +1,178 @@
+import EncryptedFileStore
+import Glibc
+import PortalTokenCore
+
+/// Where the encrypted file store's passphrase comes from, in product contract §2's order:
+///
+/// 1. `PORTAL_TOKEN_PASSPHRASE_FILE` (or `passphrase-file` in the config file): the file's
+///    contents, less one trailing newline (`\n` or `\r\n`), so that `echo secret > file` works;
+/// 2. `PORTAL_TOKEN_PASSPHRASE`;
+/// 3. `$CREDENTIALS_DIRECTORY/portal-token.passphrase`, a systemd credential
+///    (systemd.exec(5), `LoadCredential=`), read like the passphrase file;
+/// 4. a prompt on `/dev/tty` with echo off, only when stdin or stderr is a terminal.
+///
+/// With none of them, the store cannot be opened: exit 4 and a hint that lists them. The
+/// passphrase itself never reaches a message; only where it came from does.
+struct PassphraseSource {
+    static let environmentVariable = "PORTAL_TOKEN_PASSPHRASE"
+    static let systemdCredentialName = "portal-token.passphrase"
+    /// Longer than any passphrase a person types or a password manager generates.
+    static let maximumLength = 4096
+
+    let settings: Settings
+    let environment: [String: String]
+    let streams: StandardStreams
+    /// The store file, for the prompt.
+    let storePath: String
+
+    func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
+        if let path = settings.value(.passphraseFile) {
+            return try contents(of: path, origin: "\(settings.origin(of: .passphraseFile)) (\(path))")
+        }
+        if let value = environment[Self.environmentVariable], !value.isEmpty {
+            return Passphrase(Secret(value), origin: Self.environmentVariable)
+        }
+        if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty {
+            let path = directory + "/" + Self.systemdCredentialName
+            if access(path, F_OK) == 0 {
+                return try contents(of: path, origin: "the systemd credential \(path)")
+            }
+        }
+        if streams.inputIsTerminal || streams.errorIsTerminal, let terminal = TerminalPrompt() {
+            return try terminal.ask(for: purpose, storePath: storePath)
+        }
+        throw StoreError(
+            .locked, "no passphrase for the encrypted file store \(storePath)",
+            hint: "set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), "
+                + "or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential \(Self.systemdCredentialName), "
+                + "or run portal-token in a terminal to be asked")
+    }
+
+    private func contents(of path: String, origin: String) throws(StoreError) -> Passphrase {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else {
+            throw StoreError(.locked, "cannot read the passphrase from \(origin): \(String(cString: strerror(errno)))",
+                             hint: "put the passphrase on the first line of that file")
+        }
+        defer { close(descriptor) }
+        // One read into a buffer that is wiped afterwards; a longer file is not a passphrase.
+        var buffer = [UInt8](repeating: 0, count: Self.maximumLength + 2)
+        defer { zeroize(&buffer) }
+        var count = 0
+        while count < buffer.count {
+            let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + count, $0.count - count) }
+            if got < 0 && errno == EINTR { continue }
+            if got < 0 {
+                throw StoreError(.locked, "cannot read the passphrase from \(origin): \(String(cString: strerror(errno)))")
+            }
+            if got == 0 { break }
+            count += got
+        }
+        if count > 0, buffer[count - 1] == UInt8(ascii: "\n") {
+            count -= 1
+            if count > 0, buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
+        }
+        guard count <= Self.maximumLength else {
+            throw StoreError(.locked, "the passphrase from \(origin) is longer than \(Self.maximumLength) bytes",
+                             hint: "put only the passphrase in that file")
+        }
+        return Passphrase(Secret(bytes: Array(buffer[0..<count])), origin: origin)
+    }
+}
+
+/// A question on the controlling terminal with echo off, as getpass(3) asks but with the
+/// terminal restored even when the user presses Ctrl-C.
+struct TerminalPrompt {
+    private let descriptor: Int32
+
+    init?() {
+        descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
+        if descriptor < 0 { return nil }
+    }
+
+    func ask(for purpose: PassphrasePurpose, storePath: String) throws(StoreError) -> Passphrase {
+        defer { close(descriptor) }
+        let origin = "the terminal"
+        switch purpose {
+        case .unlock:
+            let answer = try read(prompt: "Passphrase for the portal-token store \(storePath): ")
+            return Passphrase(answer, origin: origin)
+        case .create:
+            say("Creating the encrypted store \(storePath).\n")
+            let first = try read(prompt: "New passphrase: ")
+            guard !first.isEmpty else {
+                throw StoreError(.locked, "no passphrase was given", hint: "an empty passphrase would not protect the store")
+            }
+            let second = try read(prompt: "Repeat it: ")
+            guard first == second else {
+                throw StoreError(.locked, "the two passphrases differ", hint: "run the command again and type the same passphrase twice")
+            }
+            return Passphrase(first, origin: origin)
+        }
+    }
+
+    private func say(_ text: String) {
+        var bytes = Array(text.utf8)
+        _ = write(descriptor, &bytes, bytes.count)
+    }
+
+    private func read(prompt: String) throws(StoreError) -> Secret {
+        say(prompt)
+        var saved = termios()
+        let isTerminal = tcgetattr(descriptor, &saved) == 0
+        if isTerminal {
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO | ECHOE | ECHOK | ECHONL)
+            terminalRestore.save(descriptor: descriptor, settings: saved)
+            tcsetattr(descriptor, TCSAFLUSH, &quiet)
+        }
+        defer {
+            if isTerminal {
+                tcsetattr(descriptor, TCSAFLUSH, &saved)
+                terminalRestore.clear()
+            }
+            say("\n")
+        }
+        var line: [UInt8] = []
+        line.reserveCapacity(PassphraseSource.maximumLength + 1)
+        defer { zeroize(&line) }
+        var byte: UInt8 = 0
+        while line.count <= PassphraseSource.maximumLength {
+            let got = Glibc.read(descriptor, &byte, 1)
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 || byte == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        byte = 0
+        if line.last == UInt8(ascii: "\r") { line.removeLast() }
+        return Secret(bytes: line)
+    }
+}
+
+/// What a signal handler needs to give the terminal its echo back: the handler can capture
+/// nothing, so the saved settings live here while a prompt is open.
+private let terminalRestore = TerminalRestore()
+
+private final class TerminalRestore: @unchecked Sendable {
+    nonisolated(unsafe) static var descriptor: Int32 = -1
+    nonisolated(unsafe) static var settings = termios()
+
+    func save(descriptor: Int32, settings: termios) {
+        Self.settings = settings
+        Self.descriptor = descriptor
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
+            Glibc.signal(signal) { number in
+                if TerminalRestore.descriptor >= 0 {
+                    tcsetattr(TerminalRestore.descriptor, TCSAFLUSH, &TerminalRestore.settings)
+                }
+                Glibc.signal(number, SIG_DFL)
+                raise(number)
+            }
+        }
+    }
+
+    func clear() {
+        Self.descriptor = -1
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { Glibc.signal(signal, SIG_DFL) }
+    }
+}

@@ -1,0 +1,404 @@
+@testable import EncryptedFileStore
+import Foundation
+import PortalTokenCore
+import PortalTokenTestSupport
+import Testing
+
+@Suite("encrypted file store: the store contract")
+struct EncryptedFileStoreContractTests {
+    @Test("the file store keeps the store contract", arguments: CredentialStoreContract.checks)
+    func contract(check: CredentialStoreContractCheck) throws {
+        let directory = try TemporaryDirectory()
+        try check.run(on: makeStore(directory.storePath))
+    }
+
+    @Test("what one store wrote, a store opened afterwards reads unchanged")
+    func reopens() throws {
+        let directory = try TemporaryDirectory()
+        let first = makeStore(directory.storePath)
+        try first.store(credential(user: "alice", password: "one", refreshToken: "refresh"))
+        try first.store(credential(user: "bob", password: "two"))
+        let second = makeStore(directory.storePath)
+        let found = try second.lookup(query())
+        #expect(found.map(\.username) == ["bob", "alice"])
+        #expect(found[1] == credential(user: "alice", password: "one", refreshToken: "refresh"))
+    }
+}
+
+@Suite("encrypted file store: the file on disk")
+struct EncryptedFileFormatTests {
+    @Test("the file starts with the magic, format version 1, Argon2id and its parameters")
+    func header() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        let bytes = try fileBytes(directory.storePath)
+        #expect(Array(bytes[0..<8]) == Array("PTSTORE\0".utf8))
+        #expect(Array(bytes[8..<11]) == [0, 1, 2])
+        let (header, _) = try StoreFileFormat.parse(bytes)
+        #expect(header.kdf == KDFParameters.recommended)
+        #expect(header.kdf.memLimit >= 64 << 20)
+    }
+
+    @Test("no stored username, password, refresh token or record appears in clear")
+    func nothingInClear() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.store(credential("git.example.org", user: "clear-user-name", password: "clear-pass-word",
+                                   refreshToken: "clear-refresh-token"))
+        try store.withRecords { records throws(StoreError) in records["session"] = "clear-record-text" }
+        let bytes = try fileBytes(directory.storePath)
+        for text in ["clear-user-name", "clear-pass-word", "clear-refresh-token", "clear-record-text",
+                     "git.example.org", "https", "session", "correct horse"] {
+            #expect(!bytes.contains(text), "\(text) is in the file")
+        }
+    }
+
+    @Test("the file is created 0600 in a directory created 0700")
+    func permissions() throws {
+        let directory = try TemporaryDirectory()
+        let previous = umask(0o022)
+        defer { umask(previous) }
+        try makeStore(directory.storePath).store(credential())
+        #expect(try mode(of: directory.storePath) == 0o600)
+        #expect(try mode(of: directory.path + "/data/portal-token") == 0o700)
+        #expect(try mode(of: directory.path + "/data") == 0o700)
+        #expect(try siblings(of: directory.storePath) == ["store", "store.lock"])
+    }
+
+    @Test("every write uses a fresh nonce, so the same entries never encrypt alike")
+    func freshNonce() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.store(credential())
+        let first = try fileBytes(directory.storePath)
+        try store.store(credential())
+        let second = try fileBytes(directory.storePath)
+        #expect(first[27..<43] == second[27..<43], "the salt stays")
+        #expect(first[43..<67] != second[43..<67], "the nonce changes")
+    }
+
+    @Test("a file written in format version 1 stays readable", .tags(.compatibility))
+    func readsVersion1Fixture() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
+        try writeFile(directory.storePath, version1Fixture)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.storePath)
+        let store = makeStore(directory.storePath, passphrase: "fixture passphrase", kdf: cheapKDF)
+        let found = try store.lookup(CredentialQuery(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443)))
+        #expect(found == [Credential(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443),
+                                     path: "repo.git", username: "fixture-user", password: Secret("fixture-password"),
+                                     passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("fixture-refresh"))])
+        #expect(try store.record(named: "fixture-record") == "{\"kept\":true}")
+    }
+
+    @Test("the next write raises a file's KDF parameters to this build's, and it still opens")
+    func raisesParameters() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath, kdf: cheapKDF).store(credential(user: "old"))
+        #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == cheapKDF)
+
+        let upgraded = makeStore(directory.storePath)
+        #expect(try upgraded.lookup(query()).map(\.username) == ["old"], "a weaker file is still read")
+        #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == cheapKDF, "reading does not rewrite")
+        try upgraded.store(credential(user: "new"))
+        let header = try StoreFileFormat.parse(fileBytes(directory.storePath)).0
+        #expect(header.kdf == .recommended)
+        #expect(try makeStore(directory.storePath).lookup(query()).map(\.username) == ["new", "old"])
+    }
+
+    @Test("a wrong passphrase at hand never re-keys a file that a cached key opened")
+    func wrongPassphraseNeverRekeys() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath, passphrase: "right", keyCacheTimeoutSeconds: 60, kdf: cheapKDF)
+            .store(credential(user: "first"))
+        // The cached key opens the file; the source holds another passphrase. Two writes, so a
+        // second one cannot trust what the first failed to check.
+        let store = makeStore(directory.storePath, passphrase: "wrong", keyCacheTimeoutSeconds: 60)
+        try store.store(credential(user: "second"))
+        try store.store(credential(user: "third"))
+        #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == cheapKDF, "kept the old key")
+        #expect(try makeStore(directory.storePath, passphrase: "right", kdf: cheapKDF).lookup(query()).count == 3)
+        #expect(throws: StoreError.self) { try makeStore(directory.storePath, passphrase: "wrong", kdf: cheapKDF).lookup(query()) }
+    }
+
+    @Test("a file with stronger parameters than this build's keeps them")
+    func keepsStrongerParameters() throws {
+        let directory = try TemporaryDirectory()
+        let stronger = KDFParameters(opsLimit: 4, memLimit: 64 << 20)
+        try makeStore(directory.storePath, kdf: stronger).store(credential(user: "a"))
+        try makeStore(directory.storePath).store(credential(user: "b"))
+        #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == stronger)
+    }
+}
+
+@Suite("encrypted file store: refusing and recovering")
+struct EncryptedFileFailureTests {
+    @Test("a wrong passphrase is a locked-store error and leaves the file byte-identical")
+    func wrongPassphrase() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        let before = try fileBytes(directory.storePath)
+        let wrong = makeStore(directory.storePath, passphrase: "not the passphrase")
+        #expect(throws: StoreError.self) { try wrong.lookup(query()) }
+        #expect(throws: StoreError.self) { try wrong.store(credential(user: "mallory")) }
+        #expect(throws: StoreError.self) { try wrong.erase(query()) }
+        do {
+            _ = try wrong.lookup(query())
+        } catch {
+            #expect(error.kind == .locked)
+            #expect(error.message == "wrong passphrase for the store file \(directory.storePath)")
+            #expect(!error.message.contains("not the passphrase") && !(error.hint ?? "").contains("not the passphrase"))
+        }
+        #expect(try fileBytes(directory.storePath) == before)
+        #expect(try siblings(of: directory.storePath) == ["store", "store.lock"])
+    }
+
+    @Test("without a passphrase an existing file cannot be opened, and nothing is written")
+    func noPassphrase() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        let before = try fileBytes(directory.storePath)
+        #expect(throws: StoreError.self) { try makeStore(directory.storePath, passphrase: nil).lookup(query()) }
+        #expect(try fileBytes(directory.storePath) == before)
+    }
+
+    @Test("looking up or erasing in a missing file asks for no passphrase and creates nothing")
+    func missingFile() throws {
+        let directory = try TemporaryDirectory()
+        let observer = StoreObserver()
+        let store = makeStore(directory.storePath, passphrase: nil, observer: observer)
+        #expect(try store.lookup(query()).isEmpty)
+        #expect(try store.erase(query()) == 0)
+        #expect(try store.record(named: "x") == nil)
+        #expect(observer.passphraseRequests == 0)
+        #expect(!FileManager.default.fileExists(atPath: directory.storePath))
+    }
+
+    @Test("creating the file asks for a new passphrase")
+    func createPurpose() throws {
+        let directory = try TemporaryDirectory()
+        let observer = StoreObserver()
+        try makeStore(directory.storePath, observer: observer).store(credential())
+        #expect(observer.purposes == [.create])
+    }
+
+    static let damages: [(String, @Sendable ([UInt8]) -> [UInt8])] = [
+        ("bad magic", { bytes in var bytes = bytes; bytes[0] ^= 0xFF; return bytes }),
+        ("a flipped ciphertext bit", { bytes in var bytes = bytes; bytes[bytes.count - 20] ^= 0x01; return bytes }),
+        ("a flipped tag bit", { bytes in var bytes = bytes; bytes[bytes.count - 1] ^= 0x80; return bytes }),
+        ("a flipped header bit", { bytes in var bytes = bytes; bytes[30] ^= 0x04; return bytes }),
+        ("truncated in the header", { bytes in Array(bytes.prefix(50)) }),
+        ("truncated in the ciphertext", { bytes in Array(bytes.dropLast(5)) }),
+        ("emptied", { _ in [] }),
+    ]
+
+    @Test("a damaged file is moved aside, reported, and read as empty", arguments: 0..<damages.count)
+    func damaged(index: Int) throws {
+        let (name, damage) = Self.damages[index]
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        let damagedBytes = damage(try fileBytes(directory.storePath))
+        try writeFile(directory.storePath, damagedBytes)
+
+        let observer = StoreObserver()
+        let store = makeStore(directory.storePath, observer: observer)
+        #expect(try store.lookup(query()).isEmpty, "\(name)")
+        let files = try siblings(of: directory.storePath)
+        let aside = try #require(files.first { $0.hasPrefix("store.damaged-") }, "\(name): nothing moved aside")
+        #expect(aside.wholeMatch(of: /store\.damaged-\d{8}T\d{6}Z/) != nil, "\(aside)")
+        #expect(try fileBytes(directory.path + "/data/portal-token/" + aside) == damagedBytes, "the damaged bytes are kept")
+        #expect(!files.contains("store"))
+        #expect(observer.warnings.count == 1)
+        #expect(observer.warnings.first?.contains("moved it aside to \(directory.path)/data/portal-token/\(aside)") == true)
+
+        try store.store(credential(user: "fresh"))
+        #expect(try makeStore(directory.storePath).lookup(query()).map(\.username) == ["fresh"])
+    }
+
+    @Test("a second damaged file never replaces the first one moved aside")
+    func twoDamagedFiles() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
+        for round in 0..<2 {
+            try writeFile(directory.storePath, Array("not a store \(round)".utf8))
+            chmod(directory.storePath, 0o600)
+            #expect(try makeStore(directory.storePath).lookup(query()).isEmpty)
+        }
+        let aside = try siblings(of: directory.storePath).filter { $0.hasPrefix("store.damaged-") }
+        #expect(aside.count == 2)
+    }
+
+    @Test("a file from a newer format version is refused and left alone")
+    func newerVersion() throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        var bytes = try fileBytes(directory.storePath)
+        bytes[9] = 2
+        try writeFile(directory.storePath, bytes)
+        let store = makeStore(directory.storePath)
+        #expect(throws: StoreError.self) { try store.lookup(query()) }
+        #expect(throws: StoreError.self) { try store.store(credential()) }
+        do {
+            _ = try store.lookup(query())
+        } catch {
+            #expect(error.message.contains("format version 2"))
+            #expect(error.hint?.contains("upgrade portal-token") == true)
+        }
+        #expect(try fileBytes(directory.storePath) == bytes)
+        #expect(try siblings(of: directory.storePath) == ["store", "store.lock"])
+    }
+
+    @Test("a store file others may read is refused with a hint", arguments: [0o640, 0o604, 0o620, 0o666])
+    func openToOthers(mode: Int) throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        chmod(directory.storePath, mode_t(mode))
+        let before = try fileBytes(directory.storePath)
+        do {
+            _ = try makeStore(directory.storePath).lookup(query())
+            Issue.record("a mode \(String(mode, radix: 8)) file was read")
+        } catch {
+            #expect(error.message.contains("open to other users (mode \(String(mode, radix: 8)))"))
+            #expect(error.hint == "if only you have used it, restrict it with 'chmod 600 \(directory.storePath)' and try again")
+        }
+        #expect(throws: StoreError.self) { try makeStore(directory.storePath).store(credential(user: "x")) }
+        #expect(try fileBytes(directory.storePath) == before)
+    }
+
+    @Test("a store file owned by another user is refused")
+    func ownedByAnother() throws {
+        try #require(geteuid() == 0, "needs root to give the file away")
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath).store(credential())
+        chown(directory.storePath, 65534, 65534)
+        #expect(throws: StoreError(.failed, "the store file \(directory.storePath) belongs to another user (uid 65534)",
+                                   hint: "point PORTAL_TOKEN_FILE at a store of your own")) {
+            try makeStore(directory.storePath).lookup(query())
+        }
+    }
+
+    @Test("a temporary file left by a writer that died is removed by the next write")
+    func abandonedTemporaryFile() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.store(credential())
+        let abandoned = directory.path + "/data/portal-token/.store.tmp-Ab12Cd"
+        try writeFile(abandoned, [1, 2, 3])
+        let unrelated = directory.path + "/data/portal-token/.store.tmp-notours"
+        try writeFile(unrelated, [4])
+        try store.store(credential(user: "bob"))
+        #expect(!FileManager.default.fileExists(atPath: abandoned))
+        #expect(FileManager.default.fileExists(atPath: unrelated))
+    }
+
+    @Test("a write waits for the lock only up to its bound, then fails as timed out")
+    func lockTimeout() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, lockTimeoutMilliseconds: 200)
+        try store.store(credential())
+        let holder = open(directory.storePath + ".lock", O_RDWR)
+        #expect(flock(holder, LOCK_EX) == 0)
+        defer { close(holder) }
+        let before = try fileBytes(directory.storePath)
+        let started = Date()
+        do {
+            try store.store(credential(user: "blocked"))
+            Issue.record("the write went through a held lock")
+        } catch {
+            #expect(error.kind == .timedOut)
+            #expect(error.message == "the store file \(directory.storePath) is locked by another process")
+        }
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect(try store.lookup(query()).map(\.username) == ["alice"], "reads need no lock")
+        #expect(try fileBytes(directory.storePath) == before)
+    }
+}
+
+@Suite("encrypted file store: records")
+struct EncryptedFileRecordTests {
+    @Test("records are kept beside the credentials and read back by name")
+    func roundTrip() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.store(credential())
+        let previous = try store.withRecords { records throws(StoreError) -> String? in
+            defer { records["session:env-1"] = "{\"token\":\"t\",\"ünïcode\":\"\\n\"}" }
+            return records["session:env-1"]
+        }
+        #expect(previous == nil)
+        let reopened = makeStore(directory.storePath)
+        #expect(try reopened.record(named: "session:env-1") == "{\"token\":\"t\",\"ünïcode\":\"\\n\"}")
+        #expect(try reopened.record(named: "other") == nil)
+        #expect(try reopened.lookup(query()).count == 1)
+    }
+
+    @Test("every character survives the JSON inside the file: quotes, backslashes, controls, emoji")
+    func awkwardCharacters() throws {
+        let directory = try TemporaryDirectory()
+        let awkward = "q\"b\\n\nr\rt\tc\u{1}\u{1F}d\u{7F}é😀/"
+        let store = makeStore(directory.storePath)
+        try store.store(Credential(protocolName: "https", host: CredentialHost(server: "example.com"), path: awkward,
+                                   username: awkward, password: Secret(awkward), oauthRefreshToken: Secret(awkward)))
+        try store.withRecords { records throws(StoreError) in records[awkward] = awkward }
+        let reopened = makeStore(directory.storePath)
+        let found = try reopened.lookup(query())
+        #expect(found.count == 1)
+        #expect(found.first?.username == awkward && found.first?.path == awkward)
+        #expect(found.first?.password.text == awkward && found.first?.oauthRefreshToken?.text == awkward)
+        #expect(try reopened.record(named: awkward) == awkward)
+    }
+
+    @Test("a transaction that changes nothing does not rewrite the file")
+    func unchangedNotWritten() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.withRecords { records throws(StoreError) in records["a"] = "1" }
+        let before = try fileBytes(directory.storePath)
+        let count = try store.withRecords { records throws(StoreError) -> Int in
+            records["a"] = "1"
+            return records.count
+        }
+        #expect(count == 1)
+        #expect(try fileBytes(directory.storePath) == before)
+    }
+
+    @Test("an error thrown inside a transaction leaves the file as it was")
+    func errorAborts() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath)
+        try store.withRecords { records throws(StoreError) in records["a"] = "1" }
+        let before = try fileBytes(directory.storePath)
+        #expect(throws: StoreError(.failed, "changed my mind")) {
+            try store.withRecords { records throws(StoreError) in
+                records["a"] = "2"
+                throw StoreError(.failed, "changed my mind")
+            }
+        }
+        #expect(try fileBytes(directory.storePath) == before)
+    }
+
+    @Test("concurrent transactions from several stores lose no update")
+    func concurrentTransactions() async throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath, kdf: cheapKDF).withRecords { records throws(StoreError) in records["counter"] = "0" }
+        let path = directory.storePath
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    let store = makeStore(path, kdf: cheapKDF, lockTimeoutMilliseconds: 20_000)
+                    for _ in 0..<5 {
+                        try store.withRecords { records throws(StoreError) in
+                            records["counter"] = String(Int(records["counter"]!)! + 1)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try makeStore(path, kdf: cheapKDF).record(named: "counter") == "40")
+    }
+}
+
+extension Tag {
+    @Tag static var compatibility: Self
+}
