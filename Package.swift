@@ -38,7 +38,7 @@ let package = Package(
         .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
-        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport", "LoopbackRedirectListener"]),
         .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
         .testTarget(name: "LoopbackRedirectListenerTests", dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
