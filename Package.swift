@@ -15,9 +15,9 @@ let package = Package(
             pkgConfig: "libsecret-1",
             providers: [.apt(["libsecret-1-dev"])]
         ),
+        // Headers only: libcurl itself is loaded with dlopen when a request is made (see shim.h).
         .systemLibrary(
             name: "CCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(
@@ -31,7 +31,8 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "TerminalQRCode", "LoopbackRedirectListener"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "PortalHTTP", "HookRunner",
+                                                       "TerminalQRCode", "LoopbackRedirectListener"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),

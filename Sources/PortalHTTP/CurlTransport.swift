@@ -35,19 +35,22 @@ public final class CurlTransport: HTTPTransport {
     }
 
     /// libcurl's global set-up, done once per process before the first handle.
-    private static let globalInitialisation: CURLcode = curl_global_init(Int(CURL_GLOBAL_ALL))
+    private static let globalInitialisation: CURLcode = LibCurl.functions.globalInit(Int(CURL_GLOBAL_ALL))
 
     public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let lowered = request.url.prefix(8).lowercased()
         guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else { throw .unsupportedURL }
         guard let host = HTTPError.hostForMessages(request.url) else { throw .unsupportedURL }
-        guard Self.globalInitialisation == CURLE_OK, let handle = curl_easy_init() else {
+        guard LibCurl.loaded != nil else {
+            throw .other(host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
+        }
+        guard Self.globalInitialisation == CURLE_OK, let handle = LibCurl.functions.easyInit() else {
             throw .other(host: host, detail: "libcurl could not be initialised")
         }
         var exchange = Exchange(handle: handle, host: host, options: options)
         defer {
             // The handle goes first: it may still point at the header list and the CA blob.
-            curl_easy_cleanup(handle)
+            LibCurl.functions.easyCleanup(handle)
             exchange.release()
         }
         try exchange.configure(request)
@@ -91,14 +94,14 @@ private struct Exchange {
         try set(CURLOPT_SSL_VERIFYHOST, 2)
         try set(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
         try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
-        try check(portal_curl_setopt_off_t(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
+        try check(LibCurl.functions.setoptOffT(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
         if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
 
         let context = Unmanaged.passUnretained(accumulator).toOpaque()
-        try check(portal_curl_setopt_write_callback(handle, CURLOPT_WRITEFUNCTION, receiveBody))
-        try check(portal_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context))
-        try check(portal_curl_setopt_write_callback(handle, CURLOPT_HEADERFUNCTION, receiveHeader))
-        try check(portal_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context))
+        try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_WRITEFUNCTION, receiveBody))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_WRITEDATA, context))
+        try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_HEADERFUNCTION, receiveHeader))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HEADERDATA, context))
 
         try configureMethodAndBody(request)
         try configureHeaders(request)
@@ -113,8 +116,8 @@ private struct Exchange {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
             buffer.copyBytes(from: bytes)
             body = buffer
-            try check(portal_curl_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
-            try check(portal_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, buffer.baseAddress))
+            try check(LibCurl.functions.setoptOffT(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+            try check(LibCurl.functions.setoptPointer(handle, CURLOPT_POSTFIELDS, buffer.baseAddress))
             if method != "POST" { try set(CURLOPT_CUSTOMREQUEST, string: method) }
         } else if method == "GET" {
             try set(CURLOPT_HTTPGET, 1)
@@ -148,7 +151,7 @@ private struct Exchange {
                 raw.copyMemory(from: prefix, byteCount: prefix.count)
                 if let base = value.baseAddress { (raw + prefix.count).copyMemory(from: base, byteCount: value.count) }
                 line[prefix.count + value.count] = 0
-                guard let list = curl_slist_append(headerList, line) else { return false }
+                guard let list = LibCurl.functions.slistAppend(headerList, line) else { return false }
                 headerList = list
                 return true
             }
@@ -158,7 +161,7 @@ private struct Exchange {
         }
         // A body never waits for "100 Continue": one round trip, and no server needs it.
         try append(header: "Expect:")
-        try check(portal_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HTTPHEADER, headerList))
     }
 
     /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says.
@@ -167,7 +170,7 @@ private struct Exchange {
     }
 
     private mutating func append(header: String) throws(HTTPError) {
-        guard let list = curl_slist_append(headerList, header) else {
+        guard let list = LibCurl.functions.slistAppend(headerList, header) else {
             throw .other(host: host, detail: "out of memory")
         }
         headerList = list
@@ -179,7 +182,7 @@ private struct Exchange {
         guard let extra = readFile(path) else { throw .caBundleUnreadable(path: path) }
         var systemBundle: [UInt8] = []
         var defaultPath: UnsafeMutablePointer<CChar>?
-        if portal_curl_getinfo_string(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
+        if LibCurl.functions.getinfoString(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
             systemBundle = readFile(String(cString: defaultPath)) ?? []
         }
         var combined = systemBundle
@@ -189,16 +192,16 @@ private struct Exchange {
         buffer.copyBytes(from: combined)
         caBlob = buffer
         var blob = curl_blob(data: buffer.baseAddress, len: combined.count, flags: UInt32(CURL_BLOB_NOCOPY))
-        try check(portal_curl_setopt_pointer(handle, CURLOPT_CAINFO_BLOB, &blob))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
     }
 
     func perform() throws(HTTPError) -> HTTPResponse {
-        let code = curl_easy_perform(handle)
+        let code = LibCurl.functions.easyPerform(handle)
         guard code == CURLE_OK else { throw error(for: code) }
         var status = 0
-        _ = portal_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        _ = LibCurl.functions.getinfoLong(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
-        _ = portal_curl_getinfo_string(handle, CURLINFO_EFFECTIVE_URL, &effective)
+        _ = LibCurl.functions.getinfoString(handle, CURLINFO_EFFECTIVE_URL, &effective)
         return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body,
                             effectiveURL: effective.map { String(cString: $0) } ?? "")
     }
@@ -207,7 +210,7 @@ private struct Exchange {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             var connected: curl_off_t = 0
-            _ = portal_curl_getinfo_off_t(handle, isHTTPS ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &connected)
+            _ = LibCurl.functions.getinfoOffT(handle, isHTTPS ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &connected)
             if connected == 0, options.connectTimeoutMilliseconds < options.totalTimeoutMilliseconds {
                 return .connectTimedOut(host: host, milliseconds: options.connectTimeoutMilliseconds)
             }
@@ -233,7 +236,7 @@ private struct Exchange {
 
     /// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.
     private static func text(of code: CURLcode) -> String {
-        guard let text = curl_easy_strerror(code) else { return "libcurl error \(code.rawValue)" }
+        guard let text = LibCurl.functions.easyStrerror(code) else { return "libcurl error \(code.rawValue)" }
         return String(cString: text).lowercased()
     }
 
@@ -245,7 +248,7 @@ private struct Exchange {
                 if let data = current.pointee.data { explicit_bzero(data, strlen(data)) }
                 node = current.pointee.next
             }
-            curl_slist_free_all(list)
+            LibCurl.functions.slistFreeAll(list)
             headerList = nil
         }
         if let body {
@@ -264,11 +267,11 @@ private struct Exchange {
     private mutating func set(_ option: CURLoption, string: String) throws(HTTPError) {
         guard let copy = strdup(string) else { throw .other(host: host, detail: "out of memory") }
         cStrings.append(copy)
-        try check(portal_curl_setopt_pointer(handle, option, copy))
+        try check(LibCurl.functions.setoptPointer(handle, option, copy))
     }
 
     private func set(_ option: CURLoption, _ value: Int) throws(HTTPError) {
-        try check(portal_curl_setopt_long(handle, option, value))
+        try check(LibCurl.functions.setoptLong(handle, option, value))
     }
 
     private func check(_ code: CURLcode) throws(HTTPError) {

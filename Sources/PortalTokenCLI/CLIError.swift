@@ -40,6 +40,17 @@ extension CLIError {
             self.init(error.message, hint: error.hint, exitCode: .storage)
         case let error as SettingError:
             self.init(error.message, hint: error.hint, exitCode: .usage)
+        case let error as SessionError:
+            let code: ExitCode
+            switch error {
+            case .notSignedIn: code = .notSignedIn
+            case .ended: code = .sessionEnded
+            case .network, .checkFailed: code = .network
+            case .foreignOrigin: code = .usage
+            }
+            self.init(error.message, hint: error.hint, exitCode: code)
+        case let error as HTTPError:
+            self.init(error.message, hint: error.hint, exitCode: .network)
         case let error as CredentialProtocolError:
             self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
         default:

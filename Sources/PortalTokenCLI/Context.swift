@@ -32,6 +32,31 @@ final class Context {
         return store
     }
 
+    /// The configured auth environment ID; every Portal-session command needs one.
+    func authEnvironmentID() throws(CLIError) -> String {
+        guard let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty else {
+            throw .usage("no auth environment ID is set",
+                         hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
+        }
+        return value
+    }
+
+    /// The Portal API base URL from the api-host setting (wire contract §8.3).
+    func apiBase() throws(CLIError) -> PortalAPIBase {
+        do {
+            return try PortalAPIBase(apiHost: settings.value(.apiHost) ?? PortalAPIBase.defaultHost)
+        } catch {
+            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
+        }
+    }
+
+    /// Whether a credential-protocol request names a Portal origin, answered from the session
+    /// (product contract §5) rather than from generic storage.
+    func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
+        guard let protocolName = request.protocolName, let host = request.host else { return false }
+        return PortalHostGate(apiBase: try apiBase()).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
+    }
+
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an
     /// absolute path, otherwise the default under `HOME`.
     func xdgDirectory(_ variable: String, default relative: String) -> String {

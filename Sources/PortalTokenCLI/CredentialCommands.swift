@@ -43,14 +43,52 @@ struct GetCommand: Command {
         if context.streams.inputIsTerminal { return try runScriptMode(context) }
         let request = try readRequest(context)
         if !request.hasAttributes { return try runScriptMode(context) }
-        guard let credential = try helper(context).get(request) else { return }
+        let credential: Credential?
+        if try context.isPortalOrigin(request) {
+            credential = try portalCredential(for: request, context)
+        } else {
+            credential = try helper(context).get(request)
+        }
+        guard let credential else { return }
         var output = try CredentialProtocol.format(credential)
         context.streams.write(output, to: context.streams.output)
         zeroize(&output)
     }
 
+    /// A Portal origin is answered from the session (product contract §5): username is the end
+    /// user, password the token, password_expiry_utc the sliding expiry. Not signed in reads as
+    /// "no credential", as git expects of a helper.
+    private func portalCredential(for request: CredentialRequest, _ context: Context) throws -> Credential? {
+        let session: PortalSession
+        do {
+            session = try Composition.sessionService(for: context).usableSession()
+        } catch SessionError.notSignedIn {
+            return nil
+        }
+        if let username = request.username, username != session.endUserID { return nil }
+        return Credential(protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
+                          password: session.token, passwordExpiresAt: session.expiresAt)
+    }
+
+    /// `TOKEN=$(portal-token get)`: the token alone, or the JSON object of product contract §3.
     private func runScriptMode(_ context: Context) throws {
-        throw CLIError("not signed in", hint: "sign in with 'portal-token login'", exitCode: .notSignedIn)
+        let session = try Composition.sessionService(for: context).usableSession()
+        var text: String
+        if format == "json" {
+            var members: [String: JSONValue] = [
+                "token": .string(session.token.text),
+                "endUserId": .string(session.endUserID),
+                "authEnvironmentId": .string(session.authEnvironmentID),
+            ]
+            members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
+            text = JSONValue.object(members).serialized + "\n"
+        } else {
+            text = session.token.text + "\n"
+        }
+        var bytes = Array(text.utf8)
+        context.streams.write(bytes, to: context.streams.output)
+        zeroize(&bytes)
+        text = ""
     }
 }
 
@@ -70,7 +108,18 @@ struct StoreCommand: Command {
 
     func run(in context: Context) throws {
         let request = try readRequest(context)
-        try helper(context).store(request)
+        guard try context.isPortalOrigin(request) else {
+            try helper(context).store(request)
+            return
+        }
+        // git's "approve" for a Portal origin: the same token slides the expiry; a new token
+        // (minted by the user's own backend) becomes the session.
+        guard let token = request.password, !token.isEmpty else { return }
+        guard let endUserID = request.username?.trimmingWhitespace, !endUserID.isEmpty else {
+            throw CLIError.usage("a Portal session needs its end user ID as the username",
+                                 hint: "give username=<endUserId> with the token")
+        }
+        try Composition.sessionService(for: context).approve(token: token, endUserID: endUserID)
     }
 }
 
@@ -90,6 +139,19 @@ struct EraseCommand: Command {
 
     func run(in context: Context) throws {
         let request = try readRequest(context)
-        try helper(context).erase(request)
+        guard try context.isPortalOrigin(request) else {
+            try helper(context).erase(request)
+            return
+        }
+        let sessions = try Composition.sessionService(for: context)
+        if let password = request.password {
+            // git sends the password it just saw rejected: the session ended (hook, exit 3).
+            // Another password is an older token, and changes nothing.
+            if let ended = try sessions.invalidate(token: password) {
+                throw SessionError.ended(reason: .unauthorized, endUserID: ended.endUserID)
+            }
+        } else {
+            try sessions.remove()
+        }
     }
 }

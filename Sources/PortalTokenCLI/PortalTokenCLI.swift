@@ -7,7 +7,10 @@ public enum PortalTokenCLI {
     public static let version = "0.1.0"
 
     /// Every subcommand, in the order `--help` lists them.
-    static let commands: [any Command.Type] = [GetCommand.self, StoreCommand.self, EraseCommand.self]
+    static let commands: [any Command.Type] = [
+        GetCommand.self, StoreCommand.self, EraseCommand.self,
+        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
+    ]
 
     /// The name under which git finds the binary as a credential helper.
     static let gitHelperName = "git-credential-portal-token"
@@ -20,6 +23,8 @@ public enum PortalTokenCLI {
         do {
             try run(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams)
             return ExitCode.success.rawValue
+        } catch let exit as SilentExit {
+            return exit.code.rawValue
         } catch {
             let failure = CLIError(error)
             streams.printError("portal-token: error: \(failure.message)")

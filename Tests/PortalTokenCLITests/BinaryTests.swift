@@ -28,4 +28,11 @@ struct BinaryTests {
         let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
         #expect(!dynamic.stdout.contains("FoundationNetworking"))
     }
+
+    @Test("libcurl is not linked: it is loaded only when a request is made", arguments: binaries)
+    func libcurlIsNotLinked(binary: String) throws {
+        let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
+        #expect(dynamic.stdout.contains("(NEEDED)"))
+        #expect(!dynamic.stdout.contains("libcurl"))
+    }
 }

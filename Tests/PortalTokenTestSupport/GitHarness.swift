@@ -3,7 +3,7 @@ import Foundation
 /// Real git, driven as a user's git would drive a credential helper: `credential.helper` set to
 /// `portal-token`, found on PATH as `git-credential-portal-token` (a symlink to the binary),
 /// with an askpass program that shows when git had to ask the user instead.
-public final class GitHarness {
+public final class GitHarness: @unchecked Sendable {
     public let directory: URL
     public private(set) var environment: [String: String]
 

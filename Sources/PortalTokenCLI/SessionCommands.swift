@@ -1,0 +1,185 @@
+import Glibc
+import PortalTokenCore
+
+private let sessionSettings = """
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
+    """
+
+struct StatusCommand: Command {
+    static let name = "status"
+    static let summary = "Show the Portal session: end user, environment, backend and expiry"
+    static let usage = "portal-token status [--format json]"
+    static let details = """
+        Never prints the token and makes no network call. Exit 1 when not signed in.
+        expires-at slides forward with every request Portal accepts; the session never
+        lives past the 7-day cap.
+
+        """ + sessionSettings
+
+    let json: Bool
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        let format = try arguments.option("format")
+        if let format, format != "json" { throw .usage("--format must be json") }
+        json = format == "json"
+    }
+
+    func run(in context: Context) throws {
+        let environmentID = try context.authEnvironmentID()
+        let backend = try Composition.backendDescription(for: context)
+        let session = try Composition.sessionService(for: context).restore()
+        if json {
+            var members: [String: JSONValue] = [
+                "signedIn": .bool(session != nil),
+                "authEnvironmentId": .string(environmentID),
+                "backend": .string(backend.name),
+                "backendReason": .string(backend.reason),
+            ]
+            if let session {
+                members["endUserId"] = .string(session.endUserID)
+                members["issuedAt"] = session.issuedAt.map { .string(RFC3339.format($0)) } ?? .null
+                members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
+                members["capAt"] = session.capAt.map { .string(RFC3339.format($0)) } ?? .null
+            }
+            context.streams.print(JSONValue.object(members).serialized)
+        } else if let session {
+            let unknown = "unknown (checked with Portal on next use)"
+            context.streams.print("""
+                signed in as \(session.endUserID)
+                  environment:  \(environmentID)
+                  backend:      \(backend.name) (\(backend.reason))
+                  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)
+                  expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)
+                  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)
+                """)
+        } else {
+            context.streams.print("""
+                not signed in
+                  environment:  \(environmentID)
+                  backend:      \(backend.name) (\(backend.reason))
+                """)
+        }
+        if session == nil { throw SilentExit(code: .notSignedIn) }
+    }
+}
+
+struct LogoutCommand: Command {
+    static let name = "logout"
+    static let summary = "Delete the stored Portal session (never runs the hook)"
+    static let usage = "portal-token logout"
+    static let details = sessionSettings
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {}
+
+    func run(in context: Context) throws {
+        let environmentID = try context.authEnvironmentID()
+        if try Composition.sessionService(for: context).remove() {
+            context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
+        } else {
+            context.streams.printError("portal-token: no session was stored for environment '\(environmentID)'")
+        }
+    }
+}
+
+struct RefreshCommand: Command {
+    static let name = "refresh"
+    static let summary = "Ask Portal whether the session is live, and slide its expiry"
+    static let usage = "portal-token refresh"
+    static let details = """
+        Sends one authenticated GET /api/v3/clients/me. On success the expiry slides; on a 401
+        the session ends, the on-session-invalidated hook runs, and the exit code is 3.
+
+        """ + sessionSettings
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {}
+
+    func run(in context: Context) throws {
+        let (session, response) = try Composition.sessionService(for: context).refresh()
+        guard response.isSuccess else { throw rejection(response, method: "GET", path: SessionService.validationPath) }
+        let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
+        context.streams.printError("portal-token: the session of \(session.endUserID) is live; it expires at \(expiry)")
+    }
+}
+
+struct APICommand: Command {
+    static let name = "api"
+    static let summary = "Send an authenticated request to the Portal API and print the response"
+    static let usage = "portal-token api [-X METHOD] PATH [--data JSON | --data @FILE]"
+    static let details = """
+        PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
+        session token goes to no other origin. The response body goes to stdout. A non-2xx
+        status is reported on stderr with exit 6; a 401 ends the session (exit 3). The method
+        is GET, or POST when --data is given. --data @FILE reads the body from FILE (@- for
+        stdin); it must be JSON.
+
+        """ + sessionSettings
+
+    let method: String
+    let path: String
+    let data: String?
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        let method = try arguments.option("method", short: "X")
+        data = try arguments.option("data", short: "d")
+        guard let path = arguments.next() else {
+            throw .usage("'api' needs a PATH", hint: "see 'portal-token api --help'")
+        }
+        self.path = path
+        self.method = (method ?? (data == nil ? "GET" : "POST")).uppercased()
+        guard !self.method.isEmpty, self.method.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+            throw .usage("-X takes an HTTP method such as GET or POST")
+        }
+    }
+
+    func run(in context: Context) throws {
+        let body = try data.map { try readBody($0, context) }
+        let sessions = try Composition.sessionService(for: context)
+        let response = try sessions.api(method: method, path: path, body: body)
+        context.streams.write(response.body, to: context.streams.output)
+        guard response.isSuccess else {
+            throw rejection(response, method: method, path: pathForMessages)
+        }
+    }
+
+    /// The path without its query, for messages: a query may carry something private.
+    private var pathForMessages: String {
+        String(path.prefix { $0 != "?" && $0 != "#" })
+    }
+
+    private func readBody(_ data: String, _ context: Context) throws -> [UInt8] {
+        var bytes: [UInt8]
+        if data == "@-" {
+            bytes = []
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = chunk.withUnsafeMutableBytes { read(context.streams.input, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                bytes += chunk[0..<count]
+            }
+        } else if data.hasPrefix("@") {
+            let file = String(data.dropFirst())
+            do {
+                bytes = try FileReading.contents(of: file, limit: 8 << 20)
+            } catch {
+                throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error))")
+            }
+        } else {
+            bytes = Array(data.utf8)
+        }
+        guard (try? JSONValue.parse(bytes)) != nil else {
+            throw CLIError.usage("the request body is not JSON", hint: "give a JSON document with --data, or --data @FILE")
+        }
+        return bytes
+    }
+}
+
+/// A non-2xx answer from Portal: exit 6, naming the status and the request, never the body.
+private func rejection(_ response: HTTPResponse, method: String, path: String) -> CLIError {
+    CLIError("Portal answered HTTP \(response.status) to \(method) \(path)", exitCode: .rejected)
+}
+
+/// An exit code with nothing more to say: the command already printed what the user needs.
+struct SilentExit: Error {
+    let code: ExitCode
+}

@@ -1,0 +1,62 @@
+import Glibc
+import PortalTokenCore
+
+/// The cross-process lock around changes to a stored Portal session: an exclusive `flock` on a
+/// lock file of its own in `$XDG_RUNTIME_DIR/portal-token` (a per-user tmpfs), or in
+/// `$XDG_STATE_HOME/portal-token` where there is no runtime directory. Waiting is bounded: a lock
+/// held past the bound is a storage failure (exit 4), never a hang.
+struct SessionFileLock: SessionLock {
+    let path: String
+    let timeoutMilliseconds: Int
+
+    init(context: Context, timeoutMilliseconds: Int) {
+        let directory: String
+        if let runtime = context.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), access(runtime, W_OK) == 0 {
+            directory = runtime + "/portal-token"
+        } else {
+            directory = context.xdgDirectory("XDG_STATE_HOME", default: ".local/state") + "/portal-token"
+        }
+        path = directory + "/sessions.lock"
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        let descriptor = try open()
+        defer { close(descriptor) }
+        var waited = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw StoreError(.failed, "cannot lock \(path): \(String(cString: strerror(errno)))")
+            }
+            guard waited < timeoutMilliseconds else {
+                throw StoreError(.timedOut, "another portal-token process held the session lock for more than \(timeoutMilliseconds) ms",
+                                 hint: "try again; if it persists, look for a stuck portal-token process")
+            }
+            usleep(5000)
+            waited += 5
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+
+    private func open() throws -> Int32 {
+        try makeDirectories(for: path)
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw StoreError(.failed, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+        }
+        return descriptor
+    }
+}
+
+/// Creates the directories above `path` that are missing, each 0700 from the start.
+func makeDirectories(for path: String) throws {
+    var prefix = ""
+    let components = path.split(separator: "/").dropLast()
+    for component in components {
+        prefix += "/" + component
+        if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+            throw StoreError(.failed, "cannot create \(prefix): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,256 @@
+/// Why a Portal-session operation did not give the caller a live session or a response.
+public enum SessionError: Error, Sendable, Equatable {
+    /// No usable session is stored for the environment (exit 1).
+    case notSignedIn(authEnvironmentID: String)
+    /// The session ended just now: Portal answered 401, or the 7-day cap passed (exit 3).
+    case ended(reason: SessionEndReason, endUserID: String)
+    /// Portal could not be reached (exit 5); the session is kept.
+    case network(HTTPError)
+    /// Portal answered the expiry check with something other than success or 401 (exit 5): it
+    /// could not confirm the session, which is kept.
+    case checkFailed(status: Int)
+    /// The request named an origin other than the configured API (exit 2).
+    case foreignOrigin
+
+    public var message: String {
+        switch self {
+        case .notSignedIn(let environment):
+            return "not signed in to Portal environment '\(environment)'"
+        case .ended(.unauthorized, let endUserID):
+            return "the Portal session of \(endUserID) has ended: Portal no longer accepts it"
+        case .ended(.expired, let endUserID):
+            return "the Portal session of \(endUserID) has ended: it reached its 7-day limit"
+        case .network(let error):
+            return error.message
+        case .checkFailed(let status):
+            return "Portal answered HTTP \(status) when asked whether the session is still valid; the session is kept"
+        case .foreignOrigin:
+            return "portal-token sends the session token to the configured API host only"
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .notSignedIn, .ended:
+            return "sign in with 'portal-token login'"
+        case .network(let error):
+            return error.hint ?? "check the network and PORTAL_API_HOST, then try again"
+        case .checkFailed:
+            return "try again later"
+        case .foreignOrigin:
+            return "give a path such as /api/v3/clients/me, or a URL on the configured API host"
+        }
+    }
+}
+
+/// Serialises changes to the stored session across processes, so that a compare-and-delete
+/// sees no write in between and the hook runs for one process only.
+public protocol SessionLock {
+    func withLock<Result>(_ body: () throws -> Result) throws -> Result
+}
+
+/// The life of one auth environment's Portal session (product contract §5): handing the token
+/// out while it is known to be live, asking Portal once when it may not be, sliding the expiry on
+/// every accepted request, and ending the session (compare-and-delete, then the hook, by one
+/// process only) on a 401 or at the 7-day cap.
+public final class SessionService {
+    public static let validationPath = "/api/v3/clients/me"
+
+    public let authEnvironmentID: String
+    public let apiBase: PortalAPIBase
+    private let store: any SessionStore
+    private let lock: any SessionLock
+    private let transport: any HTTPTransport
+    private let requests: PortalRequestBuilder
+    /// Runs the on-session-invalidated hook; called by the one process that removed the session.
+    private let sessionEnded: (SessionEndedEvent) -> Void
+    /// One line for stderr, for things the user should know that are not errors.
+    private let warn: (String) -> Void
+    private let now: () -> Int64
+
+    public init(authEnvironmentID: String, apiBase: PortalAPIBase, store: any SessionStore, lock: any SessionLock,
+                transport: any HTTPTransport, requests: PortalRequestBuilder,
+                sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
+                now: @escaping () -> Int64) {
+        self.authEnvironmentID = authEnvironmentID
+        self.apiBase = apiBase
+        self.store = store
+        self.lock = lock
+        self.transport = transport
+        self.requests = requests
+        self.sessionEnded = sessionEnded
+        self.warn = warn
+        self.now = now
+    }
+
+    // MARK: Reading
+
+    /// The stored session, without any network call (wire contract §5.5): nil when none is
+    /// stored; an unreadable record is removed, with a warning that never shows it. A store
+    /// failure is thrown and nothing is deleted.
+    public func restore() throws -> PortalSession? {
+        switch try store.loadSession(authEnvironmentID: authEnvironmentID) {
+        case .absent:
+            return nil
+        case .present(let session):
+            return session
+        case .unreadable:
+            let removed = try lock.withLock { () throws -> Bool in
+                // Checked again under the lock: a sign-in may have replaced it meanwhile.
+                guard try store.loadSession(authEnvironmentID: authEnvironmentID) == .unreadable else { return false }
+                return try store.deleteSession(authEnvironmentID: authEnvironmentID)
+            }
+            if removed {
+                warn("the stored Portal session for environment '\(authEnvironmentID)' could not be read and was removed")
+                return nil
+            }
+            return try restore()
+        }
+    }
+
+    /// A session whose token may be handed out now: without a network call before `expiresAt`;
+    /// after it, once Portal has accepted the token; never past the 7-day cap.
+    public func usableSession() throws -> PortalSession {
+        guard let session = try restore() else { throw SessionError.notSignedIn(authEnvironmentID: authEnvironmentID) }
+        switch session.decision(at: now()) {
+        case .handOut:
+            return session
+        case .expired:
+            try end(session, reason: .expired)
+        case .checkWithPortal:
+            let response = try send(session, "GET", Self.validationPath, body: nil)
+            guard response.isSuccess else { throw SessionError.checkFailed(status: response.status) }
+            return try slide(session)
+        }
+    }
+
+    // MARK: Requests with the session
+
+    /// One authenticated `GET /api/v3/clients/me`; on success the expiry slides.
+    public func refresh() throws -> (session: PortalSession, response: HTTPResponse) {
+        let session = try liveOrChecked()
+        let response = try send(session, "GET", Self.validationPath, body: nil)
+        return (response.isSuccess ? try slide(session) : session, response)
+    }
+
+    /// An authenticated request to the configured API host (`path` is a path, or a URL on that
+    /// host); the expiry slides on 2xx. The response comes back whatever its status, but a 401
+    /// ends the session first.
+    public func api(method: String, path: String, body: [UInt8]?) throws -> HTTPResponse {
+        let session = try liveOrChecked()
+        let response = try send(session, method, path, body: body)
+        if response.isSuccess { _ = try slide(session) }
+        return response
+    }
+
+    /// The session to send with: any stored one within its cap (the request itself is the check).
+    private func liveOrChecked() throws -> PortalSession {
+        guard let session = try restore() else { throw SessionError.notSignedIn(authEnvironmentID: authEnvironmentID) }
+        if session.decision(at: now()) == .expired { try end(session, reason: .expired) }
+        return session
+    }
+
+    private func send(_ session: PortalSession, _ method: String, _ path: String, body: [UInt8]?) throws -> HTTPResponse {
+        let url = try resolve(path)
+        let request = requests.request(method, url, body: body, bearer: session.token)
+        let response: HTTPResponse
+        do {
+            response = try transport.send(request)
+        } catch {
+            throw SessionError.network(error)
+        }
+        // A 401 ends the session only when this request carried the token to Portal
+        // (wire contract §6.2): the answering URL must be Portal's.
+        let answeredBy = response.effectiveURL.isEmpty ? url : response.effectiveURL
+        if response.status == 401, request.authorization != nil, requests.gate.isPortalOwned(answeredBy) {
+            try end(session, reason: .unauthorized)
+        }
+        return response
+    }
+
+    /// The URL for a path, or an absolute URL on the configured API's origin; anything else is
+    /// refused before a request is built.
+    public func resolve(_ path: String) throws -> String {
+        if path.hasPrefix("/") && !path.hasPrefix("//") { return apiBase.url(path: path) }
+        let lowered = path.lowercased()
+        let base = apiBase.url.lowercased()
+        if lowered == base || lowered.hasPrefix(base + "/") || lowered.hasPrefix(base + "?") { return path }
+        throw SessionError.foreignOrigin
+    }
+
+    // MARK: Changes
+
+    /// Stores a token minted elsewhere (git's `store` with a new token, or a sign-in) as the
+    /// environment's session, issued now.
+    @discardableResult
+    public func adopt(token: Secret, endUserID: String) throws -> PortalSession {
+        let time = now()
+        let session = PortalSession(token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+                                    issuedAt: time, lastActivityAt: time)
+        try lock.withLock { try store.saveSession(session) }
+        return session
+    }
+
+    /// git's "approve": the token worked for a request just now. The same token slides the
+    /// expiry; another token is adopted as the session.
+    public func approve(token: Secret, endUserID: String) throws {
+        if let session = try restore(), session.token == token {
+            _ = try slide(session)
+        } else {
+            try adopt(token: token, endUserID: endUserID)
+        }
+    }
+
+    /// Activity closer than this to the recorded activity is not written again: a script loop
+    /// calling `api` would otherwise pay a keyring write per call. The recorded expiry can then
+    /// trail Portal's by up to this much, which only makes portal-token ask Portal a little early.
+    public static let activityRecordingInterval: Int64 = 60
+
+    /// Records that Portal accepted `session`'s token now, unless a newer session was stored
+    /// meanwhile.
+    private func slide(_ session: PortalSession) throws -> PortalSession {
+        let slid = session.accepted(at: now())
+        if let recorded = session.lastActivityAt, session.issuedAt != nil,
+           slid.lastActivityAt! - recorded < Self.activityRecordingInterval {
+            return slid
+        }
+        try lock.withLock {
+            guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
+                  current.token == session.token else { return }
+            try store.saveSession(slid)
+        }
+        return slid
+    }
+
+    /// Ends the session that holds `token` (git's erase with the matching password): removed,
+    /// the hook run by the process that removed it. Returns the ended session, or nil when no
+    /// stored session holds the token.
+    public func invalidate(token: Secret) throws -> PortalSession? {
+        guard let session = try restore(), session.token == token else { return nil }
+        do {
+            try end(session, reason: .unauthorized)
+        } catch SessionError.ended {
+            return session
+        }
+    }
+
+    /// Compare-and-delete under the lock, so a newer session stored meanwhile survives; then the
+    /// hook, run only by the process whose delete removed the session; then the `ended` error.
+    private func end(_ session: PortalSession, reason: SessionEndReason) throws -> Never {
+        let removed = try lock.withLock { () throws -> Bool in
+            guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
+                  current.token == session.token else { return false }
+            return try store.deleteSession(authEnvironmentID: authEnvironmentID)
+        }
+        if removed {
+            sessionEnded(SessionEndedEvent(authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, reason: reason))
+        }
+        throw SessionError.ended(reason: reason, endUserID: session.endUserID)
+    }
+
+    /// Removes the session without running the hook (`logout`, or git's erase without a password).
+    @discardableResult
+    public func remove() throws -> Bool {
+        try lock.withLock { try store.deleteSession(authEnvironmentID: authEnvironmentID) }
+    }
+}

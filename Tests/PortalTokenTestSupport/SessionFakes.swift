@@ -1,0 +1,70 @@
+import PortalTokenCore
+import Synchronization
+
+/// Portal sessions in memory, with the same semantics as the real stores.
+public final class InMemorySessionStore: SessionStore, Sendable {
+    private let state = Mutex<[String: StoredSession]>([:])
+    /// When set, every operation fails with it (a locked or dead store).
+    public let failure = Mutex<StoreError?>(nil)
+
+    public init() {}
+
+    /// Puts an unreadable record in place, as another tool or a damaged item would.
+    public func storeUnreadable(authEnvironmentID: String) {
+        state.withLock { $0[authEnvironmentID] = .unreadable }
+    }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0[authEnvironmentID] ?? .absent }
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        if let error = failure.withLock({ $0 }) { throw error }
+        state.withLock { $0[session.authEnvironmentID] = .present(session) }
+    }
+
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0.removeValue(forKey: authEnvironmentID) != nil }
+    }
+}
+
+/// A lock for one process: enough where the test drives one service at a time.
+public final class InProcessSessionLock: SessionLock, Sendable {
+    private let mutex = Mutex<Void>(())
+    public init() {}
+    public func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        try mutex.withLock { _ in try body() }
+    }
+}
+
+/// A transport that answers from a script and records what it was asked.
+public final class ScriptedTransport: HTTPTransport, Sendable {
+    private let answer: @Sendable (HTTPRequest) throws(HTTPError) -> HTTPResponse
+    private let sent = Mutex<[HTTPRequest]>([])
+
+    public init(_ answer: @escaping @Sendable (HTTPRequest) throws(HTTPError) -> HTTPResponse) {
+        self.answer = answer
+    }
+
+    /// Answers every request with `status` (and an empty JSON object).
+    public convenience init(status: Int) {
+        self.init { request in HTTPResponse(status: status, body: Array("{}".utf8), effectiveURL: request.url) }
+    }
+
+    public var requests: [HTTPRequest] { sent.withLock { $0 } }
+
+    public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        sent.withLock { $0.append(request) }
+        return try answer(request)
+    }
+}
+
+/// A value shared between a test and the closures it hands out.
+public final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    public init(_ value: Value) { mutex = Mutex(value) }
+    public var value: Value { mutex.withLock { $0 } }
+    public func update<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
+}
