@@ -20,9 +20,9 @@ let package = Package(
             name: "CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
         .systemLibrary(
             name: "CQRencode",
-            pkgConfig: "libqrencode",
             providers: [.apt(["libqrencode-dev"])]
         ),
         .target(name: "PortalTokenCore"),

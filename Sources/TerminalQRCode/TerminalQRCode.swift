@@ -36,11 +36,42 @@ public struct QRMatrix: Sendable, CustomStringConvertible, CustomReflectable {
 }
 
 /// Why no QR code could be made. Never repeats the text.
-public struct QRCodeError: Error, Sendable, Equatable {
-    public let errorNumber: Int32
+public enum QRCodeError: Error, Sendable, Equatable {
+    /// libqrencode is not installed; the caller shows the secret without the code.
+    case libraryUnavailable
+    case encodingFailed(errorNumber: Int32)
+
     public var message: String {
-        errorNumber == ERANGE ? "the QR code could not be made: the text is too long" : "the QR code could not be made (errno \(errorNumber))"
+        switch self {
+        case .libraryUnavailable:
+            return "the QR code could not be drawn: \(LibQRencode.soname) could not be loaded"
+        case .encodingFailed(let number):
+            return number == ERANGE ? "the QR code could not be drawn: the text is too long"
+                : "the QR code could not be drawn (errno \(number))"
+        }
     }
+
+    public var hint: String? {
+        self == .libraryUnavailable ? "install Debian's libqrencode4 to see the code; the secret below works without it" : nil
+    }
+}
+
+/// libqrencode, loaded with dlopen the first time a code is drawn (see CQRencode's shim.h for
+/// why it is not linked). nil when the library or a function is missing.
+enum LibQRencode {
+    static let soname = "libqrencode.so.4"
+
+    /// Addresses in a library that is never unloaded: safe to share between threads.
+    struct Functions: @unchecked Sendable {
+        let encodeData: UnsafeMutableRawPointer
+        let free: UnsafeMutableRawPointer
+    }
+
+    static let loaded: Functions? = {
+        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL),
+              let encodeData = dlsym(library, "QRcode_encodeData"), let free = dlsym(library, "QRcode_free") else { return nil }
+        return Functions(encodeData: encodeData, free: free)
+    }()
 }
 
 /// Draws QR codes on a terminal (wire contract §8.6: error correction level M and a 4-module
@@ -67,18 +98,20 @@ public enum TerminalQRCode {
 
     /// The QR code for `text` (its bytes, in 8-bit mode), level M, smallest version that fits.
     public static func matrix(encoding text: Secret) throws(QRCodeError) -> QRMatrix {
+        guard let library = LibQRencode.loaded else { throw .libraryUnavailable }
         let code: UnsafeMutablePointer<QRcode>? = text.withBytes { bytes in
-            let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self)
             var empty: UInt8 = 0
-            return QRcode_encodeData(Int32(bytes.count), base ?? withUnsafeMutablePointer(to: &empty) { UnsafePointer($0) },
-                                     0, QR_ECLEVEL_M)
+            return withUnsafePointer(to: &empty) { emptyPointer in
+                let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? emptyPointer
+                return portal_qrcode_encode_data(library.encodeData, Int32(bytes.count), base, 0, QR_ECLEVEL_M)
+            }
         }
-        guard let code else { throw QRCodeError(errorNumber: errno) }
+        guard let code else { throw .encodingFailed(errorNumber: errno) }
         defer {
             // The modules spell the secret; wipe them before libqrencode frees them.
             let width = Int(code.pointee.width)
             if let data = code.pointee.data { explicit_bzero(data, width * width) }
-            QRcode_free(code)
+            portal_qrcode_free(library.free, code)
         }
         let width = Int(code.pointee.width)
         let data = code.pointee.data!
