@@ -84,7 +84,8 @@ struct ClientAuthFakeServerTests {
         browser.async {
             // The user clicks the link after a stray request for the page's icon.
             _ = try? SimulatedBrowser.get("http://127.0.0.1:\(port)/favicon.ico")
-            page.set(try? SimulatedBrowser.get(sent.link))
+            let answer = try? SimulatedBrowser.get(sent.link)
+            page.update { $0 = answer }
             clicked.signal()
         }
         let session = try listener.wait { url -> LoopbackRedirectListener.Decision<AuthenticatedSession?> in
@@ -260,12 +261,4 @@ struct ClientAuthFakeServerTests {
         #expect(error?.exitCode == .usage)
     }
 
-}
-
-final class Locked<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T
-    init(_ value: T) { stored = value }
-    var value: T { lock.withLock { stored } }
-    func set(_ value: T) { lock.withLock { stored = value } }
 }

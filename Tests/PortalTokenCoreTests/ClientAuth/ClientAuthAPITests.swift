@@ -403,7 +403,7 @@ struct ClientAuthErrorTests {
 
     @Test("transport failures are network errors (exit 5) with the transport's message")
     func network() throws {
-        let transport = ScriptedTransport([.fail(.cannotConnect(host: "api.portalhq.io"))])
+        let transport = ScriptedTransport(failing: .cannotConnect(host: "api.portalhq.io"))
         let error = F.thrown { try F.client(transport).methods() }
         #expect(error == .network(.cannotConnect(host: "api.portalhq.io")))
         #expect(error?.exitCode == .network)
