@@ -30,12 +30,20 @@ let package = Package(
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
+        // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
+        .systemLibrary(
+            name: "CQRencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
         .target(name: "PortalTokenCore"),
         .target(name: "SecretServiceStore", dependencies: ["PortalTokenCore", "CLibSecret"]),
         .target(name: "EncryptedFileStore", dependencies: ["PortalTokenCore", "CSodium", "CKeyutils"]),
         .target(name: "PortalHTTP", dependencies: ["PortalTokenCore", "CCurl"]),
         .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "PortalHTTP", "HookRunner"]),
+        .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
+        .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "PortalHTTP", "HookRunner",
+                                                       "TerminalQRCode", "LoopbackRedirectListener"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
@@ -43,8 +51,10 @@ let package = Package(
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
-        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport", "LoopbackRedirectListener"]),
         .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
+        .testTarget(name: "LoopbackRedirectListenerTests", dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )

@@ -51,6 +51,9 @@ extension CLIError {
             self.init(error.message, hint: error.hint, exitCode: code)
         case let error as HTTPError:
             self.init(error.message, hint: error.hint, exitCode: .network)
+        case let error as ClientAuthError:
+            // The core names the product's exit code (2, 5 or 6) for each sign-in error.
+            self.init(error.message, hint: error.hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
         case let error as CredentialProtocolError:
             self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
         default:

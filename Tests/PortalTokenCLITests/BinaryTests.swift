@@ -35,4 +35,11 @@ struct BinaryTests {
         #expect(dynamic.stdout.contains("(NEEDED)"))
         #expect(!dynamic.stdout.contains("libcurl"))
     }
+
+    @Test("libqrencode is not linked: it is loaded only when a two-factor enrollment draws a code", arguments: binaries)
+    func libqrencodeIsNotLinked(binary: String) throws {
+        let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
+        #expect(dynamic.stdout.contains("(NEEDED)"))
+        #expect(!dynamic.stdout.contains("libqrencode"))
+    }
 }

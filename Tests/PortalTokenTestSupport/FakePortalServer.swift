@@ -51,6 +51,12 @@ public final class FakePortalServer: Sendable {
         public static func json(_ status: Int, _ text: String) -> Response {
             Response(status: status, headers: [HTTPHeader("Content-Type", "application/json")], body: Array(text.utf8))
         }
+
+        /// A `302 Found` to `location`, as an OAuth provider sends the browser back.
+        public static func redirect(to location: String) -> Response {
+            Response(status: 302, headers: [HTTPHeader("Location", location), HTTPHeader("Content-Type", "text/html")],
+                     body: Array("<a href=\"\(location)\">continue</a>".utf8))
+        }
     }
 
     public enum BearerRule: Sendable {
@@ -83,6 +89,8 @@ public final class FakePortalServer: Sendable {
         var method: String
         var path: String
         var bearer: BearerRule
+        /// False for routes a browser visits (the fake OAuth provider), which send no Portal headers.
+        var isPortalAPI: Bool
         var handler: Handler
     }
 
@@ -155,11 +163,18 @@ public final class FakePortalServer: Sendable {
     // MARK: Configuration
 
     /// Adds or replaces the route for `method` and `path` (the path without a query).
-    public func addRoute(_ method: String, _ path: String, bearer: BearerRule, handler: @escaping Handler) {
+    /// `isPortalAPI: false` exempts the route from the header rules, for pages a browser visits.
+    public func addRoute(_ method: String, _ path: String, bearer: BearerRule, isPortalAPI: Bool = true,
+                         handler: @escaping Handler) {
         state.withLock { state in
             state.routes.removeAll { $0.method == method && $0.path == path }
-            state.routes.append(Route(method: method, path: path, bearer: bearer, handler: handler))
+            state.routes.append(Route(method: method, path: path, bearer: bearer, isPortalAPI: isPortalAPI, handler: handler))
         }
+    }
+
+    /// Records that a request broke a rule a route checks itself (a body's shape, an encoding).
+    public func recordViolation(_ request: Request, _ rule: String) {
+        state.withLock { $0.violations.append(Violation(request: request.description, rule: rule)) }
     }
 
     /// A token `/clients/me` accepts, and the client id it answers with.
@@ -244,7 +259,7 @@ public final class FakePortalServer: Sendable {
             holdUntilClosed(connection)
             return
         }
-        let problems = isStrict ? check(request, bearer: route?.bearer ?? .optional) : []
+        let problems = isStrict && route?.isPortalAPI != false ? check(request, bearer: route?.bearer ?? .optional) : []
         if !problems.isEmpty {
             state.withLock { state in
                 for problem in problems { state.violations.append(Violation(request: request.description, rule: problem)) }
@@ -383,6 +398,7 @@ public final class FakePortalServer: Sendable {
         case 400: return "Bad Request"
         case 401: return "Unauthorized"
         case 404: return "Not Found"
+        case 429: return "Too Many Requests"
         case 500: return "Internal Server Error"
         default: return "Status"
         }

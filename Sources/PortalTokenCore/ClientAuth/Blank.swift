@@ -1,0 +1,10 @@
+extension StringProtocol {
+    /// Empty, or only Unicode white space and line breaks: what the SDK calls blank
+    /// (`trimmingCharacters(in: .whitespacesAndNewlines).isEmpty`).
+    var isBlank: Bool { unicodeScalars.allSatisfy { $0.properties.isWhitespace } }
+}
+
+extension String {
+    /// Trimmed of Unicode white space and line breaks at both ends.
+    var trimmingUnicodeWhitespace: String { String(RedirectURL.trimmed(Substring(self))) }
+}

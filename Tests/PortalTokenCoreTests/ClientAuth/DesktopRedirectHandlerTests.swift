@@ -1,0 +1,32 @@
+import PortalTokenCore
+import Testing
+
+@Suite("desktop redirect handler")
+struct DesktopRedirectHandlerTests {
+    @Test("a custom-scheme redirect URL gets an x-scheme-handler entry running 'portal-token redirect %u'")
+    func entry() throws {
+        let entry = try #require(DesktopRedirectHandler.desktopEntry(redirectURL: "PortalExample://auth/callback"))
+        let lines = entry.split(separator: "\n")
+        #expect(lines.first == "[Desktop Entry]")
+        #expect(lines.contains("Exec=portal-token redirect %u"))
+        #expect(lines.contains("MimeType=x-scheme-handler/portalexample;"))
+        #expect(lines.contains("Terminal=false"))
+        #expect(lines.contains("NoDisplay=true"))
+        #expect(DesktopRedirectHandler.registrationCommand(redirectURL: "portalexample://auth/callback")
+                == "xdg-mime default portal-token-redirect.desktop x-scheme-handler/portalexample")
+    }
+
+    @Test("http and https redirect URLs have no desktop handler", arguments: ["http://127.0.0.1:8765/cb", "https://app.example.com/cb", ""])
+    func none(url: String) {
+        #expect(DesktopRedirectHandler.desktopEntry(redirectURL: url) == nil)
+        #expect(DesktopRedirectHandler.registrationCommand(redirectURL: url) == nil)
+    }
+
+    @Test("an executable path with spaces or reserved characters is quoted for the Exec key")
+    func quoting() throws {
+        let entry = try #require(DesktopRedirectHandler.desktopEntry(redirectURL: "myapp://cb", executable: "/opt/my tools/portal-token"))
+        #expect(entry.contains(#"Exec="/opt/my tools/portal-token" redirect %u"#))
+        let dollar = try #require(DesktopRedirectHandler.desktopEntry(redirectURL: "myapp://cb", executable: "/opt/$x/portal-token"))
+        #expect(dollar.contains(#"Exec="/opt/\\$x/portal-token" redirect %u"#))
+    }
+}
