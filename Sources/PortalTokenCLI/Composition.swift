@@ -1,4 +1,5 @@
 import EncryptedFileStore
+import KernelKeyring
 import PortalHTTP
 import PortalTokenCore
 import SecretServiceStore
@@ -101,9 +102,20 @@ enum Composition {
         let apiBase = try context.apiBase()
         let timeout = try keyringTimeout(context.settings)
         let hook = SessionHook(context: context)
+        let lock = SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000))
+        // The store behind the cache: which backend was asked for, which file and which bus.
+        let scope = [
+            try requestedBackend(context.settings).rawValue,
+            (try? storeFilePath(context)) ?? "",
+            context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
+        ].joined(separator: "\u{0}")
+        let store = CachedSessionStore(
+            cache: KernelKeyring(), lock: lock, scope: scope,
+            timeoutSeconds: try context.settings.seconds(
+                .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
+            now: context.now, store: { try sessionStore(for: context) })
         return SessionService(
-            authEnvironmentID: environmentID, apiBase: apiBase, store: try sessionStore(for: context),
-            lock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
+            authEnvironmentID: environmentID, apiBase: apiBase, store: store, lock: lock,
             transport: CurlTransport(options: try HTTPTransportOptions(settings: context.settings)),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run,

@@ -4,10 +4,12 @@ import PortalTokenCore
 /// The cross-process lock around changes to a stored Portal session: an exclusive `flock` on a
 /// lock file of its own in `$XDG_RUNTIME_DIR/portal-token` (a per-user tmpfs), or in
 /// `$XDG_STATE_HOME/portal-token` where there is no runtime directory. Waiting is bounded: a lock
-/// held past the bound is a storage failure (exit 4), never a hang.
-struct SessionFileLock: SessionLock {
+/// held past the bound is a storage failure (exit 4), never a hang. It is reentrant within the
+/// process: a change made under the lock may call code that takes it again.
+final class SessionFileLock: SessionLock {
     let path: String
     let timeoutMilliseconds: Int
+    private var depth = 0
 
     init(context: Context, timeoutMilliseconds: Int) {
         let directory: String
@@ -21,6 +23,11 @@ struct SessionFileLock: SessionLock {
     }
 
     func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
         let descriptor = try open()
         defer { close(descriptor) }
         var waited = 0
@@ -36,6 +43,8 @@ struct SessionFileLock: SessionLock {
             waited += 5
         }
         defer { flock(descriptor, LOCK_UN) }
+        depth += 1
+        defer { depth -= 1 }
         return try body()
     }
 

@@ -68,3 +68,16 @@ public final class Locked<Value: Sendable>: Sendable {
     public var value: Value { mutex.withLock { $0 } }
     public func update<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
 }
+
+/// A secret cache in memory that records how long each entry was meant to live.
+public final class InMemorySecretCache: SecretCache, Sendable {
+    private let entries = Mutex<[String: (secret: Secret, seconds: Int)]>([:])
+    public init() {}
+    public var names: [String] { entries.withLock { Array($0.keys) } }
+    public func lifetime(of name: String) -> Int? { entries.withLock { $0[name]?.seconds } }
+    public func read(_ name: String) -> Secret? { entries.withLock { $0[name]?.secret } }
+    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {
+        entries.withLock { $0[name] = (secret, seconds) }
+    }
+    public func drop(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
+}
