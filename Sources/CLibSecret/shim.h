@@ -1,1 +1,220 @@
+#ifndef PORTAL_TOKEN_CLIBSECRET_SHIM_H
+#define PORTAL_TOKEN_CLIBSECRET_SHIM_H
+
 #include <libsecret/secret.h>
+
+/*
+ * libsecret is loaded with dlopen the first time the Secret Service is used, not linked: linking
+ * it puts libsecret, GIO, GObject, GLib and the libraries they need (libgcrypt, libmount,
+ * libselinux, libpcre2, libffi, …) into every invocation, including those that never reach the
+ * keyring: the encrypted-file backend, `--version`, and `get` or `api` answered from the session
+ * cache in the kernel keyring. The headers are here for types and constants only. The Swift side
+ * resolves each function with dlsym on libsecret's handle (which also finds GLib's and GIO's,
+ * its dependencies) and calls it through these wrappers, which take the resolved address as `fn`.
+ *
+ * Functions that GLib receives as pointers (g_str_hash, g_free, g_object_unref, …) are passed as
+ * resolved addresses too, and given their GLib type here.
+ */
+
+/* GLib */
+
+static inline GHashTable *portal_g_hash_table_new_full(void *fn, void *hash_func, void *key_equal_func,
+                                                       void *key_destroy_func, void *value_destroy_func) {
+    return ((GHashTable *(*)(GHashFunc, GEqualFunc, GDestroyNotify, GDestroyNotify))fn)(
+        (GHashFunc)hash_func, (GEqualFunc)key_equal_func, (GDestroyNotify)key_destroy_func,
+        (GDestroyNotify)value_destroy_func);
+}
+
+static inline gboolean portal_g_hash_table_insert(void *fn, GHashTable *table, gpointer key, gpointer value) {
+    return ((gboolean (*)(GHashTable *, gpointer, gpointer))fn)(table, key, value);
+}
+
+static inline void portal_g_hash_table_unref(void *fn, GHashTable *table) {
+    ((void (*)(GHashTable *))fn)(table);
+}
+
+static inline void portal_g_hash_table_iter_init(void *fn, GHashTableIter *iter, GHashTable *table) {
+    ((void (*)(GHashTableIter *, GHashTable *))fn)(iter, table);
+}
+
+static inline gboolean portal_g_hash_table_iter_next(void *fn, GHashTableIter *iter, gpointer *key, gpointer *value) {
+    return ((gboolean (*)(GHashTableIter *, gpointer *, gpointer *))fn)(iter, key, value);
+}
+
+static inline gchar *portal_g_strdup(void *fn, const gchar *text) {
+    return ((gchar *(*)(const gchar *))fn)(text);
+}
+
+static inline void portal_g_free(void *fn, gpointer memory) {
+    ((void (*)(gpointer))fn)(memory);
+}
+
+static inline GList *portal_g_list_append(void *fn, GList *list, gpointer data) {
+    return ((GList *(*)(GList *, gpointer))fn)(list, data);
+}
+
+static inline void portal_g_list_free(void *fn, GList *list) {
+    ((void (*)(GList *))fn)(list);
+}
+
+static inline void portal_g_list_free_full(void *fn, GList *list, void *free_func) {
+    ((void (*)(GList *, GDestroyNotify))fn)(list, (GDestroyNotify)free_func);
+}
+
+static inline void portal_g_log_set_writer_func(void *fn, GLogWriterFunc writer, gpointer user_data,
+                                                GDestroyNotify user_data_free) {
+    ((void (*)(GLogWriterFunc, gpointer, GDestroyNotify))fn)(writer, user_data, user_data_free);
+}
+
+static inline void portal_g_error_free(void *fn, GError *error) {
+    ((void (*)(GError *))fn)(error);
+}
+
+static inline gboolean portal_g_error_matches(void *fn, const GError *error, GQuark domain, gint code) {
+    return ((gboolean (*)(const GError *, GQuark, gint))fn)(error, domain, code);
+}
+
+/* GObject */
+
+static inline void portal_g_object_unref(void *fn, gpointer object) {
+    ((void (*)(gpointer))fn)(object);
+}
+
+/* GIO */
+
+static inline GQuark portal_g_io_error_quark(void *fn) {
+    return ((GQuark (*)(void))fn)();
+}
+
+static inline gchar *portal_g_dbus_error_get_remote_error(void *fn, const GError *error) {
+    return ((gchar *(*)(const GError *))fn)(error);
+}
+
+static inline GCancellable *portal_g_cancellable_new(void *fn) {
+    return ((GCancellable *(*)(void))fn)();
+}
+
+static inline void portal_g_cancellable_cancel(void *fn, GCancellable *cancellable) {
+    ((void (*)(GCancellable *))fn)(cancellable);
+}
+
+static inline GDBusConnection *portal_g_bus_get_sync(void *fn, GBusType bus_type, GCancellable *cancellable,
+                                                     GError **error) {
+    return ((GDBusConnection *(*)(GBusType, GCancellable *, GError **))fn)(bus_type, cancellable, error);
+}
+
+static inline GDBusConnection *portal_g_dbus_proxy_get_connection(void *fn, GDBusProxy *proxy) {
+    return ((GDBusConnection *(*)(GDBusProxy *))fn)(proxy);
+}
+
+static inline const gchar *portal_g_dbus_proxy_get_object_path(void *fn, GDBusProxy *proxy) {
+    return ((const gchar *(*)(GDBusProxy *))fn)(proxy);
+}
+
+static inline GVariant *portal_g_dbus_connection_call_sync(void *fn, GDBusConnection *connection, const gchar *bus_name,
+                                                           const gchar *object_path, const gchar *interface_name,
+                                                           const gchar *method_name, GVariant *parameters,
+                                                           const GVariantType *reply_type, GDBusCallFlags flags,
+                                                           gint timeout_msec, GCancellable *cancellable,
+                                                           GError **error) {
+    return ((GVariant *(*)(GDBusConnection *, const gchar *, const gchar *, const gchar *, const gchar *, GVariant *,
+                           const GVariantType *, GDBusCallFlags, gint, GCancellable *, GError **))fn)(
+        connection, bus_name, object_path, interface_name, method_name, parameters, reply_type, flags, timeout_msec,
+        cancellable, error);
+}
+
+static inline void portal_g_variant_unref(void *fn, GVariant *value) {
+    ((void (*)(GVariant *))fn)(value);
+}
+
+/* libsecret */
+
+static inline SecretService *portal_secret_service_get_sync(void *fn, SecretServiceFlags flags,
+                                                            GCancellable *cancellable, GError **error) {
+    return ((SecretService *(*)(SecretServiceFlags, GCancellable *, GError **))fn)(flags, cancellable, error);
+}
+
+static inline GList *portal_secret_service_search_sync(void *fn, SecretService *service, const SecretSchema *schema,
+                                                       GHashTable *attributes, SecretSearchFlags flags,
+                                                       GCancellable *cancellable, GError **error) {
+    return ((GList *(*)(SecretService *, const SecretSchema *, GHashTable *, SecretSearchFlags, GCancellable *,
+                        GError **))fn)(service, schema, attributes, flags, cancellable, error);
+}
+
+static inline gint portal_secret_service_unlock_sync(void *fn, SecretService *service, GList *objects,
+                                                     GCancellable *cancellable, GList **unlocked, GError **error) {
+    return ((gint (*)(SecretService *, GList *, GCancellable *, GList **, GError **))fn)(
+        service, objects, cancellable, unlocked, error);
+}
+
+static inline SecretCollection *portal_secret_collection_for_alias_sync(void *fn, SecretService *service,
+                                                                        const gchar *alias,
+                                                                        SecretCollectionFlags flags,
+                                                                        GCancellable *cancellable, GError **error) {
+    return ((SecretCollection *(*)(SecretService *, const gchar *, SecretCollectionFlags, GCancellable *,
+                                   GError **))fn)(service, alias, flags, cancellable, error);
+}
+
+static inline gboolean portal_secret_collection_get_locked(void *fn, SecretCollection *collection) {
+    return ((gboolean (*)(SecretCollection *))fn)(collection);
+}
+
+static inline gchar *portal_secret_collection_get_label(void *fn, SecretCollection *collection) {
+    return ((gchar *(*)(SecretCollection *))fn)(collection);
+}
+
+static inline SecretSchema *portal_secret_schema_newv(void *fn, const gchar *name, SecretSchemaFlags flags,
+                                                      GHashTable *attribute_names_and_types) {
+    return ((SecretSchema *(*)(const gchar *, SecretSchemaFlags, GHashTable *))fn)(name, flags,
+                                                                                     attribute_names_and_types);
+}
+
+static inline SecretItem *portal_secret_item_create_sync(void *fn, SecretCollection *collection,
+                                                         const SecretSchema *schema, GHashTable *attributes,
+                                                         const gchar *label, SecretValue *value,
+                                                         SecretItemCreateFlags flags, GCancellable *cancellable,
+                                                         GError **error) {
+    return ((SecretItem *(*)(SecretCollection *, const SecretSchema *, GHashTable *, const gchar *, SecretValue *,
+                             SecretItemCreateFlags, GCancellable *, GError **))fn)(
+        collection, schema, attributes, label, value, flags, cancellable, error);
+}
+
+static inline gboolean portal_secret_item_delete_sync(void *fn, SecretItem *item, GCancellable *cancellable,
+                                                      GError **error) {
+    return ((gboolean (*)(SecretItem *, GCancellable *, GError **))fn)(item, cancellable, error);
+}
+
+static inline GHashTable *portal_secret_item_get_attributes(void *fn, SecretItem *item) {
+    return ((GHashTable *(*)(SecretItem *))fn)(item);
+}
+
+static inline gboolean portal_secret_item_get_locked(void *fn, SecretItem *item) {
+    return ((gboolean (*)(SecretItem *))fn)(item);
+}
+
+static inline guint64 portal_secret_item_get_modified(void *fn, SecretItem *item) {
+    return ((guint64 (*)(SecretItem *))fn)(item);
+}
+
+static inline guint64 portal_secret_item_get_created(void *fn, SecretItem *item) {
+    return ((guint64 (*)(SecretItem *))fn)(item);
+}
+
+static inline SecretValue *portal_secret_item_get_secret(void *fn, SecretItem *item) {
+    return ((SecretValue *(*)(SecretItem *))fn)(item);
+}
+
+static inline SecretValue *portal_secret_value_new(void *fn, const gchar *secret, gssize length,
+                                                   const gchar *content_type) {
+    return ((SecretValue *(*)(const gchar *, gssize, const gchar *))fn)(secret, length, content_type);
+}
+
+static inline const gchar *portal_secret_value_get(void *fn, SecretValue *value, gsize *length) {
+    return ((const gchar *(*)(SecretValue *, gsize *))fn)(value, length);
+}
+
+static inline void portal_secret_value_unref(void *fn, gpointer value) {
+    ((void (*)(gpointer))fn)(value);
+}
+
+#endif

@@ -6,7 +6,8 @@ import Glibc
 /// libsecret's `*_sync` calls run their own main context, so a GLib timeout cannot reach them;
 /// a plain thread waiting on the monotonic clock can, since cancelling a GCancellable is
 /// thread-safe. A raw pthread keeps libdispatch, its constructor and its worker threads out of
-/// every invocation.
+/// every invocation. The timer is handed libsecret's functions already resolved, so its thread
+/// never loads or looks up anything.
 final class CancellationTimer {
     private var mutex = pthread_mutex_t()
     private var condition = pthread_cond_t()
@@ -14,10 +15,13 @@ final class CancellationTimer {
     private var thread = pthread_t()
     private var started = false
     private let cancellable: UnsafeMutablePointer<GCancellable>
+    private let lib: LibSecret.Functions
     private let deadline: timespec
 
-    init(cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int) {
+    init(cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int,
+         using lib: LibSecret.Functions) {
         self.cancellable = cancellable
+        self.lib = lib
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let nanoseconds = Int(now.tv_nsec) + (milliseconds % 1000) * 1_000_000
@@ -48,7 +52,7 @@ final class CancellationTimer {
         var deadline = self.deadline
         while !stopped {
             if pthread_cond_timedwait(&condition, &mutex, &deadline) == ETIMEDOUT {
-                if !stopped { g_cancellable_cancel(cancellable) }
+                if !stopped { lib.cancellableCancel(cancellable) }
                 break
             }
         }

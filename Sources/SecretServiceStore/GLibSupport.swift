@@ -3,34 +3,35 @@ import PortalTokenCore
 
 /// Builds a `GHashTable` of string attributes owned by the table itself.
 func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
-    let table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)!
+    let lib = LibSecret.functions
+    let table = lib.hashTableNewWithStringKeys(freeingValues: true)!
     for (name, value) in attributes {
-        g_hash_table_insert(table, g_strdup(name), g_strdup(value))
+        lib.hashTableInsert(table, UnsafeMutableRawPointer(lib.strdup(name)), UnsafeMutableRawPointer(lib.strdup(value)))
     }
     return table
 }
 
 /// The GLib log writer that keeps libsecret's and GLib's own warnings off stderr: portal-token
 /// reports every failure itself, in git's grammar, and stderr must stay silent on success.
-let silenceGLibLogs: Void = {
-    g_log_set_writer_func({ level, fields, count, _ in
-        G_LOG_WRITER_HANDLED
-    }, nil, nil)
-}()
+/// Installed as soon as libsecret is loaded.
+let silentLogWriter: GLogWriterFunc = { level, fields, count, _ in
+    G_LOG_WRITER_HANDLED
+}
 
 /// Turns a GError into the store's error, naming what was being done. GError texts come from
 /// GLib and D-Bus and carry no stored values.
 func storeError(from error: UnsafeMutablePointer<GError>, while operation: String, timeoutMilliseconds: Int) -> StoreError {
-    defer { g_error_free(error) }
-    if g_error_matches(error, g_io_error_quark(), gint(G_IO_ERROR_CANCELLED.rawValue)) != 0 {
+    let lib = LibSecret.functions
+    defer { lib.errorFree(error) }
+    if lib.isCancellation(error) {
         return StoreError(
             .timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
             hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
     }
     var remoteName: String?
-    if let remote = g_dbus_error_get_remote_error(error) {
+    if let remote = lib.dbusErrorGetRemoteError(error) {
         remoteName = String(cString: remote)
-        g_free(remote)
+        lib.free(remote)
     }
     switch remoteName {
     case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":

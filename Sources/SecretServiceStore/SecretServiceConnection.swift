@@ -7,6 +7,9 @@ import PortalTokenCore
 ///
 /// Every call runs under a `GCancellable` that a timer cancels after the bound: a stopped keyring
 /// daemon would otherwise keep libsecret waiting for 50 s, and an unanswered prompt forever.
+///
+/// libsecret is loaded by the first `connect`, which every operation starts with; building a
+/// connection loads nothing.
 final class SecretServiceConnection {
     let timeoutMilliseconds: Int
     /// Whether the keyring may show an unlock prompt: only when a person is at a terminal.
@@ -16,27 +19,27 @@ final class SecretServiceConnection {
     init(timeoutMilliseconds: Int, allowPrompt: Bool) {
         self.timeoutMilliseconds = timeoutMilliseconds
         self.allowPrompt = allowPrompt
-        _ = silenceGLibLogs
     }
 
     deinit {
-        if let service { g_object_unref(service) }
+        if let service { LibSecret.functions.objectUnref(service) }
     }
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         if let service { return service }
+        let lib = try LibSecret.load()
         // Ask for the bus first, so that "no bus" and "no keyring on the bus" read differently.
         let bus = try bounded("connecting to the D-Bus session bus", classify: { error in
             let message = String(cString: error.pointee.message)
-            g_error_free(error)
+            lib.errorFree(error)
             return StoreError(.unavailable, "no D-Bus session bus (\(message))",
                               hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }) { cancellable, error in
-            g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error)
+            lib.busGetSync(G_BUS_TYPE_SESSION, cancellable, &error)
         }
-        if let bus { g_object_unref(UnsafeMutableRawPointer(bus)) }
+        if let bus { lib.objectUnref(UnsafeMutableRawPointer(bus)) }
         let service = try bounded("connecting to the Secret Service") { cancellable, error in
-            secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error)
+            lib.serviceGetSync(SECRET_SERVICE_NONE, cancellable, &error)
         }
         guard let service else { throw StoreError(.unavailable, "the Secret Service could not be reached") }
         self.service = service
@@ -49,29 +52,32 @@ final class SecretServiceConnection {
     /// `.unavailable`, one that does not answer in time `.timedOut`.
     func ping() throws(StoreError) {
         let service = try connect()
+        let lib = LibSecret.functions
         let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-        guard let bus = g_dbus_proxy_get_connection(proxy) else {
+        guard let bus = lib.dbusProxyGetConnection(proxy) else {
             throw StoreError(.unavailable, "the Secret Service could not be reached")
         }
         let reply = try bounded("asking the Secret Service to answer") { cancellable, error in
-            g_dbus_connection_call_sync(bus, "org.freedesktop.secrets", "/org/freedesktop/secrets",
-                                        "org.freedesktop.DBus.Peer", "Ping", nil, nil, G_DBUS_CALL_FLAGS_NONE,
-                                        gint(timeoutMilliseconds), cancellable, &error)
+            lib.dbusConnectionCallSync(bus, busName: "org.freedesktop.secrets", objectPath: "/org/freedesktop/secrets",
+                                       interfaceName: "org.freedesktop.DBus.Peer", methodName: "Ping",
+                                       flags: G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds: gint(timeoutMilliseconds),
+                                       cancellable, &error)
         }
-        if let reply { g_variant_unref(reply) }
+        if let reply { lib.variantUnref(reply) }
     }
 
     /// Items whose attributes include all of `attributes`, of any schema; locked items are
     /// returned too, without their secrets.
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError) -> ItemList {
         let service = try connect()
+        let lib = LibSecret.functions
         let table = makeAttributeTable(attributes)
-        defer { g_hash_table_unref(table) }
+        defer { lib.hashTableUnref(table) }
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         if allowPrompt { flags |= SECRET_SEARCH_UNLOCK.rawValue }
         let list = try bounded(operation) { cancellable, error in
-            secret_service_search_sync(service, nil, table, SecretSearchFlags(flags), cancellable, &error)
+            lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
         }
         return ItemList(list)
     }
@@ -83,10 +89,11 @@ final class SecretServiceConnection {
         guard collection.isLocked else { return collection }
         guard allowPrompt else { throw StoreError(.locked, "keyring '\(collection.label)' is locked", hint: lockedHint) }
         let service = try connect()
-        let objects = g_list_append(nil, collection.pointer)
-        defer { g_list_free(objects) }
+        let lib = LibSecret.functions
+        let objects = lib.listAppend(nil, collection.pointer)
+        defer { lib.listFree(objects) }
         let unlocked = try bounded("unlocking the keyring") { cancellable, error in
-            secret_service_unlock_sync(service, objects, cancellable, nil, &error)
+            lib.serviceUnlockSync(service, objects, cancellable, &error)
         }
         if unlocked == 0 {
             throw StoreError(.locked, "keyring '\(collection.label)' is still locked", hint: lockedHint)
@@ -105,7 +112,7 @@ final class SecretServiceConnection {
     private func defaultCollectionIfAny() throws(StoreError) -> CollectionReference? {
         let service = try connect()
         let collection = try bounded("opening the default keyring") { cancellable, error in
-            secret_collection_for_alias_sync(service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
+            LibSecret.functions.collectionForAliasSync(service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
         }
         return collection.map(CollectionReference.init)
     }
@@ -127,29 +134,30 @@ final class SecretServiceConnection {
     /// Creates an item (never replacing one) and returns its object path.
     func create(in collection: CollectionReference, schema: UnsafeMutablePointer<SecretSchema>,
                 attributes: [(String, String)], label: String, secret: Secret, while operation: String) throws(StoreError) -> String {
+        let lib = LibSecret.functions
         let value = secret.withBytes { bytes in
             // secret_value_new copies the bytes; an empty secret still needs a valid pointer.
             withUnsafeTemporaryAllocation(of: CChar.self, capacity: max(bytes.count, 1)) { buffer in
                 for index in 0..<bytes.count { buffer[index] = CChar(bitPattern: bytes[index]) }
-                let copy = secret_value_new(buffer.baseAddress!, gssize(bytes.count), "text/plain")!
+                let copy = lib.valueNew(buffer.baseAddress!, bytes.count, "text/plain")!
                 explicit_bzero(buffer.baseAddress!, buffer.count)
                 return copy
             }
         }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        defer { lib.valueUnref(value) }
         let table = makeAttributeTable(attributes)
-        defer { g_hash_table_unref(table) }
+        defer { lib.hashTableUnref(table) }
         let created = try bounded(operation) { cancellable, error in
-            secret_item_create_sync(collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
+            lib.itemCreateSync(collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
-        defer { g_object_unref(created) }
+        defer { lib.objectUnref(created) }
         return FoundItem(created).objectPath
     }
 
     func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
         _ = try bounded(operation) { cancellable, error in
-            secret_item_delete_sync(item.pointer, cancellable, &error)
+            LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
         }
     }
 
@@ -159,14 +167,15 @@ final class SecretServiceConnection {
         classify: ((UnsafeMutablePointer<GError>) -> StoreError)? = nil,
         _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) -> T
     ) throws(StoreError) -> T {
-        let cancellable = g_cancellable_new()!
-        defer { g_object_unref(cancellable) }
-        let timer = CancellationTimer(cancelling: cancellable, afterMilliseconds: timeoutMilliseconds)
+        let lib = try LibSecret.load()
+        let cancellable = lib.cancellableNew()!
+        defer { lib.objectUnref(cancellable) }
+        let timer = CancellationTimer(cancelling: cancellable, afterMilliseconds: timeoutMilliseconds, using: lib)
         var error: UnsafeMutablePointer<GError>?
         let result = body(cancellable, &error)
         timer.stop()
         if let error {
-            if let classify, g_error_matches(error, g_io_error_quark(), gint(G_IO_ERROR_CANCELLED.rawValue)) == 0 {
+            if let classify, !lib.isCancellation(error) {
                 throw classify(error)
             }
             throw storeError(from: error, while: operation, timeoutMilliseconds: timeoutMilliseconds)
@@ -176,14 +185,15 @@ final class SecretServiceConnection {
 }
 
 /// A schema matched without its name, so lookups find items that other helpers wrote under
-/// older names; built once per process.
+/// older names; built once per process, when the first item is created (after `connect`).
 func makeSchema(name: String, attributes: [(String, SecretSchemaAttributeType)]) -> UnsafeMutablePointer<SecretSchema> {
-    let types = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, nil)!
+    let lib = LibSecret.functions
+    let types = lib.hashTableNewWithStringKeys(freeingValues: false)!
     for (attribute, type) in attributes {
-        g_hash_table_insert(types, g_strdup(attribute), UnsafeMutableRawPointer(bitPattern: Int(type.rawValue)))
+        lib.hashTableInsert(types, UnsafeMutableRawPointer(lib.strdup(attribute)), UnsafeMutableRawPointer(bitPattern: Int(type.rawValue)))
     }
-    let schema = secret_schema_newv(name, SECRET_SCHEMA_DONT_MATCH_NAME, types)!
-    g_hash_table_unref(types)
+    let schema = lib.schemaNewv(name, SECRET_SCHEMA_DONT_MATCH_NAME, types)!
+    lib.hashTableUnref(types)
     return schema
 }
 
@@ -203,7 +213,7 @@ final class ItemList {
         self.items = items
     }
 
-    deinit { g_list_free_full(list, g_object_unref) }
+    deinit { LibSecret.functions.listFreeUnreferencingObjects(list) }
 }
 
 /// A collection, released when the last reference goes.
@@ -211,13 +221,14 @@ final class CollectionReference {
     let pointer: UnsafeMutablePointer<SecretCollection>
 
     init(_ pointer: UnsafeMutablePointer<SecretCollection>) { self.pointer = pointer }
-    deinit { g_object_unref(pointer) }
+    deinit { LibSecret.functions.objectUnref(pointer) }
 
-    var isLocked: Bool { secret_collection_get_locked(pointer) != 0 }
+    var isLocked: Bool { LibSecret.functions.collectionGetLocked(pointer) }
 
     var label: String {
-        guard let label = secret_collection_get_label(pointer) else { return "default" }
-        defer { g_free(label) }
+        let lib = LibSecret.functions
+        guard let label = lib.collectionGetLabel(pointer) else { return "default" }
+        defer { lib.free(label) }
         return String(cString: label)
     }
 }
@@ -229,43 +240,46 @@ struct FoundItem {
 
     init(_ pointer: UnsafeMutablePointer<SecretItem>) {
         self.pointer = pointer
+        let lib = LibSecret.functions
         var attributes: [String: String] = [:]
-        if let table = secret_item_get_attributes(pointer) {
+        if let table = lib.itemGetAttributes(pointer) {
             var iterator = GHashTableIter()
-            g_hash_table_iter_init(&iterator, table)
+            lib.hashTableIterInit(&iterator, table)
             var key: gpointer?
             var value: gpointer?
-            while g_hash_table_iter_next(&iterator, &key, &value) != 0 {
+            while lib.hashTableIterNext(&iterator, &key, &value) {
                 if let key, let value {
                     attributes[String(cString: key.assumingMemoryBound(to: CChar.self))] =
                         String(cString: value.assumingMemoryBound(to: CChar.self))
                 }
             }
-            g_hash_table_unref(table)
+            lib.hashTableUnref(table)
         }
         self.attributes = attributes
     }
 
     var schemaName: String? { attributes["xdg:schema"] }
-    var isLocked: Bool { secret_item_get_locked(pointer) != 0 }
+    var isLocked: Bool { LibSecret.functions.itemGetLocked(pointer) }
 
     var objectPath: String {
         let proxy = UnsafeMutableRawPointer(pointer).assumingMemoryBound(to: GDBusProxy.self)
-        guard let path = g_dbus_proxy_get_object_path(proxy) else { return "" }
+        guard let path = LibSecret.functions.dbusProxyGetObjectPath(proxy) else { return "" }
         return String(cString: path)
     }
 
     var order: ItemOrder {
-        ItemOrder(modified: secret_item_get_modified(pointer), created: secret_item_get_created(pointer), path: objectPath)
+        let lib = LibSecret.functions
+        return ItemOrder(modified: lib.itemGetModified(pointer), created: lib.itemGetCreated(pointer), path: objectPath)
     }
 
     /// The secret, or nil when it was not loaded (the item is locked).
     var secret: Secret? {
-        guard let value = secret_item_get_secret(pointer) else { return nil }
-        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
-        var length = 0
-        let bytes = secret_value_get(value, &length)
-        return Secret(bytes: Array(UnsafeRawBufferPointer(start: bytes, count: length)))
+        let lib = LibSecret.functions
+        guard let value = lib.itemGetSecret(pointer) else { return nil }
+        defer { lib.valueUnref(value) }
+        var length: gsize = 0
+        let bytes = lib.valueGet(value, &length)
+        return Secret(bytes: Array(UnsafeRawBufferPointer(start: bytes, count: Int(length))))
     }
 }
 
