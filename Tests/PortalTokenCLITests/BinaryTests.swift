@@ -42,4 +42,50 @@ struct BinaryTests {
         #expect(dynamic.stdout.contains("(NEEDED)"))
         #expect(!dynamic.stdout.contains("libqrencode"))
     }
+
+    /// The release binary: the debug one still lists libsecret and GLib, which SwiftPM links from
+    /// CLibSecret's pkg-config entry into every build; only the release link drops them
+    /// (contrib/link-as-needed.cfg).
+    private static func releaseBinary() throws -> String {
+        try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+                     "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+    }
+
+    private static let glibLibraries = ["libsecret-1", "libgio-2.0", "libgobject-2.0", "libglib-2.0"]
+
+    @Test("libsecret and GLib are not linked: they are loaded when the Secret Service is first used")
+    func libsecretIsNotLinked() throws {
+        let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", try Self.releaseBinary()], timeout: 30)
+        #expect(dynamic.stdout.contains("(NEEDED)"))
+        for library in Self.glibLibraries {
+            #expect(!dynamic.stdout.contains(library), "NEEDED \(library)")
+        }
+    }
+
+    @Test("start-up maps no GLib; the first keyring call loads libsecret and answers from the keyring")
+    func libsecretIsLoadedOnDemand() throws {
+        let binary = try Self.releaseBinary()
+        let traced = ProcessRunner.environment(["LD_DEBUG": "files"])
+        let version = try ProcessRunner.run(binary, ["--version"], environment: traced)
+        #expect(version.exitCode == 0)
+        #expect(version.stderr.contains("file=libc.so.6"), "LD_DEBUG traced nothing: \(version.stderr)")
+        for library in Self.glibLibraries {
+            #expect(!version.stderr.contains(library), "\(library) loaded by --version")
+        }
+
+        let host = "on-demand-\(UUID().uuidString.lowercased()).tld"
+        let stored = try ProcessRunner.run(binary, ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-on-demand\n",
+                                           environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
+        #expect(stored.exitCode == 0, "\(stored.stderr)")
+        defer {
+            _ = try? ProcessRunner.run(binary, ["erase"], stdin: "protocol=https\nhost=\(host)\n",
+                                       environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
+        }
+        var environment = traced
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        let found = try ProcessRunner.run(binary, ["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
+        #expect(found.exitCode == 0)
+        #expect(found.stdout.contains("\npassword=p-on-demand\n"))
+        #expect(found.stderr.contains("file=libsecret-1.so.0 [0];  dynamically loaded by"), "\(found.stderr)")
+    }
 }
