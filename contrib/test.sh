@@ -17,6 +17,9 @@ contrib/build-git-helpers.sh "$work/git-helpers"
 echo "== building the wall-clock shim that expiry tests run portal-token under"
 cc -shared -fPIC -O2 -o "$work/wallclock-shift.so" contrib/testing/wallclock-shift.c -ldl
 
+echo "== building the shim that hides a library from dlopen (libsecret missing)"
+cc -shared -fPIC -O2 -o "$work/hide-library.so" contrib/testing/hide-library.c -ldl
+
 echo "== building portal-token (debug with tests, and release)"
 # libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
 quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
@@ -35,6 +38,7 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     GIT_CREDENTIAL_LIBSECRET_CURRENT="$work/git-helpers/git-credential-libsecret-current" \
     PORTAL_TOKEN_RELEASE_BIN="$release_bin" \
     PORTAL_TOKEN_TEST_CLOCK_SHIM="$work/wallclock-shift.so" \
+    PORTAL_TOKEN_TEST_HIDE_SHIM="$work/hide-library.so" \
     dbus-run-session -- bash -c '
         set -u
         # --foreground keeps the daemon our child, so it is stopped by its PID below

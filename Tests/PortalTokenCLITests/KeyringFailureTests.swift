@@ -84,4 +84,27 @@ struct KeyringFailureTests {
             #expect(result.duration < 3.0)
         }
     }
+
+    @Test("without libsecret installed, the Secret Service is exit 4 naming it, and auto uses the file")
+    func libsecretMissing() throws {
+        // A keyring that works: only the library is missing (dlopen fails as if not installed).
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
+        environment["LD_PRELOAD"] = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_HIDE_SHIM"],
+                                                 "PORTAL_TOKEN_TEST_HIDE_SHIM is not set: run the suite through contrib/test.sh")
+        environment["PORTAL_TOKEN_TEST_HIDE_LIBRARIES"] = "libsecret-1.so.0"
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
+            let result = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
+            expectStorageError(result, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
+            #expect(result.stderr.hasSuffix("\nhint: install Debian's libsecret-1-0, or use --backend file\n"), "\(result.stderr)")
+        }
+        // auto takes it as no keyring (product contract §6) and says why; the file holds nothing yet.
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
+        #expect(fallback.stderr == "portal-token: using the encrypted file store: libsecret (libsecret-1.so.0) could not be loaded\n",
+                "\(fallback.stderr)")
+    }
 }
