@@ -1,5 +1,4 @@
-import CKeyutils
-import Glibc
+import KernelKeyring
 import PortalTokenCore
 
 /// Keeps derived keys in the kernel user keyring (keyrings(7)), so that a run of `get`s pays
@@ -35,50 +34,18 @@ struct KeyCache {
     }
 
     func read(_ description: String) -> Secret? {
-        guard isEnabled else { return nil }
-        let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", description, 0)
-        guard id > 0 else { return nil }
-        var buffer: UnsafeMutableRawPointer?
-        let length = keyctl_read_alloc(key_serial_t(id), &buffer)
-        guard let buffer else { return nil }
-        defer {
-            explicit_bzero(buffer, max(Int(length), 0))
-            free(buffer)
-        }
-        guard length == Sodium.keyLength else { return nil }
-        return Secret(bytes: Array(UnsafeRawBufferPointer(start: buffer, count: Int(length))))
+        guard isEnabled, let key = KernelKeyring.read(description, maximumLength: Sodium.keyLength),
+              key.byteCount == Sodium.keyLength else { return nil }
+        return key
     }
 
     func store(_ key: Secret, as description: String) {
         guard isEnabled else { return }
-        // The key is made in the process keyring, which dies with this process, and reaches
-        // the user keyring only once its timeout and permissions are set: a process killed in
-        // between leaves no key behind that would never expire.
-        let id = key.withBytes { bytes in
-            add_key("user", description, bytes.baseAddress, bytes.count, KEY_SPEC_PROCESS_KEYRING)
-        }
-        guard id > 0 else { return }
-        defer { _ = keyctl_unlink(id, KEY_SPEC_PROCESS_KEYRING) }
-        // Readable by the same user even from a session keyring that does not link the user
-        // keyring (a systemd service, `keyctl new_session`): the user could ptrace those
-        // processes anyway. Never by anyone else.
-        let permissions = key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
-            | key_perm_t(KEY_USR_SEARCH) | key_perm_t(KEY_USR_SETATTR)
-        guard keyctl_set_timeout(id, UInt32(timeoutSeconds)) == 0, keyctl_setperm(id, permissions) == 0 else {
-            drop(id)
-            return
-        }
-        // Linking replaces an older key of the same description in the user keyring.
-        _ = keyctl_link(id, KEY_SPEC_USER_KEYRING)
+        KernelKeyring.store(key, as: description, timeoutSeconds: timeoutSeconds)
     }
 
     /// Forgets a key that no longer opens its file (a wrong passphrase, a rewritten file).
     func drop(_ description: String) {
-        let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", description, 0)
-        if id > 0 { drop(key_serial_t(id)) }
-    }
-
-    private func drop(_ id: key_serial_t) {
-        if keyctl_invalidate(id) != 0 { _ = keyctl_unlink(id, KEY_SPEC_USER_KEYRING) }
+        KernelKeyring.drop(description)
     }
 }
