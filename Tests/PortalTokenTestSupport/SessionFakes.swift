@@ -68,3 +68,75 @@ public final class Locked<Value: Sendable>: Sendable {
     public var value: Value { mutex.withLock { $0 } }
     public func update<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
 }
+
+/// Two-factor steps in memory, with the same semantics as the real stores.
+public final class InMemoryTwoFactorStepStore: TwoFactorStepStore, Sendable {
+    private let state = Mutex<[String: PendingTwoFactor]>([:])
+    /// When set, every operation fails with it.
+    public let failure = Mutex<StoreError?>(nil)
+    /// When set, saving fails with it (reads and deletes work).
+    public let saveFailure = Mutex<StoreError?>(nil)
+
+    public init() {}
+
+    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0[authEnvironmentID] }
+    }
+
+    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
+        if let error = failure.withLock({ $0 }) ?? saveFailure.withLock({ $0 }) { throw error }
+        state.withLock { $0[step.authEnvironmentID] = step }
+    }
+
+    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0.removeValue(forKey: authEnvironmentID) != nil }
+    }
+}
+
+/// A sign-in's memory in this process; `isAvailable: false` acts as a kernel without keyrings.
+public final class InMemorySignInMemory: SignInMemory, Sendable {
+    private let entries = Mutex<[String: Secret]>([:])
+    public let isAvailable: Bool
+
+    public init(isAvailable: Bool = true) { self.isAvailable = isAvailable }
+
+    public var names: [String] { entries.withLock { Array($0.keys) } }
+
+    public func remember(_ payload: Secret, as name: String, lifetimeSeconds: Int) -> Bool {
+        guard isAvailable else { return false }
+        entries.withLock { $0[name] = payload }
+        return true
+    }
+
+    public func recall(_ name: String) -> Secret? { entries.withLock { $0[name] } }
+    public func forget(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
+    public func forgetAll(withPrefix prefix: String) {
+        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
+    }
+}
+
+/// A store whose writes fail while `failing` is set, and whose reads always work: a keyring
+/// that locks between the read and the write.
+public final class WriteFailingSessionStore: SessionStore, Sendable {
+    public let base = InMemorySessionStore()
+    public let failing = Mutex<Bool>(false)
+    public let writes = Mutex<Int>(0)
+
+    public init() {}
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        try base.loadSession(authEnvironmentID: authEnvironmentID)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        writes.withLock { $0 += 1 }
+        if failing.withLock({ $0 }) { throw StoreError(.locked, "keyring 'Login' is locked", hint: "unlock it") }
+        try base.saveSession(session)
+    }
+
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        try base.deleteSession(authEnvironmentID: authEnvironmentID)
+    }
+}
