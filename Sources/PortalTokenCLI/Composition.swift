@@ -1,4 +1,5 @@
 import EncryptedFileStore
+import KernelKeyring
 import PortalHTTP
 import PortalTokenCore
 import SecretServiceStore
@@ -104,10 +105,60 @@ enum Composition {
         return SessionService(
             authEnvironmentID: environmentID, apiBase: apiBase, store: try sessionStore(for: context),
             lock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
-            transport: CurlTransport(options: try HTTPTransportOptions(settings: context.settings)),
+            transport: try transport(for: context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run,
             warn: { context.streams.printError("portal-token: warning: \($0)") },
             now: context.now)
+    }
+
+    /// libcurl with the configured bounds; every request named in the trace when it is on.
+    static func transport(for context: Context) throws -> any HTTPTransport {
+        let curl = CurlTransport(options: try HTTPTransportOptions(settings: context.settings))
+        return context.isTracing ? TracingTransport(curl, trace: context.trace) : curl
+    }
+
+    // MARK: Sign-in
+
+    /// The Client Auth client for the configured environment and API host (wire contract §1).
+    static func clientAuthClient(for context: Context, configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+        let apiBase = try context.apiBase()
+        let api = ClientAuthAPI(configuration: configuration, apiBase: apiBase,
+                                builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
+        return ClientAuthClient(api: api, transport: try transport(for: context))
+    }
+
+    /// Where a waiting two-factor step is kept: beside the session, in the same backend.
+    static func twoFactorStepStore(for context: Context) throws -> any TwoFactorStepStore {
+        let choice = try context.backendChoice()
+        switch choice.backend {
+        case .file:
+            return EncryptedFileTwoFactorStepStore(try context.fileStore())
+        case .secretService:
+            let keyring = SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                                          allowPrompt: context.allowPrompt)
+            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
+            return CombinedTwoFactorStepStore(primary: keyring, secondary: EncryptedFileTwoFactorStepStore(try context.fileStore()))
+        }
+    }
+
+    /// Held around a whole grant exchange or code check, the request included: long enough to
+    /// wait for another process's exchange to finish, bounded like every other lock.
+    static func signInLock(for context: Context) throws -> SessionFileLock {
+        let http = try HTTPTransportOptions(settings: context.settings)
+        let wait = http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout(context.settings))
+        return SessionFileLock(context: context, timeoutMilliseconds: wait, name: "sign-in.lock")
+    }
+
+    /// Completing a sign-in for the configured environment: its client, the session and step
+    /// stores of the backend in use, the locks, and the kernel keyring for results that could
+    /// not be written.
+    static func signInService(for context: Context, configuration: ClientAuthConfiguration) throws -> SignInService {
+        let timeout = try keyringTimeout(context.settings)
+        return SignInService(
+            configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
+            sessions: try sessionStore(for: context), steps: try twoFactorStepStore(for: context),
+            sessionLock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
+            signInLock: try signInLock(for: context), memory: KernelSignInMemory(), now: context.now, trace: context.trace)
     }
 }

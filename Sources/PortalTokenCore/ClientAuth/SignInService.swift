@@ -132,6 +132,12 @@ public final class SignInService {
             + GrantDigest.of(step.userJWT, authEnvironmentID: authEnvironmentID)
     }
 
+    /// Reads the stored session once, so that a store that cannot be read (a locked keyring, a
+    /// missing passphrase) is reported before an email is sent or a grant exists.
+    public func checkStore() throws {
+        _ = try sessions.loadSession(authEnvironmentID: authEnvironmentID)
+    }
+
     // MARK: Redirects
 
     /// Completes a sign-in from the URL a redirect delivered (wire contract §3.1, in its
