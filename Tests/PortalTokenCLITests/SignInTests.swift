@@ -358,3 +358,115 @@ struct SignInTests {
         Self.expectClean(harness)
     }
 }
+
+/// Product contract §7: no grant, session token, userJwt, email address, totpLink, enrollment
+/// secret or code in any output, trace or child's command line, over every sign-in flow.
+@Suite("signing in: the secrets canary")
+struct SignInCanaryTests {
+    final class Collected {
+        var outputs: [String] = []
+        /// Output of the terminal flow, where the enrollment code and secret may appear.
+        var terminal: [String] = []
+        var grants: [String] = []
+        var codes: [String] = []
+
+        func add(_ result: ProcessResult) { outputs += [result.stdout, result.stderr] }
+    }
+
+    @Test("every flow, traced, leaves no secret in stderr, stdout, the trace or a child's arguments", arguments: TestBackend.allCases)
+    func canary(backend: TestBackend) throws {
+        let email = "Canary.\(UUID().uuidString)@Example.ORG"
+        let collected = Collected()
+        let traced: [String: String?] = ["PORTAL_TOKEN_TRACE": "1", "DISPLAY": ":99"]
+
+        // Magic link through the loopback listener, with a two-factor step on a terminal.
+        let loopback = try SignInHarness(backend: backend, endUser: .init(id: "end-user-canary", totpCode: "246810", enrolling: true),
+                                         extraEnvironment: traced)
+        let terminal = try loopback.startOnTerminal(["login", "--email", email])
+        try terminal.waitFor("left (Ctrl-C to stop)")
+        let link = try loopback.sentLink()
+        collected.grants.append(try #require(loopback.auth.sentLinks.last?.grant))
+        _ = try SimulatedBrowser.get(link)
+        try terminal.waitFor("Two-factor code for end-user-canary: ")
+        terminal.type("135791\n")
+        try terminal.waitFor("Two-factor code for end-user-canary: ", occurrences: 2)
+        terminal.type("246810\n")
+        #expect(try terminal.finish() == 0)
+        collected.terminal.append(terminal.text)
+        collected.codes += ["135791", "246810"]
+        #expect(terminal.text.contains("portal-token: trace: http: POST"))
+
+        // Google through xdg-open.
+        let oauth = try SignInHarness(backend: backend, extraEnvironment: traced)
+        let google = try oauth.start(["login", "--google"])
+        let authorizeURL = try oauth.openedURL()
+        let back = try SimulatedBrowser.followProvider(authorizeURL)
+        collected.grants.append(try #require(back.split(separator: "=").dropFirst().first?.split(separator: "&").first.map(String.init)))
+        _ = try SimulatedBrowser.get(back)
+        let googleResult = try google.finish()
+        #expect(googleResult.exitCode == 0)
+        collected.add(googleResult)
+        // xdg-open got the authorize URL and nothing else: the one place it leaves portal-token.
+        #expect(oauth.launched("xdg-open") == [[authorizeURL]])
+        collected.add(try oauth.run(["status"]))
+
+        // A custom scheme through the desktop handler, two-factor by verify-totp, a failed write.
+        let desktop = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback",
+                                        endUser: .init(id: "end-user-desktop", totpCode: "777870", enrolling: true),
+                                        extraEnvironment: traced)
+        collected.add(try desktop.run(["login", "--email", email]))
+        let desktopLink = try desktop.sentLink()
+        collected.grants.append(try #require(desktop.auth.sentLinks.last?.grant))
+        collected.add(try desktop.run(["redirect", desktopLink]))
+        collected.add(try desktop.run(["redirect", desktopLink]))
+        collected.add(try desktop.run(["verify-totp", "000000"]))
+        collected.add(try desktop.run(["verify-totp"], stdin: "777870\n"))
+        collected.codes += ["000000", "777870"]
+        collected.add(try desktop.run(["redirect", desktopLink]))
+        collected.add(try desktop.run(["logout"]))
+        collected.add(try desktop.run(["redirect", desktopLink]))
+        collected.add(try desktop.run(["redirect", "portalexample://auth/callback?token=\(collected.grants.last!)&error=denied"]))
+        let notifications = desktop.launched("notify-send")
+        #expect(!notifications.isEmpty)
+
+        if backend == .file {
+            let grant = desktop.auth.issueGrant(method: .apple, endUser: .init(id: "end-user-apple"))
+            collected.grants.append(grant)
+            let url = FakeClientAuth.redirect(desktop.redirectURL, grant: grant, method: .apple)
+            // A new store file and no passphrase for it: the write fails after the exchange.
+            let store = desktop.portal.git.directory.appendingPathComponent("other-store").path
+            let refused = try desktop.run(["redirect", url], ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_FILE": store])
+            #expect(refused.exitCode == 4)
+            collected.add(refused)
+            let finished = try desktop.run(["redirect", url], ["PORTAL_TOKEN_FILE": store])
+            #expect(finished.exitCode == 0)
+            collected.add(finished)
+        }
+
+        var forbidden = [email, email.lowercased(), "otpauth", FakeClientAuth.enrollmentSecret, "GEZD GNBV"]
+        forbidden += collected.grants + collected.codes
+        for harness in [loopback, oauth, desktop] {
+            forbidden += harness.auth.issuedTokens + harness.auth.issuedUserJWTs
+        }
+        for arguments in desktop.launched("notify-send") + loopback.launched("notify-send") {
+            for value in forbidden { #expect(!arguments.joined(separator: " ").contains(value), "notify-send got a secret") }
+        }
+        // The trace was on, so the checks below saw it.
+        #expect(collected.outputs.joined().contains("portal-token: trace: redirect: exchanging the grant"))
+        #expect(collected.grants.count >= 3 && !loopback.auth.issuedUserJWTs.isEmpty && !desktop.auth.issuedTokens.isEmpty)
+        for output in collected.outputs {
+            for value in forbidden where !value.isEmpty {
+                #expect(!output.contains(value), "a secret (\(value.prefix(8))…) reached the output: \(output)")
+            }
+        }
+        // On the terminal the enrollment is shown by design; nothing else secret is.
+        for output in collected.terminal {
+            for value in [email, email.lowercased()] + collected.grants + collected.codes + loopback.auth.issuedTokens + loopback.auth.issuedUserJWTs {
+                #expect(!output.contains(value), "a secret (\(value.prefix(8))…) reached the terminal")
+            }
+        }
+        // The kernel's list of keys names no grant.
+        let keys = (try? String(contentsOfFile: "/proc/keys", encoding: .utf8)) ?? ""
+        for grant in collected.grants { #expect(!keys.contains(grant)) }
+    }
+}
