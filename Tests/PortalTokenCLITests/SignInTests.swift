@@ -470,3 +470,16 @@ struct SignInCanaryTests {
         for grant in collected.grants { #expect(!keys.contains(grant)) }
     }
 }
+
+@Suite("the shipped desktop entry")
+struct DesktopEntryTemplateTests {
+    @Test("contrib/portal-token-redirect.desktop, its scheme filled in, is the entry the code describes")
+    func template() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let template = try String(contentsOf: root.appendingPathComponent("contrib/portal-token-redirect.desktop"), encoding: .utf8)
+        let filled = template.replacingOccurrences(of: "<scheme>", with: "myapp")
+            .split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") + "\n"
+        #expect(filled == DesktopRedirectHandler.desktopEntry(redirectURL: "myapp://auth/callback"))
+        #expect(template.contains(try #require(DesktopRedirectHandler.registrationCommand(redirectURL: "myapp://auth/callback"))))
+    }
+}
