@@ -483,3 +483,44 @@ struct DesktopEntryTemplateTests {
         #expect(template.contains(try #require(DesktopRedirectHandler.registrationCommand(redirectURL: "myapp://auth/callback"))))
     }
 }
+
+@Suite("signing in against the hand-started fake server")
+struct HandStartedFakeServerTests {
+    @Test("docs/signing-in.md's walk-through: the fake by hand, login --email, get, status")
+    func walkThrough() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-try-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fakeServer = URL(fileURLWithPath: ProcessRunner.portalTokenPath).deletingLastPathComponent()
+            .appendingPathComponent("portal-fake-server").path
+        let redirectURL = "http://127.0.0.1:\(freeLoopbackPort())/callback"
+        let server = try RunningProcess(fakeServer, ["--port", "0", "--auth-env", "env-local", "--redirect-url", redirectURL,
+                                                     "--end-user", "first-user"], environment: ProcessRunner.environment())
+        defer { server.signal(SIGTERM) }
+        let deadline = ProcessRunner.monotonicSeconds() + 20
+        while !server.stdout.contains("\n"), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
+        let baseURL = try #require(server.stdout.split(separator: "\n").first)
+        try (("try it out\n") as String).write(toFile: directory + "/passphrase", atomically: false, encoding: .utf8)
+        let environment = ProcessRunner.environment([
+            "HOME": directory, "XDG_RUNTIME_DIR": nil, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil,
+            "PORTAL_TOKEN_BACKEND": "file", "PORTAL_TOKEN_FILE": directory + "/store",
+            "PORTAL_TOKEN_PASSPHRASE_FILE": directory + "/passphrase", "PORTAL_TOKEN_PASSPHRASE": nil,
+            "PORTAL_API_HOST": String(baseURL.dropFirst("http://".count)), "PORTAL_AUTH_ENVIRONMENT_ID": "env-local",
+            "PORTAL_REDIRECT_URL": redirectURL,
+            "PORTAL_MAGIC_LINK_FROM_EMAIL": "noreply@example.com", "PORTAL_MAGIC_LINK_TEMPLATE_ID": "template-1",
+        ])
+        let methods = try ProcessRunner.portalToken(["methods"], environment: environment)
+        #expect(methods.exitCode == 0 && methods.stdout.contains("EMAIL_MAGIC_LINK"))
+        let login = try RunningProcess(ProcessRunner.portalTokenPath, ["login", "--email", "you@example.com"], environment: environment)
+        try login.waitForStderr(containing: "waiting for the browser")
+        while !server.stdout.contains("magic link: "), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
+        let link = try #require(server.stdout.split(separator: "\n").first { $0.hasPrefix("magic link: ") }?.dropFirst("magic link: ".count))
+        #expect(try SimulatedBrowser.get(String(link)).body.contains("Signed in"))
+        let result = try login.finish()
+        #expect(result.exitCode == 0 && result.stderr.contains("signed in as first-user"), "\(result.stderr)")
+        let get = try ProcessRunner.portalToken(["get"], environment: environment)
+        #expect(get.exitCode == 0 && get.stdout.hasPrefix("session-"))
+        let status = try ProcessRunner.portalToken(["status"], environment: environment)
+        #expect(status.exitCode == 0 && status.stdout.contains("signed in as first-user"))
+    }
+}
