@@ -2,7 +2,16 @@ import Glibc
 import LoopbackRedirectListener
 import PortalTokenCore
 
-private let signInSettings = """
+/// Follows a command's own text, after the blank line that separates them.
+private let redirectSettings = """
+
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
+    --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
+    (PORTAL_ACCOUNT_ABSTRACTED).
+    """
+
+private let loginSettings = """
+
     Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
     --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
     (PORTAL_ACCOUNT_ABSTRACTED); for --email also PORTAL_MAGIC_LINK_FROM_EMAIL and
@@ -74,7 +83,7 @@ struct LoginCommand: Command {
 
         Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
 
-        """ + signInSettings
+        """ + loginSettings
 
     enum Method: Equatable {
         case email(String)
@@ -207,7 +216,7 @@ struct RedirectCommand: Command {
         On a terminal a two-factor step asks for the code; without one the step waits for
         'portal-token verify-totp'.
 
-        """ + signInSettings
+        """ + redirectSettings
 
     let url: String
 
@@ -244,7 +253,7 @@ struct VerifyTOTPCommand: Command {
         tries), else one line on stdin. A code that is not six digits is refused before it is
         sent; a code Portal refuses leaves the step usable. Exit 1 when no step is waiting.
 
-        """ + signInSettings
+        """ + redirectSettings
 
     let code: String?
 
