@@ -43,8 +43,8 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
-        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "PortalHTTP", "HookRunner",
-                                                       "TerminalQRCode", "LoopbackRedirectListener", "KernelKeyring"]),
+        .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
+                                                       "TerminalQRCode", "LoopbackRedirectListener"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),

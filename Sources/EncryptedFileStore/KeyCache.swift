@@ -1,15 +1,11 @@
 import KernelKeyring
 import PortalTokenCore
 
-/// Keeps derived keys in the kernel user keyring (keyrings(7)), so that a run of `get`s pays
-/// for Argon2id once: the same trade-off as gpg-agent's passphrase cache. The key lives in
-/// kernel memory, readable by processes of the same user, until its timeout; it never touches
-/// the disk or swap.
+/// Keeps derived keys in the kernel user keyring, so that a run of `get`s pays for Argon2id
+/// once (see KernelKeyring for the trade-off).
 ///
 /// Each key is named after the store file's path, salt, KDF parameters and format version, so
-/// a cached key never meets another file or a rewritten header. Where the kernel refuses
-/// keyrings (containers whose seccomp profile answers EPERM or ENOSYS), nothing is cached and
-/// every unlock derives the key again.
+/// a cached key never meets another file or a rewritten header.
 struct KeyCache {
     static let descriptionPrefix = "portal-token:file-key:"
 
@@ -33,19 +29,20 @@ struct KeyCache {
         }.joined()
     }
 
+    private let keyring = KernelKeyring()
+
     func read(_ description: String) -> Secret? {
-        guard isEnabled, let key = KernelKeyring.read(description, maximumLength: Sodium.keyLength),
-              key.byteCount == Sodium.keyLength else { return nil }
-        return key
+        guard isEnabled, let key = keyring.read(description) else { return nil }
+        return key.byteCount == Sodium.keyLength ? key : nil
     }
 
     func store(_ key: Secret, as description: String) {
         guard isEnabled else { return }
-        KernelKeyring.store(key, as: description, timeoutSeconds: timeoutSeconds)
+        keyring.store(key, as: description, forSeconds: timeoutSeconds)
     }
 
     /// Forgets a key that no longer opens its file (a wrong passphrase, a rewritten file).
     func drop(_ description: String) {
-        KernelKeyring.drop(description)
+        keyring.drop(description)
     }
 }

@@ -95,16 +95,38 @@ enum Composition {
             warn: { streams.printError("portal-token: warning: \($0)") })
     }
 
+    /// The lock around each change to a stored session, shared by everything that changes one
+    /// in this process (it is reentrant).
+    static func sessionLock(for context: Context) throws -> SessionFileLock {
+        SessionFileLock(context: context, timeoutMilliseconds: max(try keyringTimeout(context.settings), 1000))
+    }
+
+    /// The backend's session store behind a short-lived copy in the kernel keyring. Every
+    /// change to a session, a sign-in's included, goes through it, so the copy never outlives
+    /// what is stored.
+    static func cachedSessionStore(for context: Context, lock: SessionFileLock) throws -> CachedSessionStore {
+        // The store behind the cache: which backend was asked for, which file and which bus.
+        let scope = [
+            try requestedBackend(context.settings).rawValue,
+            (try? storeFilePath(context)) ?? "",
+            context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
+        ].joined(separator: "\u{0}")
+        return CachedSessionStore(
+            cache: KernelKeyring(), lock: lock, scope: scope,
+            timeoutSeconds: try context.settings.seconds(
+                .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
+            now: context.now, store: { try sessionStore(for: context) })
+    }
+
     /// The Portal session of the configured auth environment, with the libcurl transport, the
     /// host gate of the configured API, the session lock and the user's hook.
     static func sessionService(for context: Context) throws -> SessionService {
         let environmentID = try context.authEnvironmentID()
         let apiBase = try context.apiBase()
-        let timeout = try keyringTimeout(context.settings)
         let hook = SessionHook(context: context)
+        let lock = try sessionLock(for: context)
         return SessionService(
-            authEnvironmentID: environmentID, apiBase: apiBase, store: try sessionStore(for: context),
-            lock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
+            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context, lock: lock), lock: lock,
             transport: try transport(for: context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run,
@@ -154,11 +176,11 @@ enum Composition {
     /// stores of the backend in use, the locks, and the kernel keyring for results that could
     /// not be written.
     static func signInService(for context: Context, configuration: ClientAuthConfiguration) throws -> SignInService {
-        let timeout = try keyringTimeout(context.settings)
+        let lock = try sessionLock(for: context)
         return SignInService(
             configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
-            sessions: try sessionStore(for: context), steps: try twoFactorStepStore(for: context),
-            sessionLock: SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000)),
-            signInLock: try signInLock(for: context), memory: KernelSignInMemory(), now: context.now, trace: context.trace)
+            sessions: try cachedSessionStore(for: context, lock: lock), steps: try twoFactorStepStore(for: context),
+            sessionLock: lock, signInLock: try signInLock(for: context), memory: KernelKeyring(),
+            now: context.now, trace: context.trace)
     }
 }

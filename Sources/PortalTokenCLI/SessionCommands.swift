@@ -86,7 +86,7 @@ struct LogoutCommand: Command {
         // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
         let removed = try Composition.signInLock(for: context).withLock {
             let removed = try sessions.remove()
-            try SignInService.forget(authEnvironmentID: environmentID, steps: steps, memory: KernelSignInMemory())
+            try SignInService.forget(authEnvironmentID: environmentID, steps: steps, memory: KernelKeyring())
             return removed
         }
         if removed {

@@ -4,14 +4,16 @@ import PortalTokenCore
 /// The cross-process lock around changes to a stored Portal session: an exclusive `flock` on a
 /// lock file of its own in `$XDG_RUNTIME_DIR/portal-token` (a per-user tmpfs), or in
 /// `$XDG_STATE_HOME/portal-token` where there is no runtime directory. Waiting is bounded: a lock
-/// held past the bound is a storage failure (exit 4), never a hang.
+/// held past the bound is a storage failure (exit 4), never a hang. It is reentrant within the
+/// process: a change made under the lock may call code that takes it again.
 ///
 /// `sessions.lock` guards each change to a stored session. `sign-in.lock` is held around a
 /// whole grant exchange or code check, request included, so the same redirect delivered twice
 /// at once is exchanged once; it is always taken before `sessions.lock`, never inside it.
-struct SessionFileLock: SessionLock {
+final class SessionFileLock: SessionLock {
     let path: String
     let timeoutMilliseconds: Int
+    private var depth = 0
 
     init(context: Context, timeoutMilliseconds: Int, name: String = "sessions.lock") {
         let directory: String
@@ -25,6 +27,11 @@ struct SessionFileLock: SessionLock {
     }
 
     func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+        if depth > 0 {
+            depth += 1
+            defer { depth -= 1 }
+            return try body()
+        }
         let descriptor = try open()
         defer { close(descriptor) }
         var waited = 0
@@ -40,6 +47,8 @@ struct SessionFileLock: SessionLock {
             waited += 5
         }
         defer { flock(descriptor, LOCK_UN) }
+        depth += 1
+        defer { depth -= 1 }
         return try body()
     }
 

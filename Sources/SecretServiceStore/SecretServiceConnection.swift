@@ -29,7 +29,7 @@ final class SecretServiceConnection {
         let bus = try bounded("connecting to the D-Bus session bus", classify: { error in
             let message = String(cString: error.pointee.message)
             g_error_free(error)
-            return StoreError(.unavailable, "no D-Bus session bus (\(message))",
+            return StoreError(.unavailable, "no D-Bus session bus: \(message)",
                               hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }) { cancellable, error in
             g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error)

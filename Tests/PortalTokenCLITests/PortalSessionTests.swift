@@ -255,6 +255,21 @@ struct PortalSessionTests {
         #expect(portal.server.requests.allSatisfy { $0.header("X-Portal-Trace-Id") != nil })
     }
 
+    @Test("the session is cached in the kernel keyring, and logout drops the copy", arguments: TestBackend.allCases)
+    func kernelKeyringCopy(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-cached").exitCode == 0)
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-cached\n")
+        let keys = try ProcessRunner.run("/usr/bin/keyctl", ["rlist", "@u"], timeout: 10)
+        let names = try keys.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { id in
+            try ProcessRunner.run("/usr/bin/keyctl", ["rdescribe", String(id)], timeout: 10).stdout
+        }
+        #expect(names.contains { $0.contains("portal-token:session:") })
+        #expect(try portal.git.portalToken(["logout"]).exitCode == 0)
+        #expect(try portal.git.portalToken(["get"]).exitCode == 1)
+        #expect(portal.hookRuns.isEmpty)
+    }
+
     @Test("an unreadable stored session is cleared with a warning that never shows it", arguments: [TestBackend.secretService])
     func unreadableSession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)

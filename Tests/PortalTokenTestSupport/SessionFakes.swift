@@ -95,26 +95,13 @@ public final class InMemoryTwoFactorStepStore: TwoFactorStepStore, Sendable {
     }
 }
 
-/// A sign-in's memory in this process; `isAvailable: false` acts as a kernel without keyrings.
-public final class InMemorySignInMemory: SignInMemory, Sendable {
-    private let entries = Mutex<[String: Secret]>([:])
-    public let isAvailable: Bool
-
-    public init(isAvailable: Bool = true) { self.isAvailable = isAvailable }
-
-    public var names: [String] { entries.withLock { Array($0.keys) } }
-
-    public func remember(_ payload: Secret, as name: String, lifetimeSeconds: Int) -> Bool {
-        guard isAvailable else { return false }
-        entries.withLock { $0[name] = payload }
-        return true
-    }
-
-    public func recall(_ name: String) -> Secret? { entries.withLock { $0[name] } }
-    public func forget(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
-    public func forgetAll(withPrefix prefix: String) {
-        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
-    }
+/// A secret cache that keeps nothing, as a kernel without keyrings.
+public final class ForgetfulSecretCache: SecretCache, Sendable {
+    public init() {}
+    public func read(_ name: String) -> Secret? { nil }
+    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {}
+    public func drop(_ name: String) {}
+    public func dropAll(withPrefix prefix: String) {}
 }
 
 /// A store whose writes fail while `failing` is set, and whose reads always work: a keyring
@@ -138,5 +125,21 @@ public final class WriteFailingSessionStore: SessionStore, Sendable {
 
     public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
         try base.deleteSession(authEnvironmentID: authEnvironmentID)
+    }
+}
+
+/// A secret cache in memory that records how long each entry was meant to live.
+public final class InMemorySecretCache: SecretCache, Sendable {
+    private let entries = Mutex<[String: (secret: Secret, seconds: Int)]>([:])
+    public init() {}
+    public var names: [String] { entries.withLock { Array($0.keys) } }
+    public func lifetime(of name: String) -> Int? { entries.withLock { $0[name]?.seconds } }
+    public func read(_ name: String) -> Secret? { entries.withLock { $0[name]?.secret } }
+    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {
+        entries.withLock { $0[name] = (secret, seconds) }
+    }
+    public func drop(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
+    public func dropAll(withPrefix prefix: String) {
+        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
     }
 }

@@ -92,21 +92,3 @@ public struct CombinedTwoFactorStepStore: TwoFactorStepStore {
         return fromPrimary || fromSecondary
     }
 }
-
-/// Where a sign-in keeps, for a short while and outside the store, a result it could not write:
-/// the session (or two-factor step) a grant was exchanged for, or the session a two-factor code
-/// was accepted for. Delivering the same redirect again, or running `verify-totp` again, then
-/// finishes the write without asking Portal a second time (wire contract §5.2, "pending
-/// persist"), which matters because Portal spends a grant and retires a `userJwt` on first use.
-///
-/// Entries are named by digests only and expire on their own. The production memory is the
-/// kernel user keyring: kernel memory, never written to disk or swap.
-public protocol SignInMemory {
-    /// Keeps `payload` under `name` for `lifetimeSeconds`; false when it could not (no kernel
-    /// keyring in this container, say), so the caller does not promise a redelivery will work.
-    func remember(_ payload: Secret, as name: String, lifetimeSeconds: Int) -> Bool
-    func recall(_ name: String) -> Secret?
-    func forget(_ name: String)
-    /// Forgets every entry whose name starts with `prefix` (sign-out).
-    func forgetAll(withPrefix prefix: String)
-}

@@ -98,13 +98,15 @@ public final class SignInService {
     private let steps: any TwoFactorStepStore
     private let sessionLock: any SessionLock
     private let signInLock: any SessionLock
-    private let memory: any SignInMemory
+    /// Where a result that could not be written waits (wire contract §5.2, "pending persist"):
+    /// the kernel user keyring in production, named by digests only, expiring on its own.
+    private let memory: any SecretCache
     private let now: () -> Int64
     private let trace: (String) -> Void
 
     public init(configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: any SessionStore,
                 steps: any TwoFactorStepStore, sessionLock: any SessionLock, signInLock: any SessionLock,
-                memory: any SignInMemory, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }) {
+                memory: any SecretCache, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }) {
         self.configuration = configuration
         self.client = client
         self.sessions = sessions
@@ -170,7 +172,7 @@ public final class SignInService {
             return .twoFactorRequired(step, enrollment: nil, notKept: nil, replayed: true)
         }
         let memoryName = exchangeMemoryName(digest)
-        if let kept = memory.recall(memoryName) {
+        if let kept = memory.read(memoryName) {
             if let session = PortalSession.decode(payload: kept, authEnvironmentID: authEnvironmentID) {
                 trace("redirect: finishing the write of a session Portal gave for this grant earlier; no request")
                 try persist(session, memoryName: memoryName, stage: .session)
@@ -182,7 +184,7 @@ public final class SignInService {
                 if let notKept { throw notKept }
                 return .twoFactorRequired(step, enrollment: nil, notKept: nil, replayed: true)
             }
-            memory.forget(memoryName)
+            memory.drop(memoryName)
         }
         trace("redirect: exchanging the grant at \(endpoint.endpoint.path)")
         switch try client.exchange(grant: grant, at: endpoint) {
@@ -203,15 +205,22 @@ public final class SignInService {
         }
     }
 
+    /// Keeps a result that could not be written; true when it can be read back (a kernel
+    /// without keyrings keeps nothing, and the caller must not promise a redelivery).
+    private func remember(_ payload: Secret, as name: String) -> Bool {
+        memory.store(payload, as: name, forSeconds: Self.keptResultLifetimeSeconds)
+        return memory.read(name) != nil
+    }
+
     /// Stores the step for `verify-totp`; on failure it waits in memory for a redelivery, and
     /// the refusal is returned for the caller to report or pass over.
     private func keep(_ step: PendingTwoFactor, memoryName: String) -> SignInError? {
         do {
             try steps.saveStep(step)
-            memory.forget(memoryName)
+            memory.drop(memoryName)
             return nil
         } catch {
-            let kept = memory.remember(step.payload, as: memoryName, lifetimeSeconds: Self.keptResultLifetimeSeconds)
+            let kept = remember(step.payload, as: memoryName)
             return .notStored(error, endUserID: step.endUserID, stage: .twoFactorStep, kept: kept)
         }
     }
@@ -222,11 +231,11 @@ public final class SignInService {
         do {
             try sessionLock.withLock { try sessions.saveSession(session) }
         } catch let error as StoreError {
-            let kept = memory.remember(session.payload, as: memoryName, lifetimeSeconds: Self.keptResultLifetimeSeconds)
+            let kept = remember(session.payload, as: memoryName)
             trace("storage: the session could not be written; \(kept ? "kept in memory for a redelivery" : "not kept")")
             throw SignInError.notStored(error, endUserID: session.endUserID, stage: stage, kept: kept)
         }
-        memory.forget(memoryName)
+        memory.drop(memoryName)
         // The session supersedes any step still waiting; a failure here leaves a step that
         // expires on its own.
         _ = try? steps.deleteStep(authEnvironmentID: authEnvironmentID)
@@ -241,7 +250,7 @@ public final class SignInService {
         guard let step = try steps.loadStep(authEnvironmentID: authEnvironmentID) else {
             throw SignInError.noPendingStep(authEnvironmentID: authEnvironmentID)
         }
-        if step.isExpired(at: now()), memory.recall(codeMemoryName(step)) == nil {
+        if step.isExpired(at: now()), memory.read(codeMemoryName(step)) == nil {
             _ = try? steps.deleteStep(authEnvironmentID: authEnvironmentID)
             throw SignInError.stepExpired(endUserID: step.endUserID)
         }
@@ -256,9 +265,9 @@ public final class SignInService {
 
     private func finishKept(_ step: PendingTwoFactor) throws -> PortalSession? {
         let memoryName = codeMemoryName(step)
-        guard let kept = memory.recall(memoryName) else { return nil }
+        guard let kept = memory.read(memoryName) else { return nil }
         guard let session = PortalSession.decode(payload: kept, authEnvironmentID: authEnvironmentID) else {
-            memory.forget(memoryName)
+            memory.drop(memoryName)
             return nil
         }
         trace("two-factor: finishing the write of the session Portal gave for an accepted code; no request")
@@ -287,8 +296,8 @@ public final class SignInService {
 
     /// Forgets everything a sign-in left behind besides the session: the waiting step and the
     /// results kept in memory. With the session gone too, a replayed grant reaches Portal.
-    public static func forget(authEnvironmentID: String, steps: any TwoFactorStepStore, memory: any SignInMemory) throws {
-        memory.forgetAll(withPrefix: memoryPrefix(authEnvironmentID: authEnvironmentID))
+    public static func forget(authEnvironmentID: String, steps: any TwoFactorStepStore, memory: any SecretCache) throws {
+        memory.dropAll(withPrefix: memoryPrefix(authEnvironmentID: authEnvironmentID))
         try steps.deleteStep(authEnvironmentID: authEnvironmentID)
     }
 }

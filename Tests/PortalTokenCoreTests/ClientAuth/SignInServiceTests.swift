@@ -134,10 +134,14 @@ struct SignInServiceTests {
         let portal = ScriptedPortal()
         let sessions = WriteFailingSessionStore()
         let steps = InMemoryTwoFactorStepStore()
-        let memory: InMemorySignInMemory
+        let memory: InMemorySecretCache
+        let forgetful: Bool
         var clock = SignInServiceTests.now
 
-        init(memoryAvailable: Bool = true) { memory = InMemorySignInMemory(isAvailable: memoryAvailable) }
+        init(memoryAvailable: Bool = true) {
+            memory = InMemorySecretCache()
+            forgetful = !memoryAvailable
+        }
 
         /// A new service over the same stores: what a second process would build.
         func service() throws -> SignInService {
@@ -145,7 +149,7 @@ struct SignInServiceTests {
                           client: ClientAuthClient(api: try ClientAuthFixture.api(redirectURL: SignInServiceTests.redirect),
                                                    transport: portal.transport),
                           sessions: sessions, steps: steps, sessionLock: InProcessSessionLock(), signInLock: InProcessSessionLock(),
-                          memory: memory, now: { [unowned self] in clock })
+                          memory: forgetful ? ForgetfulSecretCache() : memory, now: { [unowned self] in clock })
         }
 
         var stored: PortalSession? {

@@ -1,0 +1,119 @@
+/// A session store with a short-lived copy of the session in a secret cache (the kernel user
+/// keyring), so that `portal-token get` and `api` in a script loop do not ask the keyring daemon
+/// or derive a file key every time.
+///
+/// - The copy is served only while the session may be handed out without asking Portal
+///   (`decision == .handOut`); otherwise the store is read.
+/// - It expires by itself at the session's `expiresAt`, or after `timeoutSeconds`, whichever is
+///   first.
+/// - Every change goes through here under the session lock: a save replaces the copy, a delete
+///   drops it first. A miss fills the copy under the lock too, so a fill can never resurrect a
+///   session another process has just removed.
+/// - The store itself is built only on a miss: a hit costs no D-Bus connection and no unlock.
+public final class CachedSessionStore: SessionStore {
+    private let cache: any SecretCache
+    private let lock: any SessionLock
+    private let scope: String
+    private let timeoutSeconds: Int
+    private let now: () -> Int64
+    private let makeStore: () throws -> any SessionStore
+    private var builtStore: (any SessionStore)?
+
+    /// - Parameters:
+    ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
+    ///     never share a copy.
+    ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
+    public init(cache: any SecretCache, lock: any SessionLock, scope: String, timeoutSeconds: Int,
+                now: @escaping () -> Int64, store: @escaping () throws -> any SessionStore) {
+        self.cache = cache
+        self.lock = lock
+        self.scope = scope
+        self.timeoutSeconds = timeoutSeconds
+        self.now = now
+        self.makeStore = store
+    }
+
+    private func store() throws(StoreError) -> any SessionStore {
+        if let builtStore { return builtStore }
+        do {
+            let store = try makeStore()
+            builtStore = store
+            return store
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session store could not be opened (\(type(of: error)))")
+        }
+    }
+
+    /// The cache entry's name: a recognisable prefix and a digest of the scope and environment.
+    func name(for authEnvironmentID: String) -> String {
+        "portal-token:session:" + FNV1a.hex(scope + "\u{0}" + authEnvironmentID)
+    }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        if timeoutSeconds > 0, let copy = cache.read(name(for: authEnvironmentID)),
+           let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
+           session.decision(at: now()) == .handOut {
+            return .present(session)
+        }
+        let stored = try store().loadSession(authEnvironmentID: authEnvironmentID)
+        if timeoutSeconds > 0, case .present = stored {
+            try withLock { () throws(StoreError) in
+                // Read again under the lock: the copy must be of what is stored now.
+                if case .present(let current) = try store().loadSession(authEnvironmentID: authEnvironmentID) {
+                    keep(current)
+                }
+            }
+        }
+        return stored
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        try withLock { () throws(StoreError) in
+            cache.drop(name(for: session.authEnvironmentID))
+            try store().saveSession(session)
+            keep(session)
+        }
+    }
+
+    @discardableResult
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        try withLock { () throws(StoreError) -> Bool in
+            cache.drop(name(for: authEnvironmentID))
+            return try store().deleteSession(authEnvironmentID: authEnvironmentID)
+        }
+    }
+
+    private func keep(_ session: PortalSession) {
+        guard timeoutSeconds > 0, let expiresAt = session.expiresAt else { return }
+        let remaining = expiresAt - now()
+        guard remaining > 0 else { return }
+        cache.store(session.payload, as: name(for: session.authEnvironmentID),
+                    forSeconds: Int(min(remaining, Int64(timeoutSeconds))))
+    }
+
+    private func withLock<Result>(_ body: () throws(StoreError) -> Result) throws(StoreError) -> Result {
+        do {
+            return try lock.withLock { try body() }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session lock failed (\(type(of: error)))")
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: names cache entries after values that need not show (a file path); not a
+/// security measure.
+enum FNV1a {
+    static func hex(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
+    }
+}
