@@ -120,6 +120,20 @@ struct SignInTests {
         Self.expectClean(harness)
     }
 
+    @Test("a sign-in replaces the session that get was handing out from its kernel-keyring copy", arguments: TestBackend.allCases)
+    func signInReplacesCachedSession(backend: TestBackend) throws {
+        let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
+        harness.portal.server.registerLiveToken("token-before")
+        #expect(try harness.portal.adopt(token: "token-before", endUserID: "user-before").exitCode == 0)
+        #expect(try harness.run(["get"]).stdout == "token-before\n")
+        let grant = harness.auth.issueGrant(method: .google)
+        #expect(try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)]).exitCode == 0)
+        #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens[0] + "\n")
+        #expect(try harness.run(["status"]).stdout.contains("signed in as end-user-1"))
+        #expect(try harness.run(["logout"]).exitCode == 0)
+        #expect(try harness.run(["get"]).exitCode == 1)
+    }
+
     @Test("two deliveries of one URL at the same moment exchange it once", arguments: TestBackend.allCases)
     func concurrentDeliveries(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
