@@ -34,3 +34,36 @@ public struct EncryptedFileSessionStore: SessionStore {
         }
     }
 }
+
+/// A waiting two-factor step in the encrypted file: one record per auth environment, named
+/// `portal-two-factor:<environment>`, beside the session record.
+public struct EncryptedFileTwoFactorStepStore: TwoFactorStepStore {
+    public let file: EncryptedFileStore
+
+    public init(_ file: EncryptedFileStore) {
+        self.file = file
+    }
+
+    static func recordName(_ authEnvironmentID: String) -> String { "portal-two-factor:\(authEnvironmentID)" }
+
+    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
+        guard let payload = try file.record(named: Self.recordName(authEnvironmentID)) else { return nil }
+        return PendingTwoFactor.decode(payload: Secret(payload), authEnvironmentID: authEnvironmentID)
+    }
+
+    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
+        let payload = step.payload.text
+        try file.withRecords { records throws(StoreError) in
+            records[Self.recordName(step.authEnvironmentID)] = payload
+        }
+    }
+
+    @discardableResult
+    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
+        // Reading first spares a rewrite (and a passphrase) when there is nothing to delete.
+        guard try file.record(named: Self.recordName(authEnvironmentID)) != nil else { return false }
+        return try file.withRecords { records throws(StoreError) in
+            records.removeValue(forKey: Self.recordName(authEnvironmentID)) != nil
+        }
+    }
+}

@@ -51,6 +51,31 @@ public struct KernelKeyring: SecretCache {
         if id > 0 { drop(key_serial_t(id)) }
     }
 
+    public func dropAll(withPrefix prefix: String) {
+        for (id, name) in userKeys() where name.hasPrefix(prefix) { drop(id) }
+    }
+
+    /// The `user` keys linked in the user keyring, with their names.
+    func userKeys() -> [(key_serial_t, String)] {
+        var buffer: UnsafeMutableRawPointer?
+        let length = keyctl_read_alloc(KEY_SPEC_USER_KEYRING, &buffer)
+        guard let buffer else { return [] }
+        defer { free(buffer) }
+        guard length > 0 else { return [] }
+        let ids = UnsafeRawBufferPointer(start: buffer, count: Int(length)).bindMemory(to: key_serial_t.self)
+        var keys: [(key_serial_t, String)] = []
+        for id in ids {
+            var text: UnsafeMutablePointer<CChar>?
+            guard keyctl_describe_alloc(id, &text) >= 0, let text else { continue }
+            defer { free(text) }
+            // "type;uid;gid;perm;description": the description may itself hold ';'.
+            let fields = String(cString: text).split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+            guard fields.count == 5, fields[0] == "user" else { continue }
+            keys.append((id, String(fields[4])))
+        }
+        return keys
+    }
+
     private func drop(_ id: key_serial_t) {
         if keyctl_invalidate(id) != 0 { _ = keyctl_unlink(id, KEY_SPEC_USER_KEYRING) }
     }

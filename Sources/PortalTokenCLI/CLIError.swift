@@ -1,3 +1,4 @@
+import LoopbackRedirectListener
 import PortalTokenCore
 
 /// Exit codes of product contract §4.
@@ -10,6 +11,9 @@ public enum ExitCode: Int32, Sendable {
     case network = 5
     case rejected = 6
     case notARedirect = 7
+    /// Stopped by Ctrl-C (SIGINT) or SIGTERM while waiting for a sign-in, as a shell reports a
+    /// command killed by SIGINT: 128 + 2.
+    case interrupted = 130
 }
 
 /// An error on its way to the one funnel that prints it and picks the exit code.
@@ -54,6 +58,26 @@ extension CLIError {
         case let error as ClientAuthError:
             // The core names the product's exit code (2, 5 or 6) for each sign-in error.
             self.init(error.message, hint: error.hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
+        case let error as SignInError:
+            let code: ExitCode
+            switch error {
+            case .notARedirect: code = .notARedirect
+            case .notStored: code = .storage
+            case .noPendingStep: code = .notSignedIn
+            case .stepExpired: code = .rejected
+            }
+            self.init(error.message, hint: error.hint, exitCode: code)
+        case let error as LoopbackRedirectListener.ListenerError:
+            let code: ExitCode
+            switch error {
+            // The redirect URL names a port this machine cannot listen on: a configuration to change.
+            case .cannotListen: code = .usage
+            // The browser never came back: still not signed in.
+            case .timedOut: code = .notSignedIn
+            case .interrupted: code = .interrupted
+            case .socketFailure: code = .network
+            }
+            self.init(error.message, hint: error.hint, exitCode: code)
         case let error as CredentialProtocolError:
             self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
         default:

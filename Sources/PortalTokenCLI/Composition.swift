@@ -95,31 +95,92 @@ enum Composition {
             warn: { streams.printError("portal-token: warning: \($0)") })
     }
 
-    /// The Portal session of the configured auth environment, with the libcurl transport, the
-    /// host gate of the configured API, the session lock and the user's hook.
-    static func sessionService(for context: Context) throws -> SessionService {
-        let environmentID = try context.authEnvironmentID()
-        let apiBase = try context.apiBase()
-        let timeout = try keyringTimeout(context.settings)
-        let hook = SessionHook(context: context)
-        let lock = SessionFileLock(context: context, timeoutMilliseconds: max(timeout, 1000))
+    /// The lock around each change to a stored session, shared by everything that changes one
+    /// in this process (it is reentrant).
+    static func sessionLock(for context: Context) throws -> SessionFileLock {
+        SessionFileLock(context: context, timeoutMilliseconds: max(try keyringTimeout(context.settings), 1000))
+    }
+
+    /// The backend's session store behind a short-lived copy in the kernel keyring. Every
+    /// change to a session, a sign-in's included, goes through it, so the copy never outlives
+    /// what is stored.
+    static func cachedSessionStore(for context: Context, lock: SessionFileLock) throws -> CachedSessionStore {
         // The store behind the cache: which backend was asked for, which file and which bus.
         let scope = [
             try requestedBackend(context.settings).rawValue,
             (try? storeFilePath(context)) ?? "",
             context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
         ].joined(separator: "\u{0}")
-        let store = CachedSessionStore(
+        return CachedSessionStore(
             cache: KernelKeyring(), lock: lock, scope: scope,
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             now: context.now, store: { try sessionStore(for: context) })
+    }
+
+    /// The Portal session of the configured auth environment, with the libcurl transport, the
+    /// host gate of the configured API, the session lock and the user's hook.
+    static func sessionService(for context: Context) throws -> SessionService {
+        let environmentID = try context.authEnvironmentID()
+        let apiBase = try context.apiBase()
+        let hook = SessionHook(context: context)
+        let lock = try sessionLock(for: context)
         return SessionService(
-            authEnvironmentID: environmentID, apiBase: apiBase, store: store, lock: lock,
-            transport: CurlTransport(options: try HTTPTransportOptions(settings: context.settings)),
+            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context, lock: lock), lock: lock,
+            transport: try transport(for: context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run,
             warn: { context.streams.printError("portal-token: warning: \($0)") },
             now: context.now)
+    }
+
+    /// libcurl with the configured bounds; every request named in the trace when it is on.
+    static func transport(for context: Context) throws -> any HTTPTransport {
+        let curl = CurlTransport(options: try HTTPTransportOptions(settings: context.settings))
+        return context.isTracing ? TracingTransport(curl, trace: context.trace) : curl
+    }
+
+    // MARK: Sign-in
+
+    /// The Client Auth client for the configured environment and API host (wire contract §1).
+    static func clientAuthClient(for context: Context, configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+        let apiBase = try context.apiBase()
+        let api = ClientAuthAPI(configuration: configuration, apiBase: apiBase,
+                                builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
+        return ClientAuthClient(api: api, transport: try transport(for: context))
+    }
+
+    /// Where a waiting two-factor step is kept: beside the session, in the same backend.
+    static func twoFactorStepStore(for context: Context) throws -> any TwoFactorStepStore {
+        let choice = try context.backendChoice()
+        switch choice.backend {
+        case .file:
+            return EncryptedFileTwoFactorStepStore(try context.fileStore())
+        case .secretService:
+            let keyring = SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                                          allowPrompt: context.allowPrompt)
+            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
+            return CombinedTwoFactorStepStore(primary: keyring, secondary: EncryptedFileTwoFactorStepStore(try context.fileStore()))
+        }
+    }
+
+    /// Held around a whole grant exchange or code check, the request included: long enough to
+    /// wait for another process's exchange to finish, bounded like every other lock.
+    static func signInLock(for context: Context) throws -> SessionFileLock {
+        let http = try HTTPTransportOptions(settings: context.settings)
+        let wait = http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout(context.settings))
+        return SessionFileLock(context: context, timeoutMilliseconds: wait, name: "sign-in.lock")
+    }
+
+    /// Completing a sign-in for the configured environment: its client, the session and step
+    /// stores of the backend in use, the locks, and the kernel keyring for results that could
+    /// not be written.
+    static func signInService(for context: Context, configuration: ClientAuthConfiguration) throws -> SignInService {
+        let lock = try sessionLock(for: context)
+        return SignInService(
+            configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
+            sessions: try cachedSessionStore(for: context, lock: lock), steps: try twoFactorStepStore(for: context),
+            sessionLock: lock, signInLock: try signInLock(for: context), memory: KernelKeyring(),
+            now: context.now, trace: context.trace)
     }
 }

@@ -21,6 +21,17 @@ final class Context {
     /// A keyring may prompt to unlock only when a person is at a terminal.
     var allowPrompt: Bool { streams.inputIsTerminal || streams.errorIsTerminal }
 
+    /// Whether `--verbose` or `PORTAL_TOKEN_TRACE` asked for the debug trace.
+    var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
+
+    /// The debug trace, on stderr: a line per step, every secret left out by the callers (they
+    /// pass paths, statuses, end users and reasons, never a value).
+    var trace: @Sendable (String) -> Void {
+        guard isTracing else { return { _ in } }
+        let streams = self.streams
+        return { streams.printError("portal-token: trace: \($0)") }
+    }
+
     func now() -> Int64 { Int64(time(nil)) }
 
     private var cachedCredentialStore: (any CredentialStore)?

@@ -81,7 +81,9 @@ struct PassphraseSource {
 }
 
 /// A question on the controlling terminal with echo off, as getpass(3) asks but with the
-/// terminal restored even when the user presses Ctrl-C.
+/// terminal restored even when the user presses Ctrl-C. Also where a sign-in shows what only
+/// the person at the terminal may see (a two-factor enrollment), never stderr, which may be a
+/// log file.
 struct TerminalPrompt {
     private let descriptor: Int32
 
@@ -90,20 +92,22 @@ struct TerminalPrompt {
         if descriptor < 0 { return nil }
     }
 
+    func close() { _ = Glibc.close(descriptor) }
+
     func ask(for purpose: PassphrasePurpose, storePath: String) throws(StoreError) -> Passphrase {
-        defer { close(descriptor) }
+        defer { close() }
         let origin = "the terminal"
         switch purpose {
         case .unlock:
-            let answer = try read(prompt: "Passphrase for the portal-token store \(storePath): ")
+            let answer = read(prompt: "Passphrase for the portal-token store \(storePath): ")
             return Passphrase(answer, origin: origin)
         case .create:
             say("Creating the encrypted store \(storePath).\n")
-            let first = try read(prompt: "New passphrase: ")
+            let first = read(prompt: "New passphrase: ")
             guard !first.isEmpty else {
                 throw StoreError(.locked, "no passphrase was given", hint: "an empty passphrase would not protect the store")
             }
-            let second = try read(prompt: "Repeat it: ")
+            let second = read(prompt: "Repeat it: ")
             guard first == second else {
                 throw StoreError(.locked, "the two passphrases differ", hint: "run the command again and type the same passphrase twice")
             }
@@ -111,13 +115,18 @@ struct TerminalPrompt {
         }
     }
 
-    private func say(_ text: String) {
+    func say(_ text: String) {
         var bytes = Array(text.utf8)
         _ = write(descriptor, &bytes, bytes.count)
     }
 
-    private func read(prompt: String) throws(StoreError) -> Secret {
-        say(prompt)
+    /// Writes a secret to the terminal (a QR code, an enrollment secret) and wipes the copy.
+    func show(_ secret: Secret) {
+        secret.withBytes { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
+    }
+
+    /// One line typed with echo off, without its line ending.
+    func read(prompt: String) -> Secret {
         var saved = termios()
         let isTerminal = tcgetattr(descriptor, &saved) == 0
         if isTerminal {
@@ -126,6 +135,9 @@ struct TerminalPrompt {
             terminalRestore.save(descriptor: descriptor, settings: saved)
             tcsetattr(descriptor, TCSAFLUSH, &quiet)
         }
+        // Asked only once echo is off and earlier keystrokes are flushed: whatever is typed
+        // after the question appears is kept.
+        say(prompt)
         defer {
             if isTerminal {
                 tcsetattr(descriptor, TCSAFLUSH, &saved)

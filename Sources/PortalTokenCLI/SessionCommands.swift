@@ -1,7 +1,10 @@
 import Glibc
+import KernelKeyring
 import PortalTokenCore
 
+/// Follows a command's own text, after the blank line that separates them.
 private let sessionSettings = """
+
     Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
     """
 
@@ -67,13 +70,26 @@ struct LogoutCommand: Command {
     static let name = "logout"
     static let summary = "Delete the stored Portal session (never runs the hook)"
     static let usage = "portal-token logout"
-    static let details = sessionSettings
+    static let details = """
+        Also forgets what sign-ins left behind: a waiting two-factor step, and the memory of
+        redirects already exchanged, so a sign-in link opened again goes to Portal (which
+        refuses a spent one).
+
+        """ + sessionSettings
 
     init(arguments: inout ArgumentReader) throws(CLIError) {}
 
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
-        if try Composition.sessionService(for: context).remove() {
+        let sessions = try Composition.sessionService(for: context)
+        let steps = try Composition.twoFactorStepStore(for: context)
+        // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
+        let removed = try Composition.signInLock(for: context).withLock {
+            let removed = try sessions.remove()
+            try SignInService.forget(authEnvironmentID: environmentID, steps: steps, memory: KernelKeyring())
+            return removed
+        }
+        if removed {
             context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
         } else {
             context.streams.printError("portal-token: no session was stored for environment '\(environmentID)'")

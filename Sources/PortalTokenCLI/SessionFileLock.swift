@@ -6,19 +6,23 @@ import PortalTokenCore
 /// `$XDG_STATE_HOME/portal-token` where there is no runtime directory. Waiting is bounded: a lock
 /// held past the bound is a storage failure (exit 4), never a hang. It is reentrant within the
 /// process: a change made under the lock may call code that takes it again.
+///
+/// `sessions.lock` guards each change to a stored session. `sign-in.lock` is held around a
+/// whole grant exchange or code check, request included, so the same redirect delivered twice
+/// at once is exchanged once; it is always taken before `sessions.lock`, never inside it.
 final class SessionFileLock: SessionLock {
     let path: String
     let timeoutMilliseconds: Int
     private var depth = 0
 
-    init(context: Context, timeoutMilliseconds: Int) {
+    init(context: Context, timeoutMilliseconds: Int, name: String = "sessions.lock") {
         let directory: String
         if let runtime = context.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), access(runtime, W_OK) == 0 {
             directory = runtime + "/portal-token"
         } else {
             directory = context.xdgDirectory("XDG_STATE_HOME", default: ".local/state") + "/portal-token"
         }
-        path = directory + "/sessions.lock"
+        path = directory + "/" + name
         self.timeoutMilliseconds = timeoutMilliseconds
     }
 
@@ -36,7 +40,7 @@ final class SessionFileLock: SessionLock {
                 throw StoreError(.failed, "cannot lock \(path): \(String(cString: strerror(errno)))")
             }
             guard waited < timeoutMilliseconds else {
-                throw StoreError(.timedOut, "another portal-token process held the session lock for more than \(timeoutMilliseconds) ms",
+                throw StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
                                  hint: "try again; if it persists, look for a stuck portal-token process")
             }
             usleep(5000)

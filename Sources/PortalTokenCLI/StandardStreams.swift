@@ -54,4 +54,20 @@ public struct StandardStreams: Sendable {
 
     public func print(_ text: String) { write(Array((text + "\n").utf8), to: output) }
     public func printError(_ text: String) { write(Array((text + "\n").utf8), to: error) }
+
+    /// One line from stdin, without its line ending, at most `limit` bytes (the rest of a
+    /// longer line is not read). The caller wipes it.
+    public func readLine(limit: Int) -> [UInt8] {
+        var line: [UInt8] = []
+        var byte: UInt8 = 0
+        while line.count < limit {
+            let count = read(input, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") { break }
+            line.append(byte)
+        }
+        byte = 0
+        if line.last == UInt8(ascii: "\r") { line.removeLast() }
+        return line
+    }
 }

@@ -270,3 +270,37 @@ public enum TraceID {
         return true
     }
 }
+
+/// Names each request and its status in the debug trace (`--verbose`, `PORTAL_TOKEN_TRACE`):
+/// the method, the host and the path, never the query, a header value or a body.
+public struct TracingTransport: HTTPTransport {
+    public let base: any HTTPTransport
+    public let trace: @Sendable (String) -> Void
+
+    public init(_ base: any HTTPTransport, trace: @escaping @Sendable (String) -> Void) {
+        self.base = base
+        self.trace = trace
+    }
+
+    public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let target = Self.hostAndPath(request.url)
+        do {
+            let response = try base.send(request)
+            trace("http: \(request.method) \(target) -> HTTP \(response.status)")
+            return response
+        } catch {
+            trace("http: \(request.method) \(target) failed: \(error.message)")
+            throw error
+        }
+    }
+
+    /// `host[:port]/path`, the query and fragment cut off; the scheme and any userinfo dropped.
+    static func hostAndPath(_ url: String) -> String {
+        var rest = Substring(url)
+        if let separator = rest.firstByteRange(of: "://") { rest = rest[separator.upperBound...] }
+        rest = rest.prefix { $0 != "?" && $0 != "#" }
+        let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+        if let at = rest[..<authorityEnd].lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        return String(rest)
+    }
+}

@@ -15,13 +15,19 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     public var issuedAt: Int64?
     /// Unix seconds of the last request Portal is known to have accepted.
     public var lastActivityAt: Int64?
+    /// For a session that a sign-in produced: the digest of the grant it was exchanged for
+    /// (`GrantDigest`), never the grant itself. The same redirect delivered again resolves to
+    /// this session without a second exchange while it is stored (wire contract §5.2).
+    public var grantDigest: String?
 
-    public init(token: Secret, endUserID: String, authEnvironmentID: String, issuedAt: Int64?, lastActivityAt: Int64?) {
+    public init(token: Secret, endUserID: String, authEnvironmentID: String, issuedAt: Int64?, lastActivityAt: Int64?,
+                grantDigest: String? = nil) {
         self.token = token
         self.endUserID = endUserID
         self.authEnvironmentID = authEnvironmentID
         self.issuedAt = issuedAt
         self.lastActivityAt = lastActivityAt
+        self.grantDigest = grantDigest
     }
 
     /// When the 7-day cap ends the session, if the issue time is known.
@@ -47,7 +53,8 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     // MARK: Stored payload
 
     /// The secret stored in the keyring or file: the two keys Portal's mobile SDKs persist, plus
-    /// the timing fields as Unix seconds. Keys are sorted, as the SDKs write them.
+    /// the timing fields as Unix seconds and the sign-in's `grantDigest` when there is one. Keys
+    /// are sorted, as the SDKs write them; readers ignore the keys they do not know.
     public var payload: Secret {
         var members: [String: JSONValue] = [
             "clientSessionToken": .string(token.text),
@@ -55,6 +62,7 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
         ]
         if let issuedAt { members["issuedAt"] = .int(issuedAt) }
         if let lastActivityAt { members["lastActivityAt"] = .int(lastActivityAt) }
+        if let grantDigest { members["grantDigest"] = .string(grantDigest) }
         return Secret(JSONValue.object(members).serialized)
     }
 
@@ -70,7 +78,8 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
             return nil
         }
         return PortalSession(token: Secret(token), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                             issuedAt: value["issuedAt"]?.int64Value, lastActivityAt: value["lastActivityAt"]?.int64Value)
+                             issuedAt: value["issuedAt"]?.int64Value, lastActivityAt: value["lastActivityAt"]?.int64Value,
+                             grantDigest: value["grantDigest"]?.stringValue)
     }
 }
 

@@ -5,4 +5,6 @@ public protocol SecretCache {
     /// Keeps `secret` under `name` for `seconds`, replacing an entry of the same name.
     func store(_ secret: Secret, as name: String, forSeconds seconds: Int)
     func drop(_ name: String)
+    /// Drops every entry whose name starts with `prefix` (what a sign-out forgets).
+    func dropAll(withPrefix prefix: String)
 }

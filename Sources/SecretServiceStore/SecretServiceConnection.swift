@@ -32,7 +32,7 @@ final class SecretServiceConnection {
         let bus = try bounded("connecting to the D-Bus session bus", classify: { error in
             let message = String(cString: error.pointee.message)
             lib.errorFree(error)
-            return StoreError(.unavailable, "no D-Bus session bus (\(message))",
+            return StoreError(.unavailable, "no D-Bus session bus: \(message)",
                               hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }) { cancellable, error in
             lib.busGetSync(G_BUS_TYPE_SESSION, cancellable, &error)

@@ -61,3 +61,59 @@ public final class SecretServiceSessionStore: SessionStore {
         return !sessions.isEmpty
     }
 }
+
+/// A waiting two-factor step in the Secret Service: an item of its own schema,
+/// `io.portalhq.PortalToken.PendingTwoFactor`, with the attribute `auth-environment-id`, in the
+/// default collection. The secret is the step's JSON payload (`PendingTwoFactor`).
+public final class SecretServiceTwoFactorStepStore: TwoFactorStepStore {
+    public static let schemaName = "io.portalhq.PortalToken.PendingTwoFactor"
+
+    private let connection: SecretServiceConnection
+
+    public init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
+        connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: allowPrompt)
+    }
+
+    nonisolated(unsafe) private static let schema = makeSchema(name: schemaName, attributes: [
+        ("auth-environment-id", SECRET_SCHEMA_ATTRIBUTE_STRING),
+    ])
+
+    private func items(for authEnvironmentID: String, loadSecrets: Bool, while operation: String) throws(StoreError) -> (ItemList, [FoundItem]) {
+        let found = try connection.search([("auth-environment-id", authEnvironmentID)], loadSecrets: loadSecrets, while: operation)
+        let steps = found.items.filter { $0.schemaName == Self.schemaName }
+        return (found, steps.sorted { $0.order > $1.order })
+    }
+
+    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
+        let (list, steps) = try items(for: authEnvironmentID, loadSecrets: true, while: "reading the two-factor step")
+        defer { withExtendedLifetime(list) {} }
+        guard let newest = steps.first else {
+            try connection.ensureDefaultCollectionIsNotLocked()
+            return nil
+        }
+        guard let payload = newest.secret else { throw connection.lockedError() }
+        return PendingTwoFactor.decode(payload: payload, authEnvironmentID: authEnvironmentID)
+    }
+
+    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
+        let collection = try connection.unlockedDefaultCollection()
+        let (list, previous) = try items(for: step.authEnvironmentID, loadSecrets: false, while: "storing the two-factor step")
+        defer { withExtendedLifetime(list) {} }
+        let created = try connection.create(
+            in: collection, schema: Self.schema, attributes: [("auth-environment-id", step.authEnvironmentID)],
+            label: "Portal two-factor sign-in step (\(step.authEnvironmentID))",
+            secret: step.payload, while: "storing the two-factor step")
+        for item in previous where item.objectPath != created {
+            try connection.delete(item, while: "replacing the previous two-factor step")
+        }
+    }
+
+    @discardableResult
+    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
+        let (list, steps) = try items(for: authEnvironmentID, loadSecrets: false, while: "removing the two-factor step")
+        defer { withExtendedLifetime(list) {} }
+        if steps.contains(where: \.isLocked) { throw connection.lockedError() }
+        for item in steps { try connection.delete(item, while: "removing the two-factor step") }
+        return !steps.isEmpty
+    }
+}

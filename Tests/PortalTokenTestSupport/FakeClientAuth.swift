@@ -116,6 +116,9 @@ public final class FakeClientAuth: Sendable {
         var sentLinks: [SentLink] = []
         var exchanges = 0
         var counter = 0
+        var issuedTokens: [String] = []
+        var issuedUserJWTs: [String] = []
+        var exchangeHook: (@Sendable () -> Void)?
     }
 
     public let server: FakePortalServer
@@ -147,6 +150,21 @@ public final class FakeClientAuth: Sendable {
 
     /// How many grant exchanges Portal answered with a session or a two-factor step.
     public var acceptedExchanges: Int { state.withLock { $0.exchanges } }
+
+    /// Every session token and `userJwt` this fake handed out, for canary checks.
+    public var issuedTokens: [String] { state.withLock { $0.issuedTokens } }
+    public var issuedUserJWTs: [String] { state.withLock { $0.issuedUserJWTs } }
+
+    /// Runs `hook` after a grant is accepted and spent, before the answer leaves: a test can
+    /// make the client's store fail between the exchange and its write.
+    public func onAcceptedExchange(_ hook: (@Sendable () -> Void)?) {
+        state.withLock { $0.exchangeHook = hook }
+    }
+
+    /// Spends a grant as if another client had exchanged it.
+    public func spend(_ grant: String) {
+        state.withLock { $0.grants[grant]?.spent = true }
+    }
 
     /// Issues a grant as if the user had signed in with `method`, and returns it; for tests that
     /// deliver a redirect themselves.
@@ -329,12 +347,14 @@ public final class FakeClientAuth: Sendable {
             if endUser.totpCode != nil {
                 let jwt = Self.userJWT(endUserID: endUser.id, environmentID: options.authEnvironmentID)
                 state.pending[jwt] = PendingTOTP(endUser: endUser)
+                state.issuedUserJWTs.append(jwt)
                 let link = endUser.enrolling
                     ? #","totpLink":"otpauth://totp/Portal:\#(endUser.id)?secret=\#(Self.enrollmentSecret)&issuer=Portal""# : ""
                 return .json(200, #"{"data":{"endUserId":"\#(endUser.id)","userJwt":"\#(jwt)"\#(link)}}"#)
             }
             return .json(200, "")
         }
+        if result.status == 200, let hook = state.withLock({ $0.exchangeHook }) { hook() }
         guard result.status == 200, result.body.isEmpty else { return result }
         // A session: the token is minted and made live for /clients/me.
         let endUser = state.withLock { $0.grants[token]!.endUser }
@@ -362,6 +382,7 @@ public final class FakeClientAuth: Sendable {
     private func session(for endUser: EndUser, includeEndUser: Bool) -> FakePortalServer.Response {
         let token = "session-\(Self.randomHex(16))"
         server.registerLiveToken(token, clientID: endUser.clientID)
+        state.withLock { $0.issuedTokens.append(token) }
         let endUserField = includeEndUser ? #""endUserId":"\#(endUser.id)","# : ""
         return .json(200, #"{"data":{\#(endUserField)"clientId":"\#(endUser.clientID)","clientSessionToken":"\#(token)","isAccountAbstracted":false}}"#)
     }
@@ -464,6 +485,31 @@ public enum SimulatedBrowser {
             return HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         return Page(status: status, headers: headers, body: String(text[split.upperBound...]))
+    }
+
+    /// A socket listening on 127.0.0.1:`port`, as another program holding the port; close it.
+    public static func listen(port: UInt16) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(descriptor, 1) == 0 else {
+            let number = errno
+            close(descriptor)
+            throw FakeServerError("browser: cannot listen on the port", number)
+        }
+        return descriptor
+    }
+
+    /// Whether nothing listens on 127.0.0.1:`port` any more.
+    public static func canBind(port: UInt16) throws -> Bool {
+        guard let descriptor = try? listen(port: port) else { return false }
+        close(descriptor)
+        return true
     }
 
     /// Opens a provider's authorize URL and returns where the provider sends the browser: the

@@ -80,6 +80,7 @@ public final class PrivateKeyring {
     }
 
     public func stopKeyring() { if let pid = keyringPID { kill(pid, SIGSTOP) } }
+    public func continueKeyring() { if let pid = keyringPID { kill(pid, SIGCONT) } }
 
     deinit {
         if let keyringPID {

@@ -69,6 +69,65 @@ public final class Locked<Value: Sendable>: Sendable {
     public func update<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
 }
 
+/// Two-factor steps in memory, with the same semantics as the real stores.
+public final class InMemoryTwoFactorStepStore: TwoFactorStepStore, Sendable {
+    private let state = Mutex<[String: PendingTwoFactor]>([:])
+    /// When set, every operation fails with it.
+    public let failure = Mutex<StoreError?>(nil)
+    /// When set, saving fails with it (reads and deletes work).
+    public let saveFailure = Mutex<StoreError?>(nil)
+
+    public init() {}
+
+    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0[authEnvironmentID] }
+    }
+
+    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
+        if let error = failure.withLock({ $0 }) ?? saveFailure.withLock({ $0 }) { throw error }
+        state.withLock { $0[step.authEnvironmentID] = step }
+    }
+
+    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
+        if let error = failure.withLock({ $0 }) { throw error }
+        return state.withLock { $0.removeValue(forKey: authEnvironmentID) != nil }
+    }
+}
+
+/// A secret cache that keeps nothing, as a kernel without keyrings.
+public final class ForgetfulSecretCache: SecretCache, Sendable {
+    public init() {}
+    public func read(_ name: String) -> Secret? { nil }
+    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {}
+    public func drop(_ name: String) {}
+    public func dropAll(withPrefix prefix: String) {}
+}
+
+/// A store whose writes fail while `failing` is set, and whose reads always work: a keyring
+/// that locks between the read and the write.
+public final class WriteFailingSessionStore: SessionStore, Sendable {
+    public let base = InMemorySessionStore()
+    public let failing = Mutex<Bool>(false)
+    public let writes = Mutex<Int>(0)
+
+    public init() {}
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        try base.loadSession(authEnvironmentID: authEnvironmentID)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        writes.withLock { $0 += 1 }
+        if failing.withLock({ $0 }) { throw StoreError(.locked, "keyring 'Login' is locked", hint: "unlock it") }
+        try base.saveSession(session)
+    }
+
+    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+        try base.deleteSession(authEnvironmentID: authEnvironmentID)
+    }
+}
+
 /// A secret cache in memory that records how long each entry was meant to live.
 public final class InMemorySecretCache: SecretCache, Sendable {
     private let entries = Mutex<[String: (secret: Secret, seconds: Int)]>([:])
@@ -80,4 +139,7 @@ public final class InMemorySecretCache: SecretCache, Sendable {
         entries.withLock { $0[name] = (secret, seconds) }
     }
     public func drop(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
+    public func dropAll(withPrefix prefix: String) {
+        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
+    }
 }

@@ -12,8 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-swift build -c release --static-swift-stdlib >&2
-binary=$PWD/.build/release/portal-token
+binary=$(contrib/build-release.sh)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,0 +1,302 @@
+import Glibc
+import LoopbackRedirectListener
+import PortalTokenCore
+
+/// Follows a command's own text, after the blank line that separates them.
+private let redirectSettings = """
+
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
+    --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
+    (PORTAL_ACCOUNT_ABSTRACTED).
+    """
+
+private let loginSettings = """
+
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
+    --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
+    (PORTAL_ACCOUNT_ABSTRACTED); for --email also PORTAL_MAGIC_LINK_FROM_EMAIL and
+    PORTAL_MAGIC_LINK_TEMPLATE_ID.
+    """
+
+/// The Client Auth settings, checked before anything is sent.
+private func signInConfiguration(_ context: Context) throws -> ClientAuthConfiguration {
+    try ClientAuthConfiguration(settings: context.settings)
+}
+
+struct MethodsCommand: Command {
+    static let name = "methods"
+    static let summary = "List the sign-in methods the auth environment allows"
+    static let usage = "portal-token methods [--format json]"
+    static let details = """
+        Asks Portal (GET /api/v3/auth/methods). Methods portal-token does not know are left
+        out. With --format json: {"allowedAuthMethods":[…],"autoCreateWallet":…}.
+
+        Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
+        """
+
+    let json: Bool
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        let format = try arguments.option("format")
+        if let format, format != "json" { throw .usage("--format must be json") }
+        json = format == "json"
+    }
+
+    func run(in context: Context) throws {
+        let client = try Composition.clientAuthClient(for: context, configuration: try signInConfiguration(context))
+        let methods = try client.methods()
+        if json {
+            context.streams.print(methods.json)
+            return
+        }
+        if methods.allowed.isEmpty {
+            context.streams.print("no sign-in method portal-token knows is enabled for this environment")
+        }
+        for method in methods.allowed {
+            let command: String
+            switch method {
+            case .emailMagicLink: command = "portal-token login --email ADDRESS"
+            case .google: command = "portal-token login --google"
+            case .apple: command = "portal-token login --apple"
+            }
+            context.streams.print(method.rawValue.padding(18) + command)
+        }
+        context.streams.print("autoCreateWallet: \(methods.autoCreateWallet)")
+    }
+}
+
+struct LoginCommand: Command {
+    static let name = "login"
+    static let summary = "Sign in to Portal with a magic link, Google or Apple"
+    static let usage = "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]"
+    static let details = """
+        --email sends a sign-in link to ADDRESS (trimmed and lowercased; it is never shown).
+        --google and --apple open the provider's page with xdg-open when a display is there,
+        or print its address on stderr (always with --no-browser).
+
+        With a loopback redirect URL (http://127.0.0.1:PORT/path or http://localhost:PORT/path)
+        login listens on that address and port, for that path only, and finishes the sign-in
+        itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
+        Apple). With any other redirect URL the desktop handler, 'portal-token redirect',
+        finishes it. On a terminal, a two-factor step shows the enrollment code when Portal
+        sends one and asks for the code, three tries at most.
+
+        Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
+
+        """ + loginSettings
+
+    enum Method: Equatable {
+        case email(String)
+        case google
+        case apple
+
+        var authMethod: AuthMethod {
+            switch self {
+            case .email: return .emailMagicLink
+            case .google: return .google
+            case .apple: return .apple
+            }
+        }
+    }
+
+    static let maximumTimeoutSeconds = 3600
+
+    let method: Method
+    let opensBrowser: Bool
+    let timeoutSeconds: Int
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        let email = try arguments.option("email")
+        let google = arguments.flag("google")
+        let apple = arguments.flag("apple")
+        var chosen: [Method] = []
+        if let email { chosen.append(.email(email)) }
+        if google { chosen.append(.google) }
+        if apple { chosen.append(.apple) }
+        guard chosen.count == 1, let method = chosen.first else {
+            throw .usage(chosen.isEmpty ? "choose how to sign in: --email ADDRESS, --google or --apple"
+                                        : "choose one way to sign in, not \(chosen.count)",
+                         hint: "run 'portal-token methods' to see the methods this environment allows")
+        }
+        self.method = method
+        opensBrowser = !arguments.flag("no-browser")
+        if let text = try arguments.option("timeout") {
+            guard let seconds = Int(text), seconds > 0, seconds <= Self.maximumTimeoutSeconds else {
+                throw .usage("--timeout takes a whole number of seconds between 1 and \(Self.maximumTimeoutSeconds)")
+            }
+            timeoutSeconds = seconds
+        } else {
+            // A magic link's grant lives 15 minutes; a provider's page is a quicker affair.
+            timeoutSeconds = method == .google || method == .apple ? 300 : 600
+        }
+    }
+
+    func run(in context: Context) throws {
+        let configuration = try signInConfiguration(context)
+        let redirectURL = try configuration.requireRedirectURL()
+        if case .email(let address) = method {
+            _ = try configuration.requireMagicLink()
+            _ = try EmailAddress.normalize(address)
+        }
+        let service = try Composition.signInService(for: context, configuration: configuration)
+        // A store that cannot be read fails now, before an email is sent or a grant exists.
+        try service.checkStore()
+        // Listen before anything is sent, so a busy port is reported before any grant exists.
+        var listener: LoopbackRedirectListener?
+        if let loopback = LoopbackRedirect(redirectURL: redirectURL) {
+            listener = try LoopbackRedirectListener(
+                redirect: loopback, configuredRedirectURL: redirectURL,
+                options: .init(timeoutMilliseconds: Int64(timeoutSeconds) * 1000))
+            context.trace("login: listening on \(loopback.host):\(loopback.port)")
+        }
+        defer { listener?.close() }
+        try start(service, context)
+        guard let listener else {
+            context.streams.printError("portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser is sent back")
+            if let registration = DesktopRedirectHandler.registrationCommand(redirectURL: redirectURL) {
+                context.streams.printError("hint: if it is not set up yet: install \(DesktopRedirectHandler.fileName) and run '\(registration)'")
+            }
+            return
+        }
+        try SignInCompletion(context: context, service: service).finish(try wait(for: listener, service, context))
+    }
+
+    /// Sends the magic link, or opens (or shows) the provider's page.
+    private func start(_ service: SignInService, _ context: Context) throws {
+        switch method {
+        case .email(let address):
+            try service.client.sendMagicLink(email: address)
+            context.streams.printError("portal-token: a sign-in link was sent to the address you gave; open it on this computer")
+        case .google, .apple:
+            let url = try service.client.authorizeURL(for: method.authMethod)
+            let provider = method == .google ? "Google" : "Apple"
+            if opensBrowser, DesktopLauncher.hasDisplay(context.environment), DesktopLauncher.openBrowser(url) {
+                context.trace("login: opened the \(provider) page with xdg-open")
+                context.streams.printError("portal-token: continue in the browser to sign in with \(provider)")
+            } else {
+                // The one place the authorize URL is shown; its state is single-use.
+                context.streams.printError("portal-token: open this address in a browser to sign in with \(provider):")
+                context.streams.printError(url.text)
+            }
+        }
+    }
+
+    /// Waits for the browser; the redirect is completed while the browser waits for its page.
+    private func wait(for listener: LoopbackRedirectListener, _ service: SignInService, _ context: Context) throws -> RedirectOutcome {
+        let progress = ProgressLine(streams: context.streams)
+        defer { progress.clear() }
+        let result: Result<RedirectOutcome, any Error> = try listener.wait(progress: progress.show) { url in
+            do {
+                let outcome = try service.completeRedirect(url)
+                if case .twoFactorRequired = outcome {
+                    return .finish(.success(outcome), page: LoopbackRedirectListener.Page(
+                        status: 200, title: "Two-factor code needed",
+                        message: "Return to the terminal and enter the code from your authenticator app to finish signing in."))
+                }
+                return .finish(.success(outcome), page: .signedIn)
+            } catch SignInError.notARedirect {
+                return .keepWaiting(page: .failed("This address carries no sign-in."))
+            } catch {
+                return .finish(.failure(error), page: .failed("portal-token could not complete the sign-in."))
+            }
+        }
+        return try result.get()
+    }
+}
+
+struct RedirectCommand: Command {
+    static let name = "redirect"
+    static let summary = "Finish a sign-in from the URL the browser was sent back to"
+    static let usage = "portal-token redirect URL\n       portal-token redirect - < url"
+    static let details = """
+        The desktop handler for a custom-scheme redirect URL (Exec=portal-token redirect %u).
+        With -, the URL is read from stdin, which keeps it off the process list. Exit 7 when
+        the URL is not a sign-in redirect for this configuration. A URL delivered again
+        resolves to the session it produced, with nothing sent, while that session is stored.
+        On a terminal a two-factor step asks for the code; without one the step waits for
+        'portal-token verify-totp'.
+
+        """ + redirectSettings
+
+    let url: String
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        guard let url = arguments.next() else {
+            throw .usage("'redirect' needs the URL the browser was sent to", hint: "see 'portal-token redirect --help'")
+        }
+        self.url = url
+    }
+
+    func run(in context: Context) throws {
+        let configuration = try signInConfiguration(context)
+        _ = try configuration.requireRedirectURL()
+        let text = url == "-" ? readLine(context) : Secret(url)
+        let service = try Composition.signInService(for: context, configuration: configuration)
+        let outcome = try service.completeRedirect(text)
+        try SignInCompletion(context: context, service: service, notifies: !context.streams.inputIsTerminal).finish(outcome)
+    }
+
+    private func readLine(_ context: Context) -> Secret {
+        var bytes = context.streams.readLine(limit: RedirectURL.maximumUTF16Length * 4 + 2)
+        defer { zeroize(&bytes) }
+        return Secret(bytes: bytes)
+    }
+}
+
+struct VerifyTOTPCommand: Command {
+    static let name = "verify-totp"
+    static let summary = "Finish a sign-in that waits for a two-factor code"
+    static let usage = "portal-token verify-totp [CODE]"
+    static let details = """
+        Completes the two-factor step a sign-in left waiting (for 10 minutes), such as after
+        the desktop handler. The code comes from CODE, else a prompt on the terminal (three
+        tries), else one line on stdin. A code that is not six digits is refused before it is
+        sent; a code Portal refuses leaves the step usable. Exit 1 when no step is waiting.
+
+        """ + redirectSettings
+
+    let code: String?
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        code = arguments.next()
+    }
+
+    func run(in context: Context) throws {
+        let service = try Composition.signInService(for: context, configuration: try signInConfiguration(context))
+        let step = try service.pendingStep()
+        let completion = SignInCompletion(context: context, service: service)
+        defer { completion.prompt?.close() }
+        let session: PortalSession
+        if let kept = try service.finishAcceptedCode(for: step) {
+            session = kept
+        } else if let code {
+            session = try verifyOnce(code, step, service)
+        } else if let prompt = completion.prompt {
+            session = try completion.askForCode(step, on: prompt, stepKept: true)
+        } else {
+            var line = context.streams.readLine(limit: 256)
+            defer { zeroize(&line) }
+            guard !line.isEmpty else {
+                throw CLIError.usage("no two-factor code given", hint: "give it as 'portal-token verify-totp CODE', or on stdin")
+            }
+            session = try verifyOnce(String(decoding: line, as: UTF8.self), step, service)
+        }
+        completion.report(session, replayed: false)
+    }
+
+    private func verifyOnce(_ code: String, _ step: PendingTwoFactor, _ service: SignInService) throws -> PortalSession {
+        do {
+            return try service.verify(code: code, for: step)
+        } catch let error as ClientAuthError where error.isRejectedCode {
+            throw CLIError(error.message, hint: "the step stays usable until it expires: run 'portal-token verify-totp' with the code your app shows now",
+                           exitCode: .rejected)
+        }
+    }
+}
+
+extension String {
+    /// Left-aligned in `width` columns, at least one space after.
+    func padding(_ width: Int) -> String {
+        self + String(repeating: " ", count: max(1, width - count))
+    }
+}

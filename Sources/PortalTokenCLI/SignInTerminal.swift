@@ -1,0 +1,216 @@
+import Glibc
+import LoopbackRedirectListener
+import PortalTokenCore
+import TerminalQRCode
+
+/// The live line `login` shows on a terminal while it waits for the browser: where it listens
+/// and how long is left, redrawn in place each second and cleared when the browser arrives.
+/// Without a terminal it says once where it listens and for how long.
+final class ProgressLine {
+    private let streams: StandardStreams
+    private let isLive: Bool
+    private var address = ""
+    private var drawn = false
+    private var announced = false
+
+    init(streams: StandardStreams) {
+        self.streams = streams
+        isLive = streams.errorIsTerminal
+    }
+
+    func show(_ event: LoopbackRedirectListener.Progress) {
+        switch event {
+        case .listening(let addresses, let port):
+            address = (addresses.first ?? "127.0.0.1") + ":\(port)"
+        case .waiting(let remaining):
+            if isLive {
+                draw("portal-token: waiting for the browser on \(address), \(Self.clock(remaining)) left (Ctrl-C to stop)")
+            } else if !announced {
+                streams.printError("portal-token: waiting for the browser on \(address) for up to \(Self.clock(remaining))")
+            }
+            announced = true
+        case .ignoredRequest:
+            break
+        case .redirectReceived:
+            clear()
+        }
+    }
+
+    func clear() {
+        guard drawn else { return }
+        streams.write(Array("\r\u{1B}[2K".utf8), to: streams.error)
+        drawn = false
+    }
+
+    private func draw(_ text: String) {
+        streams.write(Array(("\r\u{1B}[2K" + text).utf8), to: streams.error)
+        drawn = true
+    }
+
+    /// `m:ss`.
+    static func clock(_ milliseconds: Int64) -> String {
+        let seconds = max(0, (milliseconds + 999) / 1000)
+        let rest = seconds % 60
+        return "\(seconds / 60):\(rest < 10 ? "0" : "")\(rest)"
+    }
+}
+
+/// Starting programs of the desktop on the user's behalf: the browser for an authorize URL,
+/// a notification when the desktop handler finishes. Each gets portal-token's environment (the
+/// passphrase variable was already removed from it), `/dev/null` for its streams, a process
+/// group of its own (Ctrl-C in the terminal does not close the browser), and default signals.
+enum DesktopLauncher {
+    /// A graphical session to open a browser in.
+    static func hasDisplay(_ environment: [String: String]) -> Bool {
+        !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+    }
+
+    /// Runs `program arguments…` found on PATH and gives it up to `waitMilliseconds` to finish.
+    /// True when it finished with 0, or is still running (a browser that keeps xdg-open
+    /// waiting); false when it could not start or failed.
+    static func run(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor in Int32(0)...2 {
+            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawnp(&pid, program, &actions, &attributes, argv, environ) == 0 else { return false }
+        var status: Int32 = 0
+        var waited = 0
+        while waited < waitMilliseconds {
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { return status & 0x7f == 0 && (status >> 8) & 0xff == 0 }
+            if reaped < 0 && errno != EINTR { return false }
+            usleep(10_000)
+            waited += 10
+        }
+        return true
+    }
+
+    /// `xdg-open URL`: the authorize URL on its command line is the one place it leaves the process.
+    static func openBrowser(_ url: Secret) -> Bool {
+        run("xdg-open", [url.text], waitMilliseconds: 3000)
+    }
+
+    /// A desktop notification, for the desktop handler, which has no terminal to speak on.
+    /// Best effort: nothing happens without a display or `notify-send`.
+    static func notify(_ summary: String, _ body: String, environment: [String: String]) {
+        guard hasDisplay(environment) else { return }
+        _ = run("notify-send", ["--app-name=portal-token", summary, body], waitMilliseconds: 2000)
+    }
+}
+
+/// Finishing a sign-in once the redirect is handled: the two-factor step on a terminal (the
+/// enrollment code, then the prompt), or the word on what to do next without one.
+struct SignInCompletion {
+    static let attempts = 3
+
+    let context: Context
+    let service: SignInService
+    /// Whether a person is at a terminal to show the enrollment to and ask for a code.
+    let prompt: TerminalPrompt?
+    /// The desktop handler: no terminal, so a notification says how it went.
+    let notifies: Bool
+
+    init(context: Context, service: SignInService, notifies: Bool = false) {
+        self.context = context
+        self.service = service
+        prompt = context.streams.inputIsTerminal ? TerminalPrompt() : nil
+        self.notifies = notifies
+    }
+
+    func finish(_ outcome: RedirectOutcome) throws {
+        defer { prompt?.close() }
+        switch outcome {
+        case .signedIn(let session, let replayed):
+            report(session, replayed: replayed)
+        case .twoFactorRequired(let step, let enrollment, let notKept, let replayed):
+            guard let prompt else {
+                // No one to ask: the step waits in the store for verify-totp, unless it could not be kept.
+                if let notKept { throw notKept }
+                let minutes = max(1, (step.expiresAt - context.now() + 59) / 60)
+                let next = "run 'portal-token verify-totp' within \(minutes) minute\(minutes == 1 ? "" : "s")"
+                context.streams.printError("portal-token: \(step.endUserID) needs a two-factor code to finish signing in: \(next)")
+                if notifies { DesktopLauncher.notify("Portal sign-in needs a two-factor code", "In a terminal, \(next).", environment: context.environment) }
+                return
+            }
+            if let enrollment {
+                showEnrollment(enrollment, endUserID: step.endUserID, on: prompt)
+            } else if replayed {
+                prompt.say("This sign-in link was opened before; its two-factor step is still waiting.\n")
+            }
+            let session = try askForCode(step, on: prompt, stepKept: notKept == nil)
+            report(session, replayed: false)
+        }
+    }
+
+    /// Asks up to three times. A code that is not six digits is refused here, and one Portal
+    /// refuses leaves the `userJwt` usable, so both just ask again.
+    func askForCode(_ step: PendingTwoFactor, on prompt: TerminalPrompt, stepKept: Bool) throws -> PortalSession {
+        var lastError: ClientAuthError?
+        for attempt in 1...Self.attempts {
+            let code = prompt.read(prompt: "Two-factor code for \(step.endUserID): ")
+            do {
+                return try service.verify(code: code.text, for: step)
+            } catch let error as ClientAuthError where error.isRejectedCode || error == .invalidArgument(.totpCode) {
+                lastError = error
+                let left = Self.attempts - attempt
+                if left > 0 { prompt.say("\(error.message); \(left) more tr\(left == 1 ? "y" : "ies")\n") }
+            }
+        }
+        let error = lastError!
+        let hint = stepKept ? "run 'portal-token verify-totp' before the step expires to try again" : error.hint
+        throw CLIError(error.message, hint: hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
+    }
+
+    /// The enrollment QR code, the secret for typing by hand, and the warning, on the terminal
+    /// only: stderr may be a log file, and these make the user's codes.
+    private func showEnrollment(_ link: Secret, endUserID: String, on prompt: TerminalPrompt) {
+        prompt.say("\nSet up two-factor sign-in for \(endUserID): scan this code with your authenticator app.\n\n")
+        do {
+            prompt.show(try TerminalQRCode.render(link))
+        } catch {
+            prompt.say("(\(error.message)\(error.hint.map { "; \($0)" } ?? ""))\n")
+        }
+        if let secret = TOTPEnrollment.secret(in: link) {
+            prompt.say("\nOr enter this secret by hand: ")
+            prompt.show(Self.grouped(secret))
+            prompt.say("\n")
+        }
+        prompt.say("Never share this code or secret: anyone who has it can make your sign-in codes.\n\n")
+    }
+
+    /// The secret in groups of four, as authenticator apps show it.
+    static func grouped(_ secret: Secret) -> Secret {
+        secret.withBytes { bytes in
+            var output: [UInt8] = []
+            for (index, byte) in bytes.enumerated() {
+                if index > 0, index % 4 == 0 { output.append(UInt8(ascii: " ")) }
+                output.append(byte)
+            }
+            defer { zeroize(&output) }
+            return Secret(bytes: output)
+        }
+    }
+
+    func report(_ session: PortalSession, replayed: Bool) {
+        let note = replayed ? " (this sign-in link was used before; nothing was sent to Portal)" : ""
+        context.streams.printError("portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'\(note)")
+        if notifies { DesktopLauncher.notify("Signed in to Portal", "Signed in as \(session.endUserID).", environment: context.environment) }
+    }
+}
