@@ -27,6 +27,13 @@ final class SecretServiceConnection {
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         if let service { return service }
+        // Where GLib would find no session bus at all, say so before loading libsecret: on a
+        // server or in a container this is the common case, and `auto` then falls back to the
+        // file without paying for libsecret and GLib.
+        if !Self.sessionBusMayExist() {
+            throw StoreError(.unavailable, "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
+                             hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+        }
         let lib = try LibSecret.load()
         // Ask for the bus first, so that "no bus" and "no keyring on the bus" read differently.
         let bus = try bounded("connecting to the D-Bus session bus", classify: { error in
@@ -44,6 +51,19 @@ final class SecretServiceConnection {
         guard let service else { throw StoreError(.unavailable, "the Secret Service could not be reached") }
         self.service = service
         return service
+    }
+
+    /// Whether GLib could find a session bus (gio's g_dbus_address_get_for_bus_sync): an address
+    /// in DBUS_SESSION_BUS_ADDRESS, the socket `$XDG_RUNTIME_DIR/bus`, or an X11 display through
+    /// which dbus-launch can autolaunch one. When this says no, connecting cannot succeed.
+    static func sessionBusMayExist() -> Bool {
+        if let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 { return true }
+        if let runtime = getenv("XDG_RUNTIME_DIR"), runtime.pointee != 0 {
+            var status = stat()
+            if stat(String(cString: runtime) + "/bus", &status) == 0 { return true }
+        }
+        if let display = getenv("DISPLAY"), display.pointee != 0 { return true }
+        return false
     }
 
     /// Connects, then asks the provider itself to answer (a D-Bus `Peer.Ping`, which starts an
