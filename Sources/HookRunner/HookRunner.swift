@@ -90,21 +90,6 @@ public struct HookRunner: HookLauncher {
         // Nothing portal-token holds open (a store's lock, a socket) reaches the hook.
         closeInheritedDescriptors(&fileActions)
 
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setpgroup(&attributes, 0)
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        // Signals portal-token or its runtime ignores (SIGPIPE above all, some real-time ones)
-        // are reset to their defaults; glibc refuses to add the few it reserves, which is fine.
-        var defaultSignals = sigset_t()
-        sigemptyset(&defaultSignals)
-        for signal in Int32(1)...64 where signal != SIGKILL && signal != SIGSTOP { sigaddset(&defaultSignals, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaultSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
         var cStrings: [UnsafeMutablePointer<CChar>?] = []
         defer { for string in cStrings { free(string) } }
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(executable), nil]
@@ -115,7 +100,9 @@ public struct HookRunner: HookLauncher {
         guard !cStrings.contains(where: { $0 == nil }) else { return .failure(SpawnError(number: ENOMEM)) }
 
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
+        let result = withChildSpawnAttributes { attributes in
+            posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
+        }
         guard result == 0 else { return .failure(SpawnError(number: result)) }
         return .success(pid)
     }

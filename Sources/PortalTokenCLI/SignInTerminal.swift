@@ -1,4 +1,5 @@
 import Glibc
+import HookRunner
 import LoopbackRedirectListener
 import PortalTokenCore
 import TerminalQRCode
@@ -75,21 +76,13 @@ enum DesktopLauncher {
         for descriptor in Int32(0)...2 {
             posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
         }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setpgroup(&attributes, 0)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        guard posix_spawnp(&pid, program, &actions, &attributes, argv, environ) == 0 else { return false }
+        let started = withChildSpawnAttributes { attributes in
+            posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
+        }
+        guard started == 0 else { return false }
         var status: Int32 = 0
         var waited = 0
         while waited < waitMilliseconds {
