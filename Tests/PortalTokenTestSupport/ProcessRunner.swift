@@ -63,17 +63,6 @@ public enum ProcessRunner {
         posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // Children start with default signal handling, whatever the test runner changed.
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -82,7 +71,7 @@ public enum ProcessRunner {
             envp.forEach { free($0) }
         }
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        let result = withDefaultSignals { attributes in posix_spawn(&pid, executable, &actions, &attributes, argv, envp) }
         guard result == 0 else { throw SpawnFailure(executable: executable, code: result) }
         return pid
     }
@@ -147,4 +136,20 @@ public struct SpawnFailure: Error, CustomStringConvertible {
     public let executable: String
     public let code: Int32
     public var description: String { "could not start \(executable): \(String(cString: strerror(code)))" }
+}
+
+/// Runs `body` with spawn attributes that start a child with default signal handling and an
+/// empty mask, whatever the test runner changed; `flags` adds to those two.
+func withDefaultSignals<Result>(flags: Int32 = 0, _ body: (inout posix_spawnattr_t) -> Result) -> Result {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var defaults = sigset_t()
+    sigfillset(&defaults)
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setflags(&attributes, Int16(Int32(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK) | flags))
+    return body(&attributes)
 }

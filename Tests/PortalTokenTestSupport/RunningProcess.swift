@@ -95,18 +95,8 @@ public final class TerminalProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, name, O_RDWR, 0)
         posix_spawn_file_actions_adddup2(&actions, 0, 1)
         posix_spawn_file_actions_adddup2(&actions, 0, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setsigmask(&attributes, &empty)
         // POSIX_SPAWN_SETSID (glibc 2.26+, 0x80): Swift's Glibc module does not export it.
         let setSession: Int32 = 0x80
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | setSession))
         var environment = environment
         environment["TERM"] = "xterm-256color"
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -116,7 +106,9 @@ public final class TerminalProcess: @unchecked Sendable {
             envp.forEach { free($0) }
         }
         var child: pid_t = 0
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        let result = withDefaultSignals(flags: setSession) { attributes in
+            posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        }
         guard result == 0 else {
             close(master)
             throw SpawnFailure(executable: executable, code: result)
