@@ -30,6 +30,12 @@ let package = Package(
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
+        // sd-bus, for the D-Bus checks that run on every invocation without loading GLib.
+        .systemLibrary(
+            name: "CSDBus",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
         // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
         .systemLibrary(
             name: "CQRencode",

@@ -4,7 +4,7 @@
 # "test", also what the test suite and benchmarks need. Installs only what is missing, so a
 # second run costs nothing.
 set -euo pipefail
-build=(pkg-config gcc libc6-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
+build=(pkg-config gcc libc6-dev libsystemd-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
 runtime=(git)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff)
