@@ -286,16 +286,18 @@ enum PercentDecoding {
         bytes.reserveCapacity(text.count)
         var index = text.startIndex
         while index < text.endIndex {
-            if text[index] == UInt8(ascii: "%"), text.endIndex - index >= 3,
-               let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]), high | low != 0 {
-                bytes.append(high << 4 | low)
-                index += 3
-            } else {
-                bytes.append(text[index])
-                index += 1
-            }
+            let escaped = escapedByte(in: text, at: index).flatMap { $0 == 0 ? nil : $0 }
+            bytes.append(escaped ?? text[index])
+            index += escaped == nil ? 1 : 3
         }
         return String(validating: bytes, as: UTF8.self)
+    }
+
+    /// The byte a `%HH` escape starting at `index` stands for, or nil when there is none.
+    static func escapedByte(in text: ArraySlice<UInt8>, at index: Int) -> UInt8? {
+        guard text[index] == UInt8(ascii: "%"), text.endIndex - index >= 3,
+              let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) else { return nil }
+        return high << 4 | low
     }
 
     static func hexValue(_ byte: UInt8) -> UInt8? {
