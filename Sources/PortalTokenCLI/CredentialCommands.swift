@@ -131,19 +131,21 @@ struct StoreCommand: Command {
             return
         }
         // git's "approve" for a Portal origin: the same token slides the expiry (ephemeral or
-        // not); a new token (minted by the user's own backend) becomes the session. The token
-        // is the password, or git 2.46+'s `credential`.
+        // not); a new token (minted by the user's own backend) becomes the session, unless it
+        // is marked ephemeral, which is never stored. The token is the password, or git
+        // 2.46+'s `credential`.
         guard let token = request.passwordOrCredential, !token.isEmpty else { return }
         let sessions = try Composition.sessionService(for: context)
-        guard let endUserID = request.username?.trimmingWhitespace, !endUserID.isEmpty else {
-            // The session's own token needs no username to slide.
-            if let session = try sessions.restore(), session.token == token {
-                return try sessions.approve(token: token, endUserID: session.endUserID)
-            }
-            throw CLIError.usage("a Portal session needs its end user ID as the username",
-                                 hint: "give username=<endUserId> with the token")
+        let endUserID = request.username?.trimmingWhitespace ?? ""
+        if !endUserID.isEmpty, !request.isEphemeral {
+            return try sessions.approve(token: token, endUserID: endUserID)
         }
-        try sessions.approve(token: token, endUserID: endUserID)
+        if let session = try sessions.restore(), session.token == token {
+            return try sessions.approve(token: token, endUserID: session.endUserID)
+        }
+        if request.isEphemeral { return }
+        throw CLIError.usage("a Portal session needs its end user ID as the username",
+                             hint: "give username=<endUserId> with the token")
     }
 }
 

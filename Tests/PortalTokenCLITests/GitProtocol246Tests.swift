@@ -144,6 +144,18 @@ struct GitProtocol246PortalTests {
         #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
     }
 
+    @Test("an ephemeral token other than the session's is never adopted", arguments: TestBackend.allCases)
+    func ephemeralNotAdopted(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-kept", endUserID: "U-3").exitCode == 0)
+        for extra in ["username=U-4\n", ""] {
+            let store = try portal.git.portalToken(["store"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                                   + extra + "authtype=Bearer\ncredential=other-helpers-token\nephemeral=1\n")
+            #expect(store.exitCode == 0 && store.stderr.isEmpty)
+        }
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-kept\n")
+    }
+
     @Test("an erase with the session's token as credential and no password is invalidation: hook once, exit 3",
           arguments: TestBackend.allCases)
     func eraseInvalidates(backend: TestBackend) throws {
