@@ -132,10 +132,12 @@ public enum CredentialProtocol {
             }
         case "password_expiry_utc":
             guard let seconds = Int64(value) else { throw .invalidExpiry(line: number) }
-            request.passwordExpiresAt = seconds
+            // git reads 0 as "never expires" (credential_read), not as 1970.
+            request.passwordExpiresAt = seconds == 0 ? nil : seconds
         case "url":
             // As git's credential_from_url: the URL's parts replace the request's, and the
-            // parts it lacks are unset.
+            // parts it lacks are unset. (git's reader also forgets every other attribute read
+            // before url=; capabilities and the rest are kept here, since git never sends url=.)
             guard let url = GitURL(value) else { throw .invalidURL(line: number) }
             request.protocolName = url.protocolName
             request.host = CredentialHost(gitHost: url.host)

@@ -163,6 +163,12 @@ struct GitProtocolReading246Tests {
         #expect(try parse("ephemeral=\(value)\n").isEphemeral == expected)
     }
 
+    @Test("password_expiry_utc=0 means no expiry, as git reads it")
+    func zeroExpiry() throws {
+        #expect(try parse("password_expiry_utc=0\n").passwordExpiresAt == nil)
+        #expect(try parse("password_expiry_utc=1700000000\n").passwordExpiresAt == 1_700_000_000)
+    }
+
     @Test("without capability[] lines nothing is advertised")
     func noCapabilities() throws {
         let request = try parse("protocol=https\nhost=example.com\ncapability[]=Authtype\n")
