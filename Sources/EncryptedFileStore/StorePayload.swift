@@ -8,10 +8,12 @@ import PortalTokenCore
 ///     {"nextSequence": 3,
 ///      "credentials": [{"sequence": 2, "protocol": "https", "host": "example.com", "port": 8443,
 ///                       "path": "repo.git", "username": "alice", "password": "…",
-///                       "passwordExpiresAt": 1767225600, "oauthRefreshToken": "…"}],
+///                       "passwordExpiresAt": 1767225600, "oauthRefreshToken": "…",
+///                       "authtype": "Bearer", "credential": "…"}],
 ///      "records": {"name": "opaque UTF-8 text"}}
 ///
-/// `port`, `path`, `passwordExpiresAt` and `oauthRefreshToken` are left out when absent.
+/// `port`, `path`, `passwordExpiresAt`, `oauthRefreshToken` and the `authtype`/`credential`
+/// pair (git 2.46+) are left out when absent.
 /// Unknown members are skipped when reading, so a newer writer's additions do not break it.
 struct StorePayload: Equatable {
     struct Entry: Equatable {
@@ -93,6 +95,12 @@ struct StorePayload: Equatable {
                 writer.key("oauthRefreshToken")
                 writer.string(oauthRefreshToken)
             }
+            if let authType = credential.authType, let value = credential.credential {
+                writer.key("authtype")
+                writer.string(authType)
+                writer.key("credential")
+                writer.string(value)
+            }
             writer.endObject()
         }
         writer.endArray()
@@ -115,6 +123,7 @@ struct StorePayload: Equatable {
             size += 192 + credential.protocolName.utf8.count + (credential.host?.server.utf8.count ?? 0)
                 + (credential.path?.utf8.count ?? 0) + credential.username.utf8.count
                 + credential.password.byteCount + (credential.oauthRefreshToken?.byteCount ?? 0)
+                + (credential.authType?.utf8.count ?? 0) + (credential.credential?.byteCount ?? 0)
         }
         for (name, text) in records { size += 8 + name.utf8.count + text.utf8.count }
         return size * 6
@@ -149,6 +158,7 @@ struct StorePayload: Equatable {
         var sequence: Int64 = 0
         var protocolName = "", server: String?, port: Int?, path: String?, username = ""
         var password = Secret(""), passwordExpiresAt: Int64?, oauthRefreshToken: Secret?
+        var authType: String?, value: Secret?
         try reader.object { reader, name throws(JSONError) in
             if reader.null() { return }
             switch name {
@@ -161,13 +171,18 @@ struct StorePayload: Equatable {
             case "password": password = try reader.secret()
             case "passwordExpiresAt": passwordExpiresAt = try reader.int64()
             case "oauthRefreshToken": oauthRefreshToken = try reader.secret()
+            case "authtype": authType = try reader.string()
+            case "credential": value = try reader.secret()
             default: try reader.skipValue()
             }
         }
         let host = server.map { CredentialHost(server: $0, port: port) }
         return Entry(credential: Credential(protocolName: protocolName, host: host, path: path, username: username,
                                             password: password, passwordExpiresAt: passwordExpiresAt,
-                                            oauthRefreshToken: oauthRefreshToken),
+                                            oauthRefreshToken: oauthRefreshToken,
+                                            // Half a pair is no credential.
+                                            authType: value == nil ? nil : authType,
+                                            credential: authType == nil ? nil : value),
                      sequence: sequence)
     }
 }

@@ -28,6 +28,11 @@ struct GetCommand: Command {
         password_expiry_utc has passed is never printed. Without a username, the most
         recently stored match is printed.
 
+        git 2.46+: a request with capability[]=authtype also gets authtype and
+        credential when stored (a Portal host: authtype=Bearer, credential=<token>,
+        ephemeral=1 instead of a password); one with capability[]=state gets
+        state[]=portal-token:served.
+
         Script mode: when stdin is a terminal or carries no attribute at all
         (portal-token get </dev/null), prints the signed-in session's token alone.
         """
@@ -43,22 +48,25 @@ struct GetCommand: Command {
         if context.streams.inputIsTerminal { return try runScriptMode(context) }
         let request = try readRequest(context)
         if !request.hasAttributes { return try runScriptMode(context) }
-        let credential: Credential?
+        let answer: CredentialProtocol.Answer?
         if try context.isPortalOrigin(request) {
-            credential = try portalCredential(for: request, context)
+            answer = try portalAnswer(for: request, context)
         } else {
-            credential = try helper(context).get(request)
+            let helper = try helper(context)
+            answer = try helper.get(request).map { helper.answer($0, to: request) }
         }
-        guard let credential else { return }
-        var output = try CredentialProtocol.format(credential)
+        guard let answer else { return }
+        var output = try CredentialProtocol.format(answer)
         context.streams.write(output, to: context.streams.output)
         zeroize(&output)
     }
 
-    /// A Portal origin is answered from the session (product contract §5): username is the end
-    /// user, password the token, password_expiry_utc the sliding expiry. Not signed in reads as
-    /// "no credential", as git expects of a helper.
-    private func portalCredential(for request: CredentialRequest, _ context: Context) throws -> Credential? {
+    /// A Portal origin is answered from the session (product contract §3, §5): to a client that
+    /// advertises `capability[]=authtype`, the token as an ephemeral Bearer credential; to any
+    /// other, username is the end user and password the token. password_expiry_utc is the
+    /// sliding expiry either way. Not signed in reads as "no credential", as git expects of a
+    /// helper.
+    private func portalAnswer(for request: CredentialRequest, _ context: Context) throws -> CredentialProtocol.Answer? {
         let session: PortalSession
         do {
             session = try Composition.sessionService(for: context).usableSession()
@@ -66,8 +74,16 @@ struct GetCommand: Command {
             return nil
         }
         if let username = request.username, username != session.endUserID { return nil }
-        return Credential(protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
-                          password: session.token, passwordExpiresAt: session.expiresAt)
+        var answer = CredentialProtocol.Answer(credential: Credential(
+            protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
+            password: session.token, passwordExpiresAt: session.expiresAt,
+            authType: "Bearer", credential: session.token))
+        if request.advertisesAuthType {
+            answer.authType = true
+            answer.ephemeral = true
+            answer.omitPassword = true
+        }
+        return answer
     }
 
     /// `TOKEN=$(portal-token get)`: the token alone, or the JSON object of product contract §3.
@@ -101,7 +117,9 @@ struct StoreCommand: Command {
 
         Needs protocol, host (or path), username and password; replaces the credential
         stored for the same protocol, host, path and username. password_expiry_utc and
-        oauth_refresh_token are kept with it.
+        oauth_refresh_token are kept with it. With capability[]=authtype, authtype and
+        credential are kept too (a username and password are then optional). A
+        credential marked ephemeral=1 is never stored.
         """
 
     init(arguments: inout ArgumentReader) throws(CLIError) {}
@@ -112,14 +130,22 @@ struct StoreCommand: Command {
             try helper(context).store(request)
             return
         }
-        // git's "approve" for a Portal origin: the same token slides the expiry; a new token
-        // (minted by the user's own backend) becomes the session.
-        guard let token = request.password, !token.isEmpty else { return }
-        guard let endUserID = request.username?.trimmingWhitespace, !endUserID.isEmpty else {
-            throw CLIError.usage("a Portal session needs its end user ID as the username",
-                                 hint: "give username=<endUserId> with the token")
+        // git's "approve" for a Portal origin: the same token slides the expiry (ephemeral or
+        // not); a new token (minted by the user's own backend) becomes the session, unless it
+        // is marked ephemeral, which is never stored. The token is the password, or git
+        // 2.46+'s `credential`.
+        guard let token = request.passwordOrCredential, !token.isEmpty else { return }
+        let sessions = try Composition.sessionService(for: context)
+        let endUserID = request.username?.trimmingWhitespace ?? ""
+        if !endUserID.isEmpty, !request.isEphemeral {
+            return try sessions.approve(token: token, endUserID: endUserID)
         }
-        try Composition.sessionService(for: context).approve(token: token, endUserID: endUserID)
+        if let session = try sessions.restore(), session.token == token {
+            return try sessions.approve(token: token, endUserID: session.endUserID)
+        }
+        if request.isEphemeral { return }
+        throw CLIError.usage("a Portal session needs its end user ID as the username",
+                             hint: "give username=<endUserId> with the token")
     }
 }
 
@@ -130,9 +156,9 @@ struct EraseCommand: Command {
     static let details = protocolDetails + """
 
 
-        Removes every match. With a password in the request, removes only entries whose
-        stored password equals it. A pattern with no protocol, host, path or username
-        removes nothing.
+        Removes every match. With a password (or credential) in the request, removes
+        only entries whose stored password (or credential) equals it. A pattern with no
+        protocol, host, path or username removes nothing.
         """
 
     init(arguments: inout ArgumentReader) throws(CLIError) {}
@@ -144,14 +170,34 @@ struct EraseCommand: Command {
             return
         }
         let sessions = try Composition.sessionService(for: context)
-        if let password = request.password {
-            // git sends the password it just saw rejected: the session ended (hook, exit 3).
-            // Another password is an older token, and changes nothing.
-            if let ended = try sessions.invalidate(token: password) {
+        if let token = request.passwordOrCredential {
+            // git sends the password (or git 2.46+'s credential) it just saw rejected: the
+            // session ended (hook, exit 3). Another value is an older token, and changes nothing.
+            if let ended = try sessions.invalidate(token: token) {
                 throw SessionError.ended(reason: .unauthorized, endUserID: ended.endUserID)
             }
         } else {
             try sessions.remove()
         }
+    }
+}
+
+struct CapabilityCommand: Command {
+    static let name = "capability"
+    static let summary = "List the credential-protocol capabilities portal-token supports"
+    static let usage = "portal-token capability"
+    static let details = """
+        git 2.46+'s capability query (git credential capability): prints version 0,
+        then one "capability NAME" line per capability: authtype (authtype, credential
+        and ephemeral are understood) and state (state[] is understood). Reads nothing.
+        """
+
+    /// Every capability portal-token understands, in the order they are listed.
+    static let capabilities = ["authtype", "state"]
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {}
+
+    func run(in context: Context) throws {
+        context.streams.print((["version 0"] + Self.capabilities.map { "capability \($0)" }).joined(separator: "\n"))
     }
 }

@@ -8,7 +8,7 @@ public enum PortalTokenCLI {
 
     /// Every subcommand, in the order `--help` lists them.
     static let commands: [any Command.Type] = [
-        GetCommand.self, StoreCommand.self, EraseCommand.self,
+        GetCommand.self, StoreCommand.self, EraseCommand.self, CapabilityCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
     ]

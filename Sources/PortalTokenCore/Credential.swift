@@ -35,6 +35,11 @@ public struct CredentialHost: Sendable, Hashable {
 }
 
 /// One stored credential, as git's credential protocol describes it (gitcredentials(7)).
+///
+/// Since git 2.46 a credential may instead (or as well) be a pre-encoded `credential` for an
+/// HTTP authentication scheme (`authtype`, e.g. `Bearer`). A credential with no password holds
+/// an empty `password` and is `isBearerOnly`; only requests that advertise
+/// `capability[]=authtype` ever see it.
 public struct Credential: Sendable, Equatable {
     public var protocolName: String
     public var host: CredentialHost?
@@ -44,9 +49,14 @@ public struct Credential: Sendable, Equatable {
     /// Unix seconds after which the password must not be used (`password_expiry_utc`).
     public var passwordExpiresAt: Int64?
     public var oauthRefreshToken: Secret?
+    /// The HTTP authentication scheme `credential` is for (`authtype`), e.g. `Bearer`.
+    public var authType: String?
+    /// The pre-encoded value of the Authorization header after the scheme (`credential`).
+    public var credential: Secret?
 
     public init(protocolName: String, host: CredentialHost?, path: String? = nil, username: String,
-                password: Secret, passwordExpiresAt: Int64? = nil, oauthRefreshToken: Secret? = nil) {
+                password: Secret, passwordExpiresAt: Int64? = nil, oauthRefreshToken: Secret? = nil,
+                authType: String? = nil, credential: Secret? = nil) {
         self.protocolName = protocolName
         self.host = host
         self.path = path
@@ -54,6 +64,25 @@ public struct Credential: Sendable, Equatable {
         self.password = password
         self.passwordExpiresAt = passwordExpiresAt
         self.oauthRefreshToken = oauthRefreshToken
+        self.authType = authType
+        self.credential = credential
+    }
+
+    /// Whether this holds an `authtype`/`credential` pair.
+    public var hasAuthTypeCredential: Bool { authType != nil && credential != nil }
+
+    /// A credential that only a client speaking `capability[]=authtype` can use: it has no
+    /// password to fall back on.
+    public var isBearerOnly: Bool { hasAuthTypeCredential && password.isEmpty }
+
+    /// What a client without `capability[]=authtype` may see: the pair is left out (git would
+    /// discard it anyway), and a bearer-only credential is nothing at all.
+    public var withoutAuthTypeCredential: Credential? {
+        guard !isBearerOnly else { return nil }
+        var stripped = self
+        stripped.authType = nil
+        stripped.credential = nil
+        return stripped
     }
 
     /// Whether this credential is stored in the same slot as `other`: `store` overwrites it.
@@ -82,14 +111,22 @@ public struct CredentialQuery: Sendable {
     public var username: String?
     /// Given on `erase` only: then only entries holding exactly this password are removed.
     public var password: Secret?
+    /// Given on `erase` only: then only entries holding exactly this `credential` are removed.
+    public var credential: Secret?
+    /// Whether bearer-only credentials match. A `get` from a client that does not advertise
+    /// `capability[]=authtype` could not use one, so it does not look for them.
+    public var includesBearerOnly: Bool
 
     public init(protocolName: String? = nil, host: CredentialHost? = nil, path: String? = nil,
-                username: String? = nil, password: Secret? = nil) {
+                username: String? = nil, password: Secret? = nil, credential: Secret? = nil,
+                includesBearerOnly: Bool = true) {
         self.protocolName = protocolName
         self.host = host
         self.path = path
         self.username = username
         self.password = password
+        self.credential = credential
+        self.includesBearerOnly = includesBearerOnly
     }
 
     /// An erase pattern with no field set would remove everything; git's helpers refuse it.
@@ -103,6 +140,8 @@ public struct CredentialQuery: Sendable {
         if let path, path != credential.path { return false }
         if let username, username != credential.username { return false }
         if let password, password != credential.password { return false }
+        if let wanted = self.credential, wanted != credential.credential { return false }
+        if !includesBearerOnly, credential.isBearerOnly { return false }
         return true
     }
 }

@@ -38,13 +38,13 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let link = directory.appendingPathComponent("git-credential-portal-token").path
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: ProcessRunner.portalTokenPath)
-        let result = try ProcessRunner.run(link, ["capability"], stdin: "protocol=https\nhost=x.tld\n")
+        let result = try ProcessRunner.run(link, ["frobnicate"], stdin: "protocol=https\nhost=x.tld\n")
         #expect(result.exitCode == 0 && result.stdout.isEmpty && result.stderr.isEmpty)
     }
 
     @Test("a malformed protocol line is refused without echoing it", arguments: [
         "protocol=https\nhost=x.tld\nhunter2-secret\n",
-        "protocol=https\nhost=x.tld\npassword=hunter2-secret\r\n",
+        "protocol=https\nhost=x.tld\npassword=hunter2\r-secret\r\n",
     ])
     func malformedInput(input: String) throws {
         for operation in ["get", "store", "erase"] {

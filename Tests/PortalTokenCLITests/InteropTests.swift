@@ -57,3 +57,45 @@ struct InteropTests {
         #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout == "username=alice\npassword=new\n")
     }
 }
+
+/// What git's current helper cannot represent (git 2.46+'s authtype/credential) must not
+/// break what it can read.
+@Suite("interoperation with git-credential-libsecret: git 2.46+ credentials")
+struct InteropAuthTypeTests {
+    private func run(_ operation: String, _ input: String) throws -> ProcessResult {
+        let path = try #require(ProcessInfo.processInfo.environment["GIT_CREDENTIAL_LIBSECRET_CURRENT"],
+                                "GIT_CREDENTIAL_LIBSECRET_CURRENT is not set: run the suite through contrib/test.sh")
+        return try ProcessRunner.run(path, [operation], stdin: input, environment: ProcessRunner.environment(), timeout: 20)
+    }
+
+    /// portal-token's store, as git 2.46+ sends it: with capability[]=authtype.
+    private func storeAsNewGit(_ origin: String, _ attributes: String) throws -> Int32 {
+        try ProcessRunner.portalToken(["store"], stdin: "capability[]=authtype\n" + origin + attributes).exitCode
+    }
+
+    @Test("a bearer-only credential is invisible to git's helper: never handed out as an empty password")
+    func bearerOnlyHidden() throws {
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("bearer-interop"))\n"
+        #expect(try storeAsNewGit(origin, "authtype=Bearer\ncredential=hidden-token\n") == 0)
+        let seen = try run("get", origin)
+        #expect(seen.exitCode == 0 && seen.stdout.isEmpty)
+        // git's helper storing a password for the same origin leaves the bearer item alone…
+        #expect(try run("store", origin + "username=carol\npassword=from-c\n").exitCode == 0)
+        #expect(try run("get", origin).stdout == "username=carol\npassword=from-c\n")
+        let capable = try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin + "username=\n")
+        #expect(capable.stdout == "capability[]=authtype\nauthtype=Bearer\ncredential=hidden-token\n")
+        // …and portal-token's erase of the origin removes both.
+        #expect(try ProcessRunner.portalToken(["erase"], stdin: origin).exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin).stdout.isEmpty)
+        #expect(try run("get", origin).stdout.isEmpty)
+    }
+
+    @Test("a password stored with a pair still reads as that password in git's helper")
+    func passwordWithPairReadable() throws {
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("pair-interop"))\n"
+        #expect(try storeAsNewGit(origin, "username=dave\npassword=pw\nauthtype=Basic\ncredential=ZGF2ZTpwdw==\n") == 0)
+        let seen = try run("get", origin)
+        #expect(seen.stdout.hasPrefix("username=dave\npassword=pw\n"))
+        #expect(try ProcessRunner.portalToken(["get"], stdin: origin).stdout == "username=dave\npassword=pw\n")
+    }
+}

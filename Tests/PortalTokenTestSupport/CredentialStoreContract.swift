@@ -121,5 +121,51 @@ public enum CredentialStoreContract {
             try expect(found.count == 1 && found[0].password.text == long, "the long password changed")
             try expect(found[0].oauthRefreshToken?.byteCount == 70000, "the long refresh token changed")
         },
+        // git 2.46+: authtype/credential pairs, with a password or alone (bearer-only).
+        .init(description: "an authtype/credential pair round-trips, with a password or alone") { store, host in
+            try store.store(bearer(host, user: "with-password", password: "pw", token: "t1"))
+            try store.store(bearer(host, user: "", token: "t2"))
+            let found = try store.lookup(query(host))
+            try expect(found.count == 2, "expected two credentials, found \(found.count)")
+            try expect(found.contains(bearer(host, user: "with-password", password: "pw", token: "t1")),
+                       "the credential with a password and a pair did not read back unchanged")
+            try expect(found.contains(bearer(host, user: "", token: "t2")), "the bearer-only credential did not read back unchanged")
+        },
+        .init(description: "a bearer-only credential is found only by queries that include it") { store, host in
+            try store.store(bearer(host, user: "", token: "t"))
+            try store.store(credential(host, user: "u", password: "pw"))
+            var plain = query(host)
+            plain.includesBearerOnly = false
+            try expect(passwords(try store.lookup(plain)) == ["pw"], "a query without bearer-only credentials found one")
+            try expect(try store.lookup(query(host)).count == 2, "a query including bearer-only credentials missed one")
+        },
+        .init(description: "a bearer-only and a password credential of the same slot replace each other") { store, host in
+            try store.store(credential(host, user: "u", password: "pw"))
+            try store.store(bearer(host, user: "u", token: "t"))
+            var found = try store.lookup(query(host))
+            try expect(found.count == 1 && found[0].isBearerOnly, "the bearer-only credential did not replace the password")
+            try store.store(credential(host, user: "u", password: "pw2"))
+            found = try store.lookup(query(host))
+            try expect(passwords(found) == ["pw2"] && found[0].credential == nil, "the password did not replace the bearer-only credential")
+        },
+        .init(description: "erase with a credential removes only entries holding it, bearer-only ones included") { store, host in
+            try store.store(bearer(host, user: "", token: "current"))
+            try store.store(bearer(host, user: "other", password: "pw", token: "stale"))
+            var pattern = query(host)
+            pattern.credential = Secret("unknown")
+            try expect(try store.erase(pattern) == 0, "a different credential erased something")
+            pattern.credential = Secret("stale")
+            try expect(try store.erase(pattern) == 1, "the credential with a password was not erased")
+            pattern.credential = Secret("current")
+            try expect(try store.erase(pattern) == 1, "the bearer-only credential was not erased")
+            try expect(try store.lookup(query(host)).isEmpty, "a credential survived")
+        },
     ]
+}
+
+private func bearer(_ host: String, user: String, password: String = "", token: String) -> Credential {
+    var result = credential(host, user: user, password: password)
+    result.authType = "Bearer"
+    result.credential = Secret(token)
+    return result
 }

@@ -15,6 +15,7 @@ _portal_token_commands=(
     "get:print the credential matching the request on stdin, or the session token"
     "store:store the credential given on stdin"
     "erase:remove the stored credentials matching the request on stdin"
+    "capability:list the credential-protocol capabilities portal-token supports"
     "login:sign in to Portal and store the session"
     "redirect:complete a sign-in from a redirect URL"
     "verify-totp:complete a pending two-factor step"

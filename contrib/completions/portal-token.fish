@@ -7,7 +7,7 @@
 #     install -Dm644 portal-token.fish /usr/share/fish/vendor_completions.d/portal-token.fish
 # fish loads it the next time portal-token is completed.
 
-set -l commands get store erase login redirect verify-totp methods status refresh api logout help
+set -l commands get store erase capability login redirect verify-totp methods status refresh api logout help
 
 # The body of --data: a JSON document, @FILE, or @- for stdin.
 function __portal_token_data
@@ -29,6 +29,7 @@ complete -c portal-token -f
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the credential matching the request on stdin, or the session token'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a store -d 'Store the credential given on stdin'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a erase -d 'Remove the stored credentials matching the request on stdin'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a capability -d 'List the credential-protocol capabilities portal-token supports'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a login -d 'Sign in to Portal and store the session'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a redirect -d 'Complete a sign-in from a redirect URL'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a verify-totp -d 'Complete a pending two-factor step'

@@ -1,0 +1,182 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// git 2.46+'s side of the credential protocol, at the protocol level: only git 2.39 is
+/// installed, so these feed the binary the exact lines a git 2.46+ client sends
+/// (git-credential(1), gitcredentials(7)) and check the exact lines back.
+@Suite("git 2.46+ protocol")
+struct GitProtocol246CLITests {
+    @Test("capability prints version 0 and the supported capabilities, under either name")
+    func capability() throws {
+        let expected = "version 0\ncapability authtype\ncapability state\n"
+        let plain = try ProcessRunner.portalToken(["capability"])
+        #expect(plain.exitCode == 0 && plain.stdout == expected && plain.stderr.isEmpty)
+        let git = try GitHarness(backend: .secretService)
+        let helper = git.directory.appendingPathComponent("bin/git-credential-portal-token").path
+        let linked = try ProcessRunner.run(helper, ["capability"], stdin: "", environment: git.environment, timeout: 30)
+        #expect(linked.exitCode == 0 && linked.stdout == expected && linked.stderr.isEmpty)
+    }
+
+    @Test("a generic bearer credential round-trips with the capability and is withheld without it",
+          arguments: TestBackend.allCases)
+    func genericBearer(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("bearer"))\n"
+        // git 2.46+ approving a credential another helper produced.
+        let store = try git.portalToken(["store"], stdin: "capability[]=authtype\ncapability[]=state\n" + origin
+                                        + "authtype=Bearer\ncredential=generic-token\npassword_expiry_utc=9999999999\n")
+        #expect(store.exitCode == 0 && store.stdout.isEmpty && store.stderr.isEmpty)
+
+        let capable = try git.portalToken(["get"], stdin: "capability[]=authtype\n" + origin)
+        #expect(capable.exitCode == 0)
+        #expect(capable.stdout == "capability[]=authtype\nauthtype=Bearer\ncredential=generic-token\npassword_expiry_utc=9999999999\n")
+
+        let withState = try git.portalToken(["get"], stdin: "capability[]=authtype\ncapability[]=state\n" + origin)
+        #expect(withState.stdout == "capability[]=authtype\ncapability[]=state\nauthtype=Bearer\ncredential=generic-token\npassword_expiry_utc=9999999999\nstate[]=portal-token:served\n")
+
+        // git 2.39, or a 2.46+ caller without the capability: nothing, and git asks elsewhere.
+        let plain = try git.portalToken(["get"], stdin: origin)
+        #expect(plain.exitCode == 0 && plain.stdout.isEmpty)
+        let fill = try git.credential("fill", origin)
+        #expect(fill.stdout == origin + "username=askpass-username\npassword=askpass-password\n")
+
+        // git 2.46+'s reject after a 401 sends the credential back: it goes.
+        let erase = try git.portalToken(["erase"], stdin: "capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=generic-token\n")
+        #expect(erase.exitCode == 0)
+        #expect(try git.portalToken(["get"], stdin: "capability[]=authtype\n" + origin).stdout.isEmpty)
+    }
+
+    @Test("an ephemeral credential is never stored", arguments: TestBackend.allCases)
+    func ephemeralNotStored(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("ephemeral"))\n"
+        let store = try git.portalToken(["store"], stdin: "capability[]=authtype\n" + origin
+                                        + "authtype=Bearer\ncredential=short-lived\nephemeral=1\n")
+        #expect(store.exitCode == 0 && store.stderr.isEmpty)
+        #expect(try git.portalToken(["get"], stdin: "capability[]=authtype\n" + origin).stdout.isEmpty)
+        #expect(try git.portalToken(["store"], stdin: origin + "username=u\npassword=pw\nephemeral=true\n").exitCode == 0)
+        #expect(try git.portalToken(["get"], stdin: origin).stdout.isEmpty)
+    }
+
+    @Test("a CRLF request works for get, store and erase", arguments: TestBackend.allCases)
+    func crlfRequests(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let host = GitHarness.uniqueHost("crlf")
+        let origin = "protocol=https\r\nhost=\(host)\r\n"
+        #expect(try git.portalToken(["store"], stdin: origin + "username=alice\r\npassword=crlf-pw\r\n\r\n").exitCode == 0)
+        let get = try git.portalToken(["get"], stdin: origin + "\r\n")
+        #expect(get.exitCode == 0 && get.stdout == "username=alice\npassword=crlf-pw\n")
+        // The stored password has no CR: a LF request finds the same item.
+        #expect(try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout == "username=alice\npassword=crlf-pw\n")
+        #expect(try git.portalToken(["erase"], stdin: origin + "password=crlf-pw\r\n").exitCode == 0)
+        #expect(try git.portalToken(["get"], stdin: origin).stdout.isEmpty)
+    }
+
+    @Test("a url= request is split as git splits it, query kept out of the host", arguments: TestBackend.allCases)
+    func urlRequest(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let host = GitHarness.uniqueHost("url")
+        #expect(try git.portalToken(["store"], stdin: "url=https://alice@\(host)/org/repo.git/\npassword=url-pw\n").exitCode == 0)
+        let got = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\npath=org/repo.git\n")
+        #expect(got.stdout == "username=alice\npassword=url-pw\n")
+        // The query belongs to the path: the host alone finds the credential.
+        let other = GitHarness.uniqueHost("url")
+        #expect(try git.portalToken(["store"], stdin: "url=https://bob@\(other)?foo.git\npassword=query-pw\n").exitCode == 0)
+        let query = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(other)\n")
+        #expect(query.exitCode == 0 && query.stdout == "username=bob\npassword=query-pw\n")
+        #expect(try git.portalToken(["get"], stdin: "protocol=https\nhost=\(other)\npath=?foo.git\n").stdout == query.stdout)
+    }
+
+    @Test("portal-token's served state skips git's store of what it just served", arguments: TestBackend.allCases)
+    func servedState(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("state"))\n"
+        #expect(try git.portalToken(["store"], stdin: origin + "username=u\npassword=first\n").exitCode == 0)
+        let get = try git.portalToken(["get"], stdin: "capability[]=state\n" + origin)
+        #expect(get.stdout == "capability[]=state\nusername=u\npassword=first\nstate[]=portal-token:served\n")
+        // git 2.46+ approves what it got, passing the state back: nothing changes.
+        let approve = try git.portalToken(["store"], stdin: "capability[]=state\n" + origin
+                                          + "username=u\npassword=first\nstate[]=portal-token:served\nstate[]=other:x\n")
+        #expect(approve.exitCode == 0 && approve.stderr.isEmpty)
+        #expect(try git.portalToken(["get"], stdin: origin).stdout == "username=u\npassword=first\n")
+        // The same state with another password is a new credential, and stored.
+        #expect(try git.portalToken(["store"], stdin: "capability[]=state\n" + origin
+                                    + "username=u\npassword=second\nstate[]=portal-token:served\n").exitCode == 0)
+        #expect(try git.portalToken(["get"], stdin: origin).stdout == "username=u\npassword=second\n")
+    }
+}
+
+/// Portal hosts answered from the session, as a git 2.46+ client sees them.
+@Suite("git 2.46+ protocol: Portal hosts")
+struct GitProtocol246PortalTests {
+    @Test("with capability[]=authtype the token is an ephemeral Bearer credential; without it, a password",
+          arguments: TestBackend.allCases)
+    func bearerAnswer(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-B", endUserID: "U-1").exitCode == 0)
+        let capable = try portal.git.portalToken(["get"], stdin: "capability[]=authtype\ncapability[]=state\n" + portal.portalOrigin)
+        #expect(capable.exitCode == 0)
+        let lines = capable.stdout.split(separator: "\n").map(String.init)
+        #expect(Array(lines.prefix(5)) == ["capability[]=authtype", "authtype=Bearer", "credential=token-B", "ephemeral=1", "username=U-1"])
+        #expect(lines.count == 6 && lines[5].wholeMatch(of: /password_expiry_utc=\d+/) != nil)
+        #expect(!capable.stdout.contains("password="))
+
+        let plain = try portal.git.portalToken(["get"], stdin: portal.portalOrigin)
+        #expect(plain.stdout.hasPrefix("username=U-1\npassword=token-B\npassword_expiry_utc="))
+        #expect(!plain.stdout.contains("capability") && !plain.stdout.contains("credential="))
+    }
+
+    @Test("a store carrying the session's token as credential slides the expiry, ephemeral or not",
+          arguments: TestBackend.allCases)
+    func storeSlides(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        portal.server.registerLiveToken("token-S")
+        #expect(try portal.adopt(token: "token-S").exitCode == 0)
+        func expiry(_ result: ProcessResult) -> Int64? {
+            result.stdout.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
+                .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
+        }
+        let before = try #require(expiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin)))
+        // Ten hours later, git 2.46+ approves the credential it used, without a username.
+        let approve = try portal.portalToken(["store"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                             + "authtype=Bearer\ncredential=token-S\nephemeral=1\n", clockShift: 10 * 3600)
+        #expect(approve.exitCode == 0 && approve.stderr.isEmpty)
+        let after = try #require(expiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600)))
+        #expect(after >= before + 10 * 3600 - 120)
+        #expect(portal.hookRuns.isEmpty)
+        #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
+    }
+
+    @Test("an ephemeral token other than the session's is never adopted", arguments: TestBackend.allCases)
+    func ephemeralNotAdopted(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-kept", endUserID: "U-3").exitCode == 0)
+        for extra in ["username=U-4\n", ""] {
+            let store = try portal.git.portalToken(["store"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                                   + extra + "authtype=Bearer\ncredential=other-helpers-token\nephemeral=1\n")
+            #expect(store.exitCode == 0 && store.stderr.isEmpty)
+        }
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-kept\n")
+    }
+
+    @Test("an erase with the session's token as credential and no password is invalidation: hook once, exit 3",
+          arguments: TestBackend.allCases)
+    func eraseInvalidates(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-R", endUserID: "U-2").exitCode == 0)
+        let other = try portal.git.portalToken(["erase"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                               + "authtype=Bearer\ncredential=older-token\n")
+        #expect(other.exitCode == 0 && portal.hookRuns.isEmpty)
+        let reject = try portal.git.portalToken(["erase"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                                + "authtype=Bearer\ncredential=token-R\nephemeral=1\n")
+        #expect(reject.exitCode == 3)
+        #expect(reject.stderr.contains("portal-token: error: the Portal session of U-2 has ended"))
+        #expect(!reject.stderr.contains("token-R"))
+        #expect(portal.hookRuns == ["unauthorized U-2 \(portal.environmentID)"])
+        let again = try portal.git.portalToken(["erase"], stdin: "capability[]=authtype\n" + portal.portalOrigin
+                                               + "authtype=Bearer\ncredential=token-R\n")
+        #expect(again.exitCode == 0)
+        #expect(portal.hookRuns.count == 1)
+    }
+}
