@@ -10,6 +10,7 @@ public enum PortalTokenCLI {
     static let commands: [any Command.Type] = [
         GetCommand.self, StoreCommand.self, EraseCommand.self,
         TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
+        ListCommand.self, SetupGitCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
     ]
@@ -22,6 +23,9 @@ public enum PortalTokenCLI {
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
         let isGitHelper = programName == gitHelperName
+        if programName == DockerCredentialHelper.programName {
+            return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams)
+        }
         do {
             try run(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams)
             return ExitCode.success.rawValue

@@ -7,23 +7,12 @@ import Testing
 /// binary, a real store and the fake Portal server.
 @Suite("scripting: token, exec, exec-credential")
 struct ScriptingTests {
-    /// A scratch folder removed when the test ends.
-    final class Scratch {
-        let path: String
-        init() throws {
-            path = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-script-\(UUID().uuidString)").path
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-        func read(_ name: String) -> String { (try? String(contentsOfFile: "\(path)/\(name)", encoding: .utf8)) ?? "" }
-    }
-
     @Test("in a while-read loop over three lines, T=$(portal-token token) runs three times with the token",
           arguments: TestBackend.allCases)
     func tokenInsideReadLoop(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-loop").exitCode == 0)
-        let scratch = try Scratch()
+        let scratch = try ScratchFolder("script")
         try "one\ntwo\nthree\n".write(toFile: "\(scratch.path)/lines", atomically: true, encoding: .utf8)
         let script = #"while read -r line; do T=$("$0" token); echo "$line:$T:$?"; done < "$1""#
         let result = try ProcessRunner.run("/bin/sh", ["-c", script, ProcessRunner.portalTokenPath, "\(scratch.path)/lines"],
@@ -36,7 +25,7 @@ struct ScriptingTests {
     func tokenOnOpenPipe() throws {
         let portal = try PortalHarness(backend: .file)
         #expect(try portal.adopt(token: "token-pipe").exitCode == 0)
-        let scratch = try Scratch()
+        let scratch = try ScratchFolder("script")
         let fifo = "\(scratch.path)/pipe"
         #expect(mkfifo(fifo, 0o600) == 0)
         // Held open for writing and never written to: `sleep 30 | portal-token token`.
@@ -73,7 +62,7 @@ struct ScriptingTests {
     func execPassesTheSession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-exec-secret", endUserID: "user-e").exitCode == 0)
-        let scratch = try Scratch()
+        let scratch = try ScratchFolder("script")
         // The child records its PID, environment, argv and open descriptors, then exits 7.
         let child = """
             import os, sys
@@ -128,7 +117,7 @@ struct ScriptingTests {
         let missing = try portal.git.portalToken(["exec", "--", "portal-token-no-such-command"])
         #expect(missing.exitCode == 127)
         #expect(missing.stderr.hasPrefix("portal-token: error: cannot run 'portal-token-no-such-command'"))
-        let scratch = try Scratch()
+        let scratch = try ScratchFolder("script")
         let plain = "\(scratch.path)/not-executable"
         try "#!/bin/sh\necho ran\n".write(toFile: plain, atomically: true, encoding: .utf8)
         let notExecutable = try portal.git.portalToken(["exec", "--", plain])
