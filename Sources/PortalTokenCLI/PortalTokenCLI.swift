@@ -10,7 +10,7 @@ public enum PortalTokenCLI {
     static let commands: [any Command.Type] = [
         GetCommand.self, StoreCommand.self, EraseCommand.self,
         TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
-        ListCommand.self, SetupGitCommand.self,
+        ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
     ]
@@ -88,10 +88,19 @@ public enum PortalTokenCLI {
         let environment = ProcessEnvironment.current()
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
-        let settings = try loadSettings(flags: reader.settingFlags, environment: environment)
-        try checkSettingValues(settings)
+        var settings: Settings
+        var settingsError: (any Error)?
+        do {
+            settings = try loadSettings(flags: reader.settingFlags, environment: environment)
+            if commandType != DoctorCommand.self { try checkSettingValues(settings) }
+        } catch where commandType == DoctorCommand.self {
+            // doctor reports a broken config file as one of its checks, and goes on without it.
+            settings = Settings(flags: reader.settingFlags, environment: environment)
+            settingsError = error
+        }
         let context = Context(streams: streams, environment: environment, settings: settings,
                               programName: isGitHelper ? gitHelperName : "portal-token")
+        context.settingsError = settingsError
         try command.run(in: context)
     }
 

@@ -31,7 +31,7 @@ struct CompletionsTests {
         "get": ["--format"], "store": [], "erase": [],
         "login": ["--email", "--google", "--apple", "--no-browser", "--timeout", "--with-token", "--end-user"],
         "token": ["--format"], "exec": ["--token-var"], "exec-credential": [],
-        "list": ["--format"], "setup-git": ["--unset"],
+        "list": ["--format"], "setup-git": ["--unset"], "doctor": ["--format", "--network"],
         "redirect": [], "verify-totp": [], "methods": ["--format"], "status": ["--format"],
         "refresh": [], "api": ["-X", "--data"], "logout": [],
     ]

@@ -260,3 +260,72 @@ struct DockerHelperTests {
         #expect(refused.exitCode != 0 && refused.stderr.contains("unauthorized"))
     }
 }
+
+@Suite("doctor")
+struct DoctorTests {
+    @Test("doctor exits 0 on a healthy private keyring, one ok line per check")
+    func healthyKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "doctor-canary-passphrase"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        for name in ["config file", "session bus", "secret service provider", "default keyring", "backend", "encrypted file",
+                     "hook", "kernel keyring"] {
+            #expect(lines.contains { $0.hasPrefix("ok      \(name): ") }, "no ok line for \(name): \(result.stdout)")
+        }
+        #expect(result.stdout.contains("backend: secret-service"))
+        #expect(result.stdout.contains("passphrase source: PORTAL_TOKEN_PASSPHRASE"))
+        #expect(!result.stdout.contains("doctor-canary-passphrase") && !result.stderr.contains("doctor-canary-passphrase"))
+        let json = try ProcessRunner.portalToken(["doctor", "--format", "json"], environment: environment, timeout: 20)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(object["ok"] as? Bool == true)
+        #expect((object["checks"] as? [[String: Any]])?.allSatisfy { $0["status"] as? String == "ok" } == true)
+    }
+
+    @Test("doctor exits 1 on a stopped keyring daemon, within the keyring bound")
+    func stoppedKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        keyring.stopKeyring()
+        defer { keyring.continueKeyring() }
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("problem secret service provider: "))
+        #expect(result.stdout.contains("hint: the keyring daemon does not answer"))
+        #expect(result.duration < 0.8 + 1.0, "took \(result.duration) s")
+    }
+
+    @Test("doctor names a hook that is not executable and a locked keyring, with hints")
+    func problemsHaveHints() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        try keyring.lockLoginCollection()
+        let scratch = try ScratchFolder("doctor")
+        try scratch.write("hook", "#!/bin/sh\n")
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = scratch.path + "/hook"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1)
+        #expect(result.stdout.contains("problem default keyring: 'Login' is locked"), "\(result.stdout)")
+        #expect(result.stdout.contains("problem hook: \(scratch.path)/hook is not executable"))
+        #expect(result.stdout.contains("hint: chmod +x"))
+    }
+
+    @Test("doctor reports a broken config file as a problem and still runs the other checks")
+    func brokenConfig() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let scratch = try ScratchFolder("doctor-config")
+        try scratch.write("config", "colour = blue\n")
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_CONFIG"] = scratch.path + "/config"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1)
+        #expect(result.stdout.hasPrefix("problem config file: "), "\(result.stdout)")
+        #expect(result.stdout.contains("ok      kernel keyring"))
+    }
+}
