@@ -329,3 +329,82 @@ struct DoctorTests {
         #expect(result.stdout.contains("ok      kernel keyring"))
     }
 }
+
+@Suite("install and uninstall")
+struct InstallTests {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// Every file and link under `directory`, relative to it.
+    static func files(under directory: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        return enumerator.compactMap { $0 as? String }.filter { path in
+            var isDirectory: ObjCBool = false
+            let full = directory + "/" + path
+            return (try? FileManager.default.destinationOfSymbolicLink(atPath: full)) != nil
+                || (FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) && !isDirectory.boolValue)
+        }.sorted()
+    }
+
+    @Test("a fresh install makes man portal-token and completion work, and uninstall leaves nothing behind")
+    func installAndUninstall() throws {
+        let scratch = try ScratchFolder("install")
+        let home = scratch.path + "/home"
+        let prefix = scratch.path + "/prefix"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let binary = ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ProcessRunner.portalTokenPath
+        let environment = ProcessRunner.environment([
+            "HOME": home, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil, "XDG_CACHE_HOME": home + "/.cache",
+            "GIT_CONFIG_GLOBAL": nil, "GIT_CONFIG_NOSYSTEM": "1", "PORTAL_REDIRECT_URL": "myapp://auth/callback",
+            "PATH": "\(prefix)/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+        ])
+        let install = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/install.sh", "--prefix", prefix, "--binary", binary, "--no-try"],
+                                            environment: environment, timeout: 60)
+        #expect(install.exitCode == 0, "\(install.stdout)\(install.stderr)")
+        #expect(install.stdout.contains("Next steps"))
+        #expect(install.stdout.split(separator: "\n").count <= 24, "the next steps fit one screen")
+
+        // The three names, each running the same binary.
+        for name in ["portal-token", "git-credential-portal-token", "docker-credential-portal-token"] {
+            #expect(FileManager.default.isExecutableFile(atPath: "\(prefix)/bin/\(name)"), "\(name) is not installed")
+        }
+        let version = try ProcessRunner.run("\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
+        #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
+
+        // man finds the page through MANPATH, as it does for a prefix on PATH.
+        let man = try #require(installedProgram("man"))
+        var manEnvironment = environment
+        manEnvironment["MANPATH"] = "\(prefix)/share/man"
+        manEnvironment["MANPAGER"] = "cat"
+        manEnvironment["MANWIDTH"] = "80"
+        let page = try ProcessRunner.run(man, ["portal-token"], environment: manEnvironment, timeout: 30)
+        #expect(page.exitCode == 0, "\(page.stderr)")
+        #expect(page.stdout.contains("exec-credential"))
+
+        // Each shell loads the completion from where install.sh put it.
+        let bash = try ProcessRunner.run("/bin/bash", ["--norc", "--noprofile", "-c",
+            #". "$HOME/.local/share/bash-completion/completions/portal-token" && complete -p portal-token"#], environment: environment)
+        #expect(bash.stdout.contains("-F _portal_token"), "\(bash.stderr)")
+        if let zsh = installedProgram("zsh") {
+            let loaded = try ProcessRunner.run(zsh, ["-f", "-c",
+                #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#],
+                environment: environment, timeout: 30)
+            #expect(loaded.stdout == "_portal-token\n", "\(loaded.stderr)")
+        }
+        if let fish = installedProgram("fish") {
+            let offered = try ProcessRunner.run(fish, ["-c", "complete -C 'portal-token exec-c'"], environment: environment, timeout: 30)
+            #expect(offered.stdout.hasPrefix("exec-credential"), "\(offered.stdout)\(offered.stderr)")
+        }
+        let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/portal-token-redirect.desktop", encoding: .utf8)
+        #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect %u"))
+        #expect(desktop.contains("MimeType=x-scheme-handler/myapp;"))
+
+        let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
+                                              environment: environment, timeout: 60)
+        #expect(uninstall.exitCode == 0, "\(uninstall.stdout)\(uninstall.stderr)")
+        #expect(Self.files(under: prefix).isEmpty, "left under the prefix: \(Self.files(under: prefix))")
+        let left = Self.files(under: home).filter { $0.contains("portal-token") || $0.contains("portal_token") }
+        #expect(left.isEmpty, "left in HOME: \(left)")
+    }
+}
