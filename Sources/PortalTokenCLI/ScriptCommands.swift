@@ -41,8 +41,7 @@ private let scriptSessionRules = """
     the 7-day cap. Exit 1 when not signed in, 3 when the session just ended, 4 when the
     store cannot be read, 5 when Portal cannot be reached.
 
-    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
-    """
+    """ + sessionSettings
 
 struct TokenCommand: Command {
     static let name = "token"
