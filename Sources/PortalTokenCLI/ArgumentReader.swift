@@ -91,14 +91,16 @@ struct ArgumentReader {
     /// Fails on anything left over. An unknown option is named, with the nearest known one when
     /// it is close (as git does); a stray word is named only when it cannot be private (a plain
     /// word, no digits, no `@`): a token or an address typed in the wrong place is never echoed.
-    func finish(command: String, options: [String]) throws(CLIError) {
+    /// With `optionsOnly`, only an unknown option is reported (the command's own error explains
+    /// a stray word better).
+    func finish(command: String, options: [String], optionsOnly: Bool = false) throws(CLIError) {
         let leftover = optionArguments
         if let unknown = leftover.first(where: { $0.hasPrefix("-") && $0 != "-" }) {
             let name = String(unknown.prefix { $0 != "=" }.prefix(64))
             throw .usage("unknown option '\(name)' for '\(command)'",
                          hint: Suggestion.hint(for: name, among: options + ["--help"], command: command))
         }
-        guard let first = arguments.first else { return }
+        guard !optionsOnly, let first = arguments.first else { return }
         if first == "--" {
             throw .usage("'\(command)' takes nothing after '--'", hint: "see 'portal-token \(command) --help'")
         }
@@ -124,8 +126,9 @@ enum Suggestion {
         let allowed = stem <= 3 ? 1 : stem <= 6 ? 2 : 3
         if best.distance <= allowed { return best.name }
         // A prefix of exactly one name (`stat` for `status`) is also what the user meant.
-        let prefixed = candidates.filter { $0.lowercased().hasPrefix(word.lowercased()) && stem >= 2 }
-        return Set(prefixed).count == 1 ? prefixed[0] : nil
+        guard stem >= 2 else { return nil }
+        let prefixed = Set(candidates.filter { $0.lowercased().hasPrefix(word.lowercased()) })
+        return prefixed.count == 1 ? prefixed.first : nil
     }
 
     /// The hint line for an unknown name: "did you mean …?" when one is close, else the help.

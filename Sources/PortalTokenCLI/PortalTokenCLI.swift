@@ -81,7 +81,7 @@ public enum PortalTokenCLI {
         } catch {
             // A mistyped option explains a failure better than what its absence caused
             // (`login --emial a@b.c` is not "choose how to sign in").
-            try reader.finish(command: word, options: commandType.optionNames)
+            try reader.finish(command: word, options: commandType.optionNames, optionsOnly: true)
             throw error
         }
         try reader.finish(command: word, options: commandType.optionNames)
