@@ -235,6 +235,14 @@ struct UsageErrorTests {
         #expect(unknown.stderr.hasPrefix("portal-token: error: unknown option '--foo' for 'login'\n"))
     }
 
+    @Test("a stray address after login gets login's own advice and is never echoed")
+    func loginStrayAddress() throws {
+        let result = try Self.run(["login", "someone@example.com"])
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: choose how to sign in"))
+        #expect(!result.stderr.contains("someone@example.com"))
+    }
+
     @Test("an unknown option before the command is named as an option")
     func unknownGlobalOption() throws {
         let result = try Self.run(["--bogus", "status"])
