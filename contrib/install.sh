@@ -1,36 +1,118 @@
 #!/usr/bin/env bash
 # Installs portal-token: the Debian packages it needs, a release build with the Swift standard
-# library linked in, and PREFIX/bin/portal-token with the git-credential-portal-token link that
-# `git config credential.helper portal-token` finds. Then shows git using it (contrib/try.sh).
+# library linked in, and PREFIX/bin/portal-token with the git-credential-portal-token and
+# docker-credential-portal-token links that git and Docker-style tools find; the man page, the
+# bash, zsh and fish completions, the desktop entry for sign-in redirects and the example hooks.
+# Then shows git using it (contrib/try.sh) and prints the next steps. contrib/uninstall.sh
+# removes every file this put in place (it keeps a list of them).
 #
-# usage: contrib/install.sh [--prefix DIR] [--no-try]      (default prefix: ~/.local)
+# usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--no-try]
+#   --prefix DIR    where bin/ and share/ go (default: ~/.local)
+#   --binary PATH   install this portal-token instead of building one (also PORTAL_TOKEN_RELEASE_BIN)
+#   --no-try        skip the git demo
 set -euo pipefail
 prefix=${PREFIX:-$HOME/.local}
+binary=${PORTAL_TOKEN_RELEASE_BIN:-}
 try=1
+usage="usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--no-try]"
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
         --prefix=*) prefix=${1#--prefix=}; shift ;;
+        --binary) binary=${2:?--binary needs a path}; shift 2 ;;
+        --binary=*) binary=${1#--binary=}; shift ;;
         --no-try) try=0; shift ;;
-        *) echo "usage: contrib/install.sh [--prefix DIR] [--no-try]" >&2; exit 2 ;;
+        -h | --help) echo "$usage"; exit 0 ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-contrib/deps.sh
-echo "== building portal-token (release)"
-bin=$(contrib/build-release.sh)
+if [ -n "$binary" ]; then
+    [ -x "$binary" ] || { echo "install.sh: $binary is not an executable portal-token" >&2; exit 2; }
+else
+    contrib/deps.sh
+    echo "== building portal-token (release)"
+    binary=$(contrib/build-release.sh)
+fi
 
-install -d "$prefix/bin"
-install -m 0755 "$bin" "$prefix/bin/portal-token"
-ln -sf portal-token "$prefix/bin/git-credential-portal-token"
-echo "== installed $prefix/bin/portal-token and $prefix/bin/git-credential-portal-token"
-"$prefix/bin/portal-token" --version
-case ":$PATH:" in
-    *":$prefix/bin:"*) ;;
-    *) echo "hint: add $prefix/bin to PATH (e.g. in ~/.profile) so git finds the helper" ;;
+data_home=${XDG_DATA_HOME:-$HOME/.local/share}
+config_home=${XDG_CONFIG_HOME:-$HOME/.config}
+manifest="$prefix/share/portal-token/installed-files"
+install -d "$prefix/share/portal-token"
+: > "$manifest.new"
+# Installs one file (mode $1) at $3 from $2 and records it for uninstall.sh.
+put() {
+    install -D -m "$1" "$2" "$3"
+    echo "$3" >> "$manifest.new"
+}
+# Makes $2 a link to $1 and records it.
+link() {
+    ln -sfn "$1" "$2"
+    echo "$2" >> "$manifest.new"
+}
+
+# --- the program and the names git and Docker-style tools run it by
+put 0755 "$binary" "$prefix/bin/portal-token"
+link portal-token "$prefix/bin/git-credential-portal-token"
+link portal-token "$prefix/bin/docker-credential-portal-token"
+
+# --- the manual: man portal-token (PREFIX/share/man is on man's path for PREFIX/bin on PATH)
+put 0644 contrib/portal-token.1 "$prefix/share/man/man1/portal-token.1"
+
+# --- completions, in each shell's per-user location
+put 0644 contrib/completions/portal-token.bash "$data_home/bash-completion/completions/portal-token"
+put 0644 contrib/completions/_portal-token "$data_home/zsh/site-functions/_portal-token"
+put 0644 contrib/completions/portal-token.fish "$config_home/fish/completions/portal-token.fish"
+
+# --- the desktop handler for a custom-scheme redirect URL (docs/signing-in.md), calling this
+# binary by its full path; with PORTAL_REDIRECT_URL set to such a URL, registered for its scheme.
+scheme=""
+case "${PORTAL_REDIRECT_URL:-}" in
+    http://* | https://* | "") ;;
+    *:*) scheme=${PORTAL_REDIRECT_URL%%:*} ;;
 esac
-echo "To make git use it:  git config --global credential.helper portal-token"
+desktop_entry="$data_home/applications/portal-token-redirect.desktop"
+install -d "$data_home/applications"
+{
+    sed -n '/^\[Desktop Entry\]/,$p' contrib/portal-token-redirect.desktop |
+        sed -e "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" -e '/^MimeType=/d'
+    [ -z "$scheme" ] || echo "MimeType=x-scheme-handler/$scheme;"
+} > "$desktop_entry"
+echo "$desktop_entry" >> "$manifest.new"
+if [ -n "$scheme" ] && command -v xdg-mime >/dev/null; then
+    xdg-mime default portal-token-redirect.desktop "x-scheme-handler/$scheme" || true
+fi
+
+# --- example hooks, to copy to ~/.config/portal-token/hooks/on-session-invalidated
+for hook in contrib/hooks/*; do
+    put 0755 "$hook" "$prefix/share/doc/portal-token/examples/hooks/$(basename "$hook")"
+done
+
+echo "$manifest" >> "$manifest.new"
+mv "$manifest.new" "$manifest"
+echo "== installed portal-token $("$prefix/bin/portal-token" --version | cut -d' ' -f2) under $prefix"
 
 if [ "$try" = 1 ]; then contrib/try.sh "$prefix/bin"; fi
+
+path_hint=""
+case ":$PATH:" in
+    *":$prefix/bin:"*) ;;
+    *) path_hint="  0. Put $prefix/bin on PATH (in ~/.profile):  export PATH=\"$prefix/bin:\$PATH\"" ;;
+esac
+cat <<EOF
+
+Next steps
+$path_hint
+  1. Use it for git:             portal-token setup-git
+  2. Sign in to Portal:          export PORTAL_AUTH_ENVIRONMENT_ID=<your environment ID>
+                                 export PORTAL_REDIRECT_URL=http://127.0.0.1:8765/callback
+                                 portal-token login --google      (or --email ADDRESS, --apple)
+  3. In scripts:                 TOKEN=\$(portal-token token)
+                                 portal-token exec -- ./your-script
+  4. Check the setup:            portal-token doctor
+  Manual: man portal-token       Completions: open a new shell (zsh: fpath+=($data_home/zsh/site-functions))
+  Registry credentials:          "credHelpers": {"registry.example": "portal-token"} in ~/.docker/config.json
+  Remove it all:                 contrib/uninstall.sh --prefix $prefix
+EOF

@@ -46,22 +46,40 @@ struct ArgumentReader {
 
     func peek() -> String? { arguments.first }
 
+    /// Options are read only before `--`; what follows it belongs to another program (`exec`).
+    private var optionArguments: ArraySlice<String> {
+        arguments[..<(arguments.firstIndex(of: "--") ?? arguments.endIndex)]
+    }
+
     /// Takes `--name` if present.
     mutating func flag(_ name: String) -> Bool {
-        guard let index = arguments.firstIndex(of: "--\(name)") else { return false }
+        guard let index = optionArguments.firstIndex(of: "--\(name)") else { return false }
         arguments.remove(at: index)
         return true
     }
 
+    /// Takes the words after `--` (with `--` itself); without `--`, every remaining word when the
+    /// first is not an option, so that `finish` can name a mistyped option instead.
+    mutating func remainder() -> [String] {
+        if let separator = arguments.firstIndex(of: "--") {
+            let rest = Array(arguments[(separator + 1)...])
+            arguments.removeSubrange(separator...)
+            return rest
+        }
+        guard let first = arguments.first, !first.hasPrefix("-") else { return [] }
+        defer { arguments = [] }
+        return arguments
+    }
+
     /// Takes `--name VALUE`, `--name=VALUE`, or the short form `-x VALUE`.
     mutating func option(_ name: String, short: String? = nil) throws(CLIError) -> String? {
-        for (index, argument) in arguments.enumerated() {
+        for (index, argument) in optionArguments.enumerated() {
             if argument.hasPrefix("--\(name)=") {
                 arguments.remove(at: index)
                 return String(argument.dropFirst(name.count + 3))
             }
             if argument == "--\(name)" || (short != nil && argument == "-\(short!)") {
-                guard index + 1 < arguments.count else { throw .usage("option '\(argument)' needs a value") }
+                guard index + 1 < optionArguments.count else { throw .usage("option '\(argument)' needs a value") }
                 let value = arguments[index + 1]
                 arguments.removeSubrange(index...(index + 1))
                 return value
@@ -70,14 +88,78 @@ struct ArgumentReader {
         return nil
     }
 
-    /// Fails on anything left over, naming the first unknown option (never a bare value, which
-    /// may be private).
-    func finish(command: String) throws(CLIError) {
-        guard let first = arguments.first else { return }
-        if first.hasPrefix("-") {
-            throw .usage("unknown option '\(first.prefix { $0 != "=" })' for '\(command)'",
-                         hint: "see 'portal-token \(command) --help'")
+    /// Fails on anything left over. An unknown option is named, with the nearest known one when
+    /// it is close (as git does); a stray word is named only when it cannot be private (a plain
+    /// word, no digits, no `@`): a token or an address typed in the wrong place is never echoed.
+    /// With `optionsOnly`, only an unknown option is reported (the command's own error explains
+    /// a stray word better).
+    func finish(command: String, options: [String], optionsOnly: Bool = false) throws(CLIError) {
+        let leftover = optionArguments
+        if let unknown = leftover.first(where: { $0.hasPrefix("-") && $0 != "-" }) {
+            let name = String(unknown.prefix { $0 != "=" }.prefix(64))
+            throw .usage("unknown option '\(name)' for '\(command)'",
+                         hint: Suggestion.hint(for: name, among: options + ["--help"], command: command))
+        }
+        guard !optionsOnly, let first = arguments.first else { return }
+        if first == "--" {
+            throw .usage("'\(command)' takes nothing after '--'", hint: "see 'portal-token \(command) --help'")
+        }
+        if Suggestion.isShowable(first) {
+            throw .usage("unexpected argument '\(first)' for '\(command)'", hint: "see 'portal-token \(command) --help'")
         }
         throw .usage("'\(command)' takes no further arguments", hint: "see 'portal-token \(command) --help'")
+    }
+}
+
+/// git's "did you mean": the closest known name by edit distance (transpositions count as one),
+/// offered only when it is close.
+enum Suggestion {
+    static func nearest(to word: String, among candidates: [String]) -> String? {
+        let target = Array(word.lowercased())
+        var best: (name: String, distance: Int)?
+        for candidate in Set(candidates).sorted() {
+            let distance = editDistance(target, Array(candidate.lowercased()))
+            if distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
+        }
+        guard let best else { return nil }
+        let stem = target.drop { $0 == "-" }.count
+        let allowed = stem <= 3 ? 1 : stem <= 6 ? 2 : 3
+        if best.distance <= allowed { return best.name }
+        // A prefix of exactly one name (`stat` for `status`) is also what the user meant.
+        guard stem >= 2 else { return nil }
+        let prefixed = Set(candidates.filter { $0.lowercased().hasPrefix(word.lowercased()) })
+        return prefixed.count == 1 ? prefixed.first : nil
+    }
+
+    /// The hint line for an unknown name: "did you mean …?" when one is close, else the help.
+    static func hint(for word: String, among candidates: [String], command: String?) -> String {
+        if let match = nearest(to: word, among: candidates) { return "did you mean '\(match)'?" }
+        return command.map { "see 'portal-token \($0) --help'" } ?? "see 'portal-token --help'"
+    }
+
+    /// Whether a stray word may be echoed: a short plain word that cannot be a token, a code or
+    /// an email address.
+    static func isShowable(_ word: String) -> Bool {
+        word.count <= 32 && !word.isEmpty && word.allSatisfy { ($0.isLetter && $0.isASCII) || $0 == "-" || $0 == "_" || $0 == "." }
+    }
+
+    /// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
+    /// transpositions each cost one.
+    static func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+        if a.isEmpty { return b.count }
+        if b.isEmpty { return a.count }
+        var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+                }
+            }
+        }
+        return table[a.count][b.count]
     }
 }

@@ -11,6 +11,10 @@ public enum ExitCode: Int32, Sendable {
     case network = 5
     case rejected = 6
     case notARedirect = 7
+    /// `exec`: the command was found but could not be run, as env(1) reports it.
+    case commandNotExecutable = 126
+    /// `exec`: the command was not found, as env(1) reports it.
+    case commandNotFound = 127
     /// Stopped by Ctrl-C (SIGINT) or SIGTERM while waiting for a sign-in, as a shell reports a
     /// command killed by SIGINT: 128 + 2.
     case interrupted = 130

@@ -13,6 +13,15 @@ protocol Command {
 }
 
 extension Command {
+    /// The options the command takes, for "did you mean": those its usage line shows.
+    static var optionNames: [String] {
+        var names: [String] = []
+        for word in usage.split(whereSeparator: { " []|<>=".contains($0) }) where word.hasPrefix("-") && word != "--" {
+            if !names.contains(String(word)) { names.append(String(word)) }
+        }
+        return names
+    }
+
     static var helpText: String {
         "usage: \(usage)\n\n\(summary)\n" + (details.isEmpty ? "" : "\n\(details)\n")
     }

@@ -10,6 +10,8 @@ final class Context {
     let settings: Settings
     /// The name the binary was started under, for messages.
     let programName: String
+    /// Why the config file could not be used, for `doctor`, which runs on without it.
+    var settingsError: (any Error)?
 
     init(streams: StandardStreams, environment: [String: String], settings: Settings, programName: String) {
         self.streams = streams

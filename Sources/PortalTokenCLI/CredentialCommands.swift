@@ -35,6 +35,7 @@ struct GetCommand: Command {
 
         Script mode: when stdin is a terminal or carries no attribute at all
         (portal-token get </dev/null), prints the signed-in session's token alone.
+        Scripts should use 'portal-token token', which never reads stdin.
         """
 
     let format: String?
@@ -86,25 +87,10 @@ struct GetCommand: Command {
         return answer
     }
 
-    /// `TOKEN=$(portal-token get)`: the token alone, or the JSON object of product contract §3.
+    /// `TOKEN=$(portal-token get)`: what `token` prints, for scripts written before it existed.
     private func runScriptMode(_ context: Context) throws {
         let session = try Composition.sessionService(for: context).usableSession()
-        var text: String
-        if format == "json" {
-            var members: [String: JSONValue] = [
-                "token": .string(session.token.text),
-                "endUserId": .string(session.endUserID),
-                "authEnvironmentId": .string(session.authEnvironmentID),
-            ]
-            members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
-            text = JSONValue.object(members).serialized + "\n"
-        } else {
-            text = session.token.text + "\n"
-        }
-        var bytes = Array(text.utf8)
-        context.streams.write(bytes, to: context.streams.output)
-        zeroize(&bytes)
-        text = ""
+        SessionOutput.printToken(session, json: format == "json", context)
     }
 }
 

@@ -9,6 +9,8 @@ public enum PortalTokenCLI {
     /// Every subcommand, in the order `--help` lists them.
     static let commands: [any Command.Type] = [
         GetCommand.self, StoreCommand.self, EraseCommand.self, CapabilityCommand.self,
+        TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
+        ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
     ]
@@ -21,6 +23,9 @@ public enum PortalTokenCLI {
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
         let isGitHelper = programName == gitHelperName
+        if programName == DockerCredentialHelper.programName {
+            return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams)
+        }
         do {
             try run(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams)
             return ExitCode.success.rawValue
@@ -59,21 +64,58 @@ public enum PortalTokenCLI {
         guard let commandType = command(named: word) else {
             // git requires helpers to ignore operations they do not know (gitcredentials(7)).
             if isGitHelper { return }
-            throw CLIError.usage("'\(word.prefix(64))' is not a portal-token command", hint: "see 'portal-token --help'")
+            if word.hasPrefix("-") {
+                let name = String(word.prefix { $0 != "=" }.prefix(64))
+                throw CLIError.usage("unknown option '\(name)'", hint: Suggestion.hint(for: name, among: globalOptionNames, command: nil))
+            }
+            throw CLIError.usage("'\(word.prefix(64))' is not a portal-token command",
+                                 hint: Suggestion.hint(for: word, among: commands.map { $0.name }, command: nil))
         }
         if reader.flag("help") || reader.flag("h") {
             streams.print(commandType.helpText)
             return
         }
-        let command = try commandType.init(arguments: &reader)
-        try reader.finish(command: word)
+        let command: any Command
+        do {
+            command = try commandType.init(arguments: &reader)
+        } catch {
+            // A mistyped option explains a failure better than what its absence caused
+            // (`login --emial a@b.c` is not "choose how to sign in").
+            try reader.finish(command: word, options: commandType.optionNames, optionsOnly: true)
+            throw error
+        }
+        try reader.finish(command: word, options: commandType.optionNames)
         let environment = ProcessEnvironment.current()
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
-        let settings = try loadSettings(flags: reader.settingFlags, environment: environment)
+        var settings: Settings
+        var settingsError: (any Error)?
+        do {
+            settings = try loadSettings(flags: reader.settingFlags, environment: environment)
+            if commandType != DoctorCommand.self { try checkSettingValues(settings) }
+        } catch where commandType == DoctorCommand.self {
+            // doctor reports a broken config file as one of its checks, and goes on without it.
+            settings = Settings(flags: reader.settingFlags, environment: environment)
+            settingsError = error
+        }
         let context = Context(streams: streams, environment: environment, settings: settings,
                               programName: isGitHelper ? gitHelperName : "portal-token")
+        context.settingsError = settingsError
         try command.run(in: context)
+    }
+
+    /// The options every command takes (product contract §2), for "did you mean".
+    static var globalOptionNames: [String] {
+        ArgumentReader.settingFlagNames.map { "--" + $0 } + ArgumentReader.switchFlagNames.map { "--" + $0 }
+            + ["--help", "--version"]
+    }
+
+    /// A value that is wrong is reported before a setting that is missing: `--backend bogus`
+    /// says so, rather than "no auth environment ID".
+    static func checkSettingValues(_ settings: Settings) throws {
+        _ = try Composition.requestedBackend(settings)
+        _ = try settings.bool(.accountAbstracted)
+        _ = try settings.bool(.trace)
     }
 
     static func command(named name: String) -> (any Command.Type)? {
@@ -112,10 +154,10 @@ public enum PortalTokenCLI {
 
     static var overview: String {
         var text = """
-            usage: portal-token [--backend auto|secret-service|file] [--config PATH] COMMAND [OPTIONS]
+            usage: portal-token [GLOBAL OPTIONS] COMMAND [OPTIONS]
 
-            Keeps credentials in the desktop keyring, or where there is none in an encrypted
-            file, and answers git's credential protocol.
+            Keeps Portal Client Session Tokens and other credentials in the desktop keyring,
+            or where there is none in an encrypted file, and answers git's credential protocol.
 
             Commands:
 
@@ -127,11 +169,27 @@ public enum PortalTokenCLI {
         }
         text += """
 
-            Run 'portal-token COMMAND --help' for a command's options.
-            As a git credential helper: git config --global credential.helper portal-token
+            Global options (before or after the command):
+              --env ID                     auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)
+              --api-host HOST              Portal API host (PORTAL_API_HOST; api.portalhq.io)
+              --redirect-url URL           sign-in redirect URL (PORTAL_REDIRECT_URL)
+              --account-abstracted BOOL    ask Portal for account abstraction
+              --backend auto|secret-service|file    storage backend (PORTAL_TOKEN_BACKEND)
+              --config PATH                config file (PORTAL_TOKEN_CONFIG)
+              --verbose                    trace to stderr, every secret redacted
+              -h, --help                   this help; 'portal-token COMMAND --help' for a command
+              -V, --version                the version
+
+            Exit codes: 0 success, 1 not signed in, 2 usage or configuration error,
+            3 the session just ended, 4 storage failure (nothing was deleted), 5 network
+            failure, 6 Portal rejected the request, 7 not a sign-in redirect.
+
+            In scripts: TOKEN=$(portal-token token), or portal-token exec -- COMMAND.
+            As a git credential helper: portal-token setup-git
             The encrypted file's passphrase comes from PORTAL_TOKEN_PASSPHRASE_FILE,
             PORTAL_TOKEN_PASSPHRASE, the systemd credential portal-token.passphrase, or a
-            prompt on the terminal.
+            prompt on the terminal. Something wrong? portal-token doctor
+            The whole manual: man portal-token
             """
         return text
     }

@@ -3,7 +3,7 @@ import KernelKeyring
 import PortalTokenCore
 
 /// Follows a command's own text, after the blank line that separates them.
-private let sessionSettings = """
+let sessionSettings = """
 
     Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
     """

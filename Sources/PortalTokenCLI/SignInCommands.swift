@@ -67,9 +67,16 @@ struct MethodsCommand: Command {
 
 struct LoginCommand: Command {
     static let name = "login"
-    static let summary = "Sign in to Portal with a magic link, Google or Apple"
-    static let usage = "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]"
+    static let summary = "Sign in to Portal with a magic link, Google or Apple, or adopt a token"
+    static let usage = """
+        portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]
+               portal-token login --with-token [--end-user ID] < token
+        """
     static let details = """
+        --with-token adopts a Client Session Token minted by your own backend, read from stdin
+        (never from an argument): one GET /api/v3/clients/me checks it (exit 6 and nothing
+        stored when Portal refuses it); the end user is --end-user, else the id Portal returns.
+
         --email sends a sign-in link to ADDRESS (trimmed and lowercased; it is never shown).
         --google and --apple open the provider's page with xdg-open when a display is there,
         or print its address on stderr (always with --no-browser).
@@ -101,7 +108,10 @@ struct LoginCommand: Command {
 
     static let maximumTimeoutSeconds = 3600
 
-    let method: Method
+    /// How to sign in; nil for `--with-token`, which adopts a token instead.
+    let method: Method?
+    /// `--end-user` of `--with-token`.
+    let adoptedEndUserID: String?
     let opensBrowser: Bool
     let timeoutSeconds: Int
 
@@ -109,15 +119,26 @@ struct LoginCommand: Command {
         let email = try arguments.option("email")
         let google = arguments.flag("google")
         let apple = arguments.flag("apple")
+        let withToken = arguments.flag("with-token")
+        adoptedEndUserID = try arguments.option("end-user")
         var chosen: [Method] = []
         if let email { chosen.append(.email(email)) }
         if google { chosen.append(.google) }
         if apple { chosen.append(.apple) }
+        if withToken {
+            guard chosen.isEmpty else { throw .usage("--with-token adopts a token; it takes no sign-in method") }
+            if let adoptedEndUserID, adoptedEndUserID.trimmingWhitespace.isEmpty { throw .usage("--end-user needs an end user ID") }
+            method = nil
+            opensBrowser = false
+            timeoutSeconds = 0
+            return
+        }
         guard chosen.count == 1, let method = chosen.first else {
-            throw .usage(chosen.isEmpty ? "choose how to sign in: --email ADDRESS, --google or --apple"
+            throw .usage(chosen.isEmpty ? "choose how to sign in: --email ADDRESS, --google, --apple or --with-token"
                                         : "choose one way to sign in, not \(chosen.count)",
                          hint: "run 'portal-token methods' to see the methods this environment allows")
         }
+        guard adoptedEndUserID == nil else { throw .usage("--end-user goes with --with-token") }
         self.method = method
         opensBrowser = !arguments.flag("no-browser")
         if let text = try arguments.option("timeout") {
@@ -132,6 +153,7 @@ struct LoginCommand: Command {
     }
 
     func run(in context: Context) throws {
+        guard let method else { return try TokenAdoption(endUserID: adoptedEndUserID).run(in: context) }
         let configuration = try signInConfiguration(context)
         let redirectURL = try configuration.requireRedirectURL()
         if case .email(let address) = method {
@@ -150,7 +172,7 @@ struct LoginCommand: Command {
             context.trace("login: listening on \(loopback.host):\(loopback.port)")
         }
         defer { listener?.close() }
-        try start(service, context)
+        try start(method, service, context)
         guard let listener else {
             context.streams.printError("portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser is sent back")
             if let registration = DesktopRedirectHandler.registrationCommand(redirectURL: redirectURL) {
@@ -162,7 +184,7 @@ struct LoginCommand: Command {
     }
 
     /// Sends the magic link, or opens (or shows) the provider's page.
-    private func start(_ service: SignInService, _ context: Context) throws {
+    private func start(_ method: Method, _ service: SignInService, _ context: Context) throws {
         switch method {
         case .email(let address):
             try service.client.sendMagicLink(email: address)

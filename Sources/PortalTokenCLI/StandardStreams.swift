@@ -38,6 +38,21 @@ public struct StandardStreams: Sendable {
         return false
     }
 
+    /// All of stdin up to EOF, or the first `limit` bytes and a little more (the caller refuses
+    /// an oversized input). The caller wipes it.
+    public func readAll(limit: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        defer { zeroize(&chunk) }
+        while bytes.count <= limit {
+            let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { break }
+            bytes += chunk[0..<count]
+        }
+        return bytes
+    }
+
     public func write(_ bytes: [UInt8], to descriptor: Int32) {
         bytes.withUnsafeBytes { raw in
             var offset = 0

@@ -191,6 +191,32 @@ public final class SessionService {
         return session
     }
 
+    /// What Portal said of a token offered for adoption.
+    public enum AdoptionOutcome: Sendable, Equatable {
+        case adopted(PortalSession)
+        /// Portal refused the token (its HTTP status); nothing was stored.
+        case refused(status: Int)
+        /// Portal accepted the token but named no client `id`, and no end user was given.
+        case noEndUser
+    }
+
+    /// `login --with-token`: one `GET /api/v3/clients/me` with `token` decides whether it is
+    /// adopted. The end user is `endUserID`, else the `id` Portal returns (wire contract §8.8).
+    /// A refusal never touches the stored session: that request did not carry its token.
+    public func adoptChecked(token: Secret, endUserID: String?) throws -> AdoptionOutcome {
+        let request = requests.request("GET", apiBase.url(path: Self.validationPath), body: nil, bearer: token)
+        let response: HTTPResponse
+        do {
+            response = try transport.send(request)
+        } catch {
+            throw SessionError.network(error)
+        }
+        guard response.isSuccess else { return .refused(status: response.status) }
+        let returnedID = (try? JSONValue.parse(response.body))?["id"]?.stringValue
+        guard let endUser = endUserID ?? returnedID, !endUser.isEmpty else { return .noEndUser }
+        return .adopted(try adopt(token: token, endUserID: endUser))
+    }
+
     /// git's "approve": the token worked for a request just now. The same token slides the
     /// expiry; another token is adopted as the session.
     public func approve(token: Secret, endUserID: String) throws {

@@ -29,7 +29,9 @@ struct CompletionsTests {
     /// The commands and per-command options of the product contract (§3).
     static let contractOptions: [String: [String]] = [
         "get": ["--format"], "store": [], "erase": [],
-        "login": ["--email", "--google", "--apple", "--no-browser", "--timeout"],
+        "login": ["--email", "--google", "--apple", "--no-browser", "--timeout", "--with-token", "--end-user"],
+        "token": ["--format"], "exec": ["--token-var"], "exec-credential": [],
+        "list": ["--format"], "setup-git": ["--unset"], "doctor": ["--format", "--network"],
         "redirect": [], "verify-totp": [], "methods": ["--format"], "status": ["--format"],
         "refresh": [], "api": ["-X", "--data"], "logout": [],
     ]
@@ -61,7 +63,7 @@ struct CompletionsTests {
         var options = contractOptions[command] ?? []
         let help = try ProcessRunner.portalToken([command, "--help"])
         if help.exitCode == 0, let usage = help.stdout.split(separator: "\n").first {
-            for word in usage.split(whereSeparator: { " []|<>".contains($0) }) where word.hasPrefix("-") {
+            for word in usage.split(whereSeparator: { " []|<>".contains($0) }) where word.hasPrefix("-") && word != "--" {
                 if !options.contains(String(word)) { options.append(String(word)) }
             }
         }

@@ -16,6 +16,12 @@ _portal_token_commands=(
     "store:store the credential given on stdin"
     "erase:remove the stored credentials matching the request on stdin"
     "capability:list the credential-protocol capabilities portal-token supports"
+    "token:print the session token, for scripts (never reads stdin)"
+    "exec:run a command with the session token in its environment"
+    "exec-credential:print the token as a Kubernetes ExecCredential"
+    "list:list stored credentials and sessions (never a secret)"
+    "setup-git:make git use portal-token as its credential helper"
+    "doctor:check the keyring, the file, the config and the hook"
     "login:sign in to Portal and store the session"
     "redirect:complete a sign-in from a redirect URL"
     "verify-totp:complete a pending two-factor step"
@@ -30,13 +36,16 @@ _portal_token_commands=(
 # Settings flags: accepted before or after the command name.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data --token-var --end-user"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
     case $1 in
-        get | status | methods) echo "--format" ;;
-        login) printf '%s\n' --email --google --apple --no-browser --timeout ;;
+        get | status | methods | token | list) echo "--format" ;;
+        login) printf '%s\n' --email --google --apple --with-token --end-user --no-browser --timeout ;;
+        exec) echo "--token-var" ;;
+        setup-git) echo "--unset" ;;
+        doctor) printf '%s\n' --format --network ;;
         api) printf '%s\n' -X --method --data -d ;;
     esac
 }
@@ -81,7 +90,7 @@ _portal_token_value() {
             fi ;;
         --api-host)
             mapfile -t COMPREPLY < <(compgen -W "api.portalhq.io localhost 127.0.0.1" -- "$cur") ;;
-        --env | --redirect-url | --email | --timeout)
+        --env | --redirect-url | --email | --timeout | --token-var | --end-user)
             COMPREPLY=() ;;
         *)
             return 1 ;;
@@ -157,8 +166,8 @@ _portal_token() {
                 --method) [[ $seen == *" -X "* ]] && continue ;;
                 -d) [[ $seen == *" --data "* ]] && continue ;;
                 --data) [[ $seen == *" -d "* ]] && continue ;;
-                --email | --google | --apple)
-                    [[ $seen == *" --email "* || $seen == *" --google "* || $seen == *" --apple "* ]] && continue ;;
+                --email | --google | --apple | --with-token)
+                    [[ $seen == *" --email "* || $seen == *" --google "* || $seen == *" --apple "* || $seen == *" --with-token "* ]] && continue ;;
             esac
             candidates+="$option "
         done
@@ -175,6 +184,9 @@ _portal_token() {
                 done
                 mapfile -t COMPREPLY < <(compgen -W "$names" -- "$cur")
             fi ;;
+        exec)
+            # After "--", the command and its arguments.
+            [[ " ${COMP_WORDS[*]:1:COMP_CWORD-1} " == *" -- "* ]] && mapfile -t COMPREPLY < <(compgen -c -- "$cur") ;;
         api)
             ((positionals == 0)) && mapfile -t COMPREPLY < <(compgen -W "/api/v3/clients/me" -- "$cur") ;;
     esac

@@ -7,7 +7,7 @@
 #     install -Dm644 portal-token.fish /usr/share/fish/vendor_completions.d/portal-token.fish
 # fish loads it the next time portal-token is completed.
 
-set -l commands get store erase capability login redirect verify-totp methods status refresh api logout help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor login redirect verify-totp methods status refresh api logout help
 
 # The body of --data: a JSON document, @FILE, or @- for stdin.
 function __portal_token_data
@@ -30,6 +30,12 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a store -d 'Store the credential given on stdin'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a erase -d 'Remove the stored credentials matching the request on stdin'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a capability -d 'List the credential-protocol capabilities portal-token supports'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a token -d 'Print the session token, for scripts (never reads stdin)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a exec -d 'Run a command with the session token in its environment'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a exec-credential -d 'Print the token as a Kubernetes ExecCredential'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a list -d 'List stored credentials and sessions (never a secret)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a setup-git -d 'Make git use portal-token as its credential helper'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a doctor -d 'Check the keyring, the file, the config and the hook'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a login -d 'Sign in to Portal and store the session'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a redirect -d 'Complete a sign-in from a redirect URL'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a verify-totp -d 'Complete a pending two-factor step'
@@ -54,12 +60,20 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l 
 
 # get, status, methods
 complete -c portal-token -n "__fish_seen_subcommand_from get" -l format -x -a json -d 'Print the session token as JSON (script mode)'
-complete -c portal-token -n "__fish_seen_subcommand_from status methods" -l format -x -a json -d 'Print JSON'
+complete -c portal-token -n "__fish_seen_subcommand_from status methods token list doctor" -l format -x -a json -d 'Print JSON'
+
+# exec, setup-git, doctor
+complete -c portal-token -n "__fish_seen_subcommand_from exec" -l token-var -x -d 'Environment variable for the token'
+complete -c portal-token -n "__fish_seen_subcommand_from exec; and __fish_contains_opt token-var" -a '(__fish_complete_command)'
+complete -c portal-token -n "__fish_seen_subcommand_from setup-git" -l unset -d 'Remove portal-token from the git config'
+complete -c portal-token -n "__fish_seen_subcommand_from doctor" -l network -d 'Also check that the Portal API answers'
 
 # login
-complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple" -l email -x -d 'Sign in with a magic link sent to ADDRESS'
-complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple" -l google -d 'Sign in with Google'
-complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple" -l apple -d 'Sign in with Apple'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l email -x -d 'Sign in with a magic link sent to ADDRESS'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l google -d 'Sign in with Google'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l apple -d 'Sign in with Apple'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l with-token -d 'Adopt a token from stdin, minted by your backend'
+complete -c portal-token -n "__fish_seen_subcommand_from login" -l end-user -x -d 'End user ID of the adopted token'
 complete -c portal-token -n "__fish_seen_subcommand_from login" -l no-browser -d 'Do not open a browser; show the sign-in link to open elsewhere'
 complete -c portal-token -n "__fish_seen_subcommand_from login" -l timeout -x -d 'How long to wait for the sign-in, in seconds'
 

@@ -1,0 +1,138 @@
+import Glibc
+import PortalTokenCore
+
+/// The Docker credential-helper protocol (docker-credential-helpers), spoken when the binary is
+/// started as `docker-credential-portal-token`: Docker, Podman, Buildah and skopeo run it with
+/// one operation word and the request on stdin (product contract §1). Credentials live in the
+/// same generic store as git's, keyed by protocol, host and path as git's `url=` splits them.
+///
+/// Its conventions are Docker's, not git's: errors are one line on **stdout** with exit 1
+/// (clients read it from there), and a missing credential is exactly
+/// "credentials not found in native keychain".
+enum DockerCredentialHelper {
+    static let programName = "docker-credential-portal-token"
+    static let notFoundMessage = "credentials not found in native keychain"
+    static let maximumInputBytes = 64 * 1024
+
+    struct Failure: Error {
+        let message: String
+    }
+
+    static func main(_ arguments: [String], streams: StandardStreams) -> Int32 {
+        do {
+            try run(arguments, streams: streams)
+            return 0
+        } catch let failure as Failure {
+            streams.print(failure.message)
+        } catch {
+            // Store and setting errors: their message, on the line Docker shows.
+            streams.print(CLIError(error).message)
+        }
+        return 1
+    }
+
+    static func run(_ arguments: [String], streams: StandardStreams) throws {
+        guard arguments.count == 1, let operation = arguments.first else {
+            throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
+        }
+        if operation == "version" {
+            streams.print("\(programName) (portal-token) \(PortalTokenCLI.version)")
+            return
+        }
+        guard ["get", "store", "erase", "list"].contains(operation) else {
+            throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
+        }
+        let environment = ProcessEnvironment.current()
+        unsetenv(PassphraseSource.environmentVariable)
+        let settings = try PortalTokenCLI.loadSettings(flags: [:], environment: environment)
+        try PortalTokenCLI.checkSettingValues(settings)
+        let context = Context(streams: streams, environment: environment, settings: settings, programName: programName)
+        var input = operation == "list" ? [] : streams.readAll(limit: maximumInputBytes)
+        defer { zeroize(&input) }
+        guard input.count <= maximumInputBytes else { throw Failure(message: "the request on stdin is too large") }
+        switch operation {
+        case "get": try get(serverURL: try serverURL(input), context)
+        case "store": try store(input, context)
+        case "erase": try erase(serverURL: try serverURL(input), context)
+        default: try list(context)
+        }
+    }
+
+    // MARK: Operations
+
+    private static func get(serverURL: String, _ context: Context) throws {
+        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        guard let credential = try helper.get(try request(for: serverURL)) else { throw Failure(message: notFoundMessage) }
+        var bytes = Array((JSONValue.object([
+            "ServerURL": .string(serverURL),
+            "Username": .string(credential.username),
+            "Secret": .string(credential.password.text),
+        ]).serialized + "\n").utf8)
+        context.streams.write(bytes, to: context.streams.output)
+        zeroize(&bytes)
+    }
+
+    private static func store(_ input: [UInt8], _ context: Context) throws {
+        guard let object = try? JSONValue.parse(input) else {
+            throw Failure(message: "the credentials on stdin are not JSON of the form {\"ServerURL\",\"Username\",\"Secret\"}")
+        }
+        guard let serverURL = object["ServerURL"]?.stringValue, !serverURL.trimmingWhitespace.isEmpty else {
+            throw Failure(message: "no credentials server URL")
+        }
+        guard let username = object["Username"]?.stringValue, !username.isEmpty else {
+            throw Failure(message: "no credentials username")
+        }
+        guard let secret = object["Secret"]?.stringValue else { throw Failure(message: "no credentials secret") }
+        var request = try request(for: serverURL.trimmingWhitespace)
+        request.username = username
+        request.password = Secret(secret)
+        guard !username.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
+            throw Failure(message: "the username holds a newline, CR or NUL")
+        }
+        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        try helper.store(request)
+    }
+
+    private static func erase(serverURL: String, _ context: Context) throws {
+        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        guard try helper.erase(try request(for: serverURL)) > 0 else { throw Failure(message: notFoundMessage) }
+    }
+
+    /// `{ServerURL: Username}` for every stored credential (never a secret).
+    private static func list(_ context: Context) throws {
+        var members: [String: JSONValue] = [:]
+        for credential in try context.credentialStore().all() {
+            members[url(of: credential)] = .string(credential.username)
+        }
+        context.streams.print(JSONValue.object(members).serialized)
+    }
+
+    // MARK: Server URLs
+
+    /// The server URL on stdin: one line, trimmed.
+    private static func serverURL(_ input: [UInt8]) throws -> String {
+        let text = String(decoding: input, as: UTF8.self).trimmingWhitespace
+        guard !text.isEmpty else { throw Failure(message: "no credentials server URL") }
+        return text
+    }
+
+    /// A registry server URL as git's `url=` splits it into protocol, host and path; without a
+    /// scheme (`registry.example:5000`, Docker's usual form) it is https.
+    static func request(for serverURL: String) throws -> CredentialRequest {
+        guard !serverURL.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f }) else {
+            throw Failure(message: "the server URL holds a control character")
+        }
+        let url = serverURL.contains("://") ? serverURL : "https://" + serverURL
+        guard let request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
+            throw Failure(message: "the server URL is not a URL")
+        }
+        return request
+    }
+
+    /// The URL `list` shows for a credential: protocol, host and path.
+    static func url(of credential: Credential) -> String {
+        var text = credential.protocolName + "://" + (credential.host?.gitHost ?? "")
+        if let path = credential.path, !path.isEmpty { text += "/" + path }
+        return text
+    }
+}

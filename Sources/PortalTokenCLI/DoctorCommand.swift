@@ -1,0 +1,285 @@
+import EncryptedFileStore
+import Glibc
+import KernelKeyring
+import PortalTokenCore
+import SecretServiceStore
+
+struct DoctorCommand: Command {
+    static let name = "doctor"
+    static let summary = "Check the keyring, the encrypted file, the config and the hook"
+    static let usage = "portal-token doctor [--format json] [--network]"
+    static let details = """
+        One line per check, ok or problem, with a hint for each problem: the session bus, the
+        Secret Service provider, whether the default keyring is locked, the backend in use and
+        why, the encrypted file (path, owner, mode, passphrase source), a second store, the
+        config file, the hook and the kernel keyring; with --network, whether the Portal API
+        answers. Every keyring call is bounded. Never prints a secret. Exit 0 when nothing is
+        a problem, else 1.
+        """
+
+    let json: Bool
+    let network: Bool
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        json = try SessionOutput.readFormat(&arguments)
+        network = arguments.flag("network")
+    }
+
+    struct Check {
+        var name: String
+        var ok: Bool
+        var detail: String
+        var hint: String?
+    }
+
+    func run(in context: Context) throws {
+        let checks = Diagnosis(context: context).checks(network: network)
+        if json {
+            let objects: [JSONValue] = checks.map { check in
+                .object([
+                    "check": .string(check.name), "status": .string(check.ok ? "ok" : "problem"),
+                    "detail": .string(check.detail), "hint": check.hint.map { .string($0) } ?? .null,
+                ])
+            }
+            context.streams.print(JSONValue.object(["ok": .bool(checks.allSatisfy(\.ok)), "checks": .array(objects)]).serialized)
+        } else {
+            for check in checks {
+                context.streams.print("\(check.ok ? "ok     " : "problem") \(check.name): \(ListCommand.shown(check.detail))")
+                if let hint = check.hint { context.streams.print("        hint: \(hint)") }
+            }
+        }
+        // Exit 1 for "something is a problem", as the lines above already say what.
+        if !checks.allSatisfy(\.ok) { throw SilentExit(code: .notSignedIn) }
+    }
+}
+
+/// The checks themselves. Each returns what it found; none throws, so one failure never hides
+/// the others.
+private struct Diagnosis {
+    typealias Check = DoctorCommand.Check
+    let context: Context
+
+    func checks(network: Bool) -> [Check] {
+        var checks: [Check] = []
+        if let error = context.settingsError {
+            let failure = CLIError(error)
+            checks.append(Check(name: "config file", ok: false, detail: failure.message, hint: failure.hint))
+        } else {
+            checks.append(configFile())
+        }
+        let bus = sessionBus()
+        checks.append(bus)
+        let timeout = (try? Composition.keyringTimeout(context.settings)) ?? Composition.defaultKeyringTimeoutMilliseconds
+        let keyring = SecretServiceDiagnosis(timeoutMilliseconds: timeout)
+        var provider: StoreError.Kind?
+        if bus.ok {
+            do {
+                try keyring.ping()
+                checks.append(Check(name: "secret service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+            } catch {
+                provider = error.kind
+                let ok = error.kind == .unavailable && requested != .secretService
+                checks.append(Check(name: "secret service provider", ok: ok, detail: error.message,
+                                    hint: ok ? nil : error.kind == .timedOut ? "the keyring daemon does not answer: restart it (or log out and in)"
+                                        : "install and start gnome-keyring (or KeePassXC's Secret Service), or use --backend file"))
+            }
+        } else {
+            provider = .unavailable
+            checks.append(Check(name: "secret service provider", ok: requested != .secretService,
+                                detail: "not checked: no session bus", hint: nil))
+        }
+        if provider == nil {
+            do {
+                let collection = try keyring.defaultCollection()
+                checks.append(Check(name: "default keyring", ok: !collection.isLocked,
+                                    detail: "'\(collection.label)' is \(collection.isLocked ? "locked" : "unlocked")",
+                                    hint: collection.isLocked ? "unlock it (log in to the desktop, or open Passwords and Keys)" : nil))
+            } catch {
+                checks.append(Check(name: "default keyring", ok: false, detail: error.message, hint: error.hint))
+            }
+        }
+        let (backendCheck, choice) = backend(provider: provider)
+        checks.append(backendCheck)
+        checks += encryptedFile(choice: choice)
+        checks.append(hook())
+        checks.append(kernelKeyring())
+        if network { checks.append(portalAPI()) }
+        return checks
+    }
+
+    private var requested: RequestedBackend { (try? Composition.requestedBackend(context.settings)) ?? .auto }
+
+    private func configFile() -> Check {
+        let path = context.settings.configPath ?? "the config file"
+        do {
+            try PortalTokenCLI.checkSettingValues(context.settings)
+        } catch {
+            let failure = CLIError(error)
+            return Check(name: "settings", ok: false, detail: failure.message, hint: failure.hint)
+        }
+        guard access(path, F_OK) == 0 else {
+            return Check(name: "config file", ok: true, detail: "\(path) does not exist; defaults and the environment apply")
+        }
+        return Check(name: "config file", ok: true, detail: "\(path) (\(context.settings.configFile.count) settings)")
+    }
+
+    /// The bus address from the environment, and a connection to its socket.
+    private func sessionBus() -> Check {
+        guard let address = context.environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else {
+            return Check(name: "session bus", ok: requested != .secretService, detail: "DBUS_SESSION_BUS_ADDRESS is not set",
+                         hint: requested == .secretService ? "run inside a desktop session, or under dbus-run-session" : nil)
+        }
+        let first = address.split(separator: ";").first.map(String.init) ?? address
+        var path: String?
+        var abstract = false
+        for part in first.drop(while: { $0 != ":" }).dropFirst().split(separator: ",") {
+            if part.hasPrefix("path=") { path = String(part.dropFirst(5)) }
+            if part.hasPrefix("abstract=") { path = String(part.dropFirst(9)); abstract = true }
+        }
+        guard first.hasPrefix("unix:"), let path else {
+            return Check(name: "session bus", ok: true, detail: "\(first.prefix(120)) (not a unix socket; not probed)")
+        }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { if descriptor >= 0 { close(descriptor) } }
+        var socketAddress = sockaddr_un()
+        socketAddress.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: socketAddress.sun_path) - 1
+        guard descriptor >= 0, bytes.count < capacity else {
+            return Check(name: "session bus", ok: false, detail: "cannot open a socket for \(first.prefix(120))")
+        }
+        withUnsafeMutableBytes(of: &socketAddress.sun_path) { raw in
+            let offset = abstract ? 1 : 0
+            for (index, byte) in bytes.enumerated() { raw[index + offset] = byte }
+        }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (abstract ? 1 : 0))
+        let connected = withUnsafePointer(to: &socketAddress) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, length) == 0 }
+        }
+        guard connected else {
+            return Check(name: "session bus", ok: false, detail: "cannot connect to \(first.prefix(120)): \(String(cString: strerror(errno)))",
+                         hint: "DBUS_SESSION_BUS_ADDRESS names a bus that is gone; open a new session")
+        }
+        return Check(name: "session bus", ok: true, detail: first.prefix(120) + "")
+    }
+
+    /// The backend `auto` (or the setting) picks, from what the provider check found rather
+    /// than asking the keyring again.
+    private func backend(provider: StoreError.Kind?) -> (Check, BackendChoice?) {
+        if requested == .auto, let provider {
+            guard provider == .unavailable else {
+                return (Check(name: "backend", ok: false, detail: "undecided: the Secret Service is there but did not answer",
+                              hint: "commands fail with exit 4 until the keyring answers; nothing is moved to the file"), nil)
+            }
+            let choice = BackendChoice(backend: .file, reason: "no Secret Service is available", isFallback: true)
+            return (Check(name: "backend", ok: true, detail: "file (\(choice.reason))"), choice)
+        }
+        do {
+            let choice = try Composition.backendChoice(for: context)
+            return (Check(name: "backend", ok: true, detail: "\(choice.backend.rawValue) (\(choice.reason))"), choice)
+        } catch {
+            let failure = CLIError(error)
+            return (Check(name: "backend", ok: false, detail: failure.message, hint: failure.hint), nil)
+        }
+    }
+
+    /// The encrypted file: where, whose, which mode, and where its passphrase would come from;
+    /// and whether it is a second store beside the keyring.
+    private func encryptedFile(choice: BackendChoice?) -> [Check] {
+        guard let path = try? Composition.storeFilePath(context) else {
+            return [Check(name: "encrypted file", ok: requested != .file, detail: "no path: neither XDG_DATA_HOME nor HOME is set",
+                          hint: "set PORTAL_TOKEN_FILE")]
+        }
+        let source = PassphraseSource(settings: context.settings, environment: context.environment,
+                                      streams: context.streams, storePath: path).originDescription
+        var status = stat()
+        guard lstat(path, &status) == 0 else {
+            let needed = requested == .file
+            return [Check(name: "encrypted file", ok: !needed || source != nil,
+                          detail: "\(path) does not exist yet; passphrase source: \(source ?? "none")",
+                          hint: needed && source == nil ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)]
+        }
+        var problems: [String] = []
+        if status.st_mode & S_IFMT != S_IFREG { problems.append("not a regular file") }
+        if status.st_uid != getuid() { problems.append("owned by uid \(status.st_uid), not you") }
+        if status.st_mode & 0o077 != 0 { problems.append("readable or writable by others") }
+        var directoryStatus = stat()
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if stat(directory.isEmpty ? "/" : directory, &directoryStatus) == 0, directoryStatus.st_mode & 0o022 != 0 {
+            problems.append("its directory is writable by others")
+        }
+        let mode = String(status.st_mode & 0o777, radix: 8)
+        var checks = [Check(
+            name: "encrypted file", ok: problems.isEmpty && (source != nil || requested != .file),
+            detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
+                + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
+            hint: !problems.isEmpty ? "chmod 600 the file and 700 its directory, owned by you"
+                : source == nil && requested == .file ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)]
+        if choice?.backend == .secretService {
+            checks.append(Check(name: "second store", ok: false,
+                                detail: "the keyring is in use and the encrypted file \(path) exists beside it",
+                                hint: "move its items into the keyring with 'portal-token migrate --to secret-service'"))
+        }
+        return checks
+    }
+
+    private func hook() -> Check {
+        guard let path = SessionHook(context: context).executable else {
+            return Check(name: "hook", ok: true, detail: "none configured")
+        }
+        guard path.hasPrefix("/") || path.hasPrefix("~/") else {
+            return Check(name: "hook", ok: false, detail: "\(path) is not an absolute path",
+                         hint: "give PORTAL_TOKEN_ON_SESSION_INVALIDATED an absolute path")
+        }
+        let expanded = path.hasPrefix("~/") ? (context.environment["HOME"] ?? "") + path.dropFirst() : path
+        guard access(expanded, F_OK) == 0 else {
+            return Check(name: "hook", ok: false, detail: "\(path) does not exist", hint: "create it, or unset PORTAL_TOKEN_ON_SESSION_INVALIDATED")
+        }
+        guard access(expanded, X_OK) == 0 else {
+            return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
+        }
+        return Check(name: "hook", ok: true, detail: "\(path) (executable)")
+    }
+
+    /// A short-lived value written to and read back from the kernel keyring, which caches the
+    /// session and the file key.
+    private func kernelKeyring() -> Check {
+        let keyring = KernelKeyring()
+        let name = "portal-token:doctor:\(getpid())"
+        keyring.store(Secret("ok"), as: name, forSeconds: 5)
+        let works = keyring.read(name)?.text == "ok"
+        keyring.drop(name)
+        return works ? Check(name: "kernel keyring", ok: true, detail: "the user keyring caches values")
+            : Check(name: "kernel keyring", ok: true, detail: "not usable here (keyctl refused); every call reads the store instead")
+    }
+
+    /// One unauthenticated request to the API host: any HTTP answer means Portal is reachable.
+    private func portalAPI() -> Check {
+        do {
+            let base = try context.apiBase()
+            let transport = try Composition.transport(for: context)
+            let request = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: PortalTokenCLI.version)
+                .request("GET", base.url(path: SessionService.validationPath))
+            let response = try transport.send(request)
+            return Check(name: "portal api", ok: true, detail: "\(base.url) answered HTTP \(response.status)")
+        } catch {
+            let failure = CLIError(error)
+            return Check(name: "portal api", ok: false, detail: failure.message,
+                         hint: failure.hint ?? "check the network and PORTAL_API_HOST")
+        }
+    }
+}
+
+extension PassphraseSource {
+    /// Where the passphrase would come from, without reading it; nil when there is no source.
+    var originDescription: String? {
+        if let path = settings.value(.passphraseFile) { return "\(settings.origin(of: .passphraseFile)) (\(path))" }
+        if let value = environment[Self.environmentVariable], !value.isEmpty { return Self.environmentVariable }
+        if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty,
+           access(directory + "/" + Self.systemdCredentialName, F_OK) == 0 {
+            return "the systemd credential \(Self.systemdCredentialName)"
+        }
+        if streams.inputIsTerminal || streams.errorIsTerminal { return "a prompt on the terminal" }
+        return nil
+    }
+}

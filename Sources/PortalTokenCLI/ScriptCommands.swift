@@ -1,0 +1,247 @@
+import Glibc
+import PortalTokenCore
+
+/// How scripts and tools receive the session token: `token`, script-mode `get`, `exec` and
+/// `exec-credential` all read the session the same way (product contract §3), so one place
+/// renders it.
+enum SessionOutput {
+    /// The `get --format json` / `token --format json` object: token, endUserId,
+    /// authEnvironmentId and an RFC 3339 expiresAt.
+    static func json(_ session: PortalSession) -> String {
+        var members: [String: JSONValue] = [
+            "token": .string(session.token.text),
+            "endUserId": .string(session.endUserID),
+            "authEnvironmentId": .string(session.authEnvironmentID),
+        ]
+        members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
+        return JSONValue.object(members).serialized
+    }
+
+    /// Prints the token alone on one line, or the JSON object, and wipes the buffer.
+    static func printToken(_ session: PortalSession, json asJSON: Bool, _ context: Context) {
+        var bytes = Array(((asJSON ? json(session) : session.token.text) + "\n").utf8)
+        context.streams.write(bytes, to: context.streams.output)
+        zeroize(&bytes)
+    }
+
+    /// Reads `--format`, which takes only `json`.
+    static func readFormat(_ arguments: inout ArgumentReader) throws(CLIError) -> Bool {
+        let format = try arguments.option("format")
+        if let format, format != "json" {
+            throw .usage("--format takes only json, not '\(format.prefix(32))'")
+        }
+        return format == "json"
+    }
+}
+
+/// Follows a script command's own text, after the blank line that separates them.
+private let scriptSessionRules = """
+    The session is read as script-mode get reads it: handed out with no network call
+    before its expiry, checked once with Portal after the 24-hour idle window, ended at
+    the 7-day cap. Exit 1 when not signed in, 3 when the session just ended, 4 when the
+    store cannot be read, 5 when Portal cannot be reached.
+
+    """ + sessionSettings
+
+struct TokenCommand: Command {
+    static let name = "token"
+    static let summary = "Print the Portal session token, for scripts (never reads stdin)"
+    static let usage = "portal-token token [--format json]"
+    static let details = """
+        Prints the token alone on one line: TOKEN=$(portal-token token). With --format json,
+        prints {"token", "endUserId", "authEnvironmentId", "expiresAt"}. Never reads stdin, so
+        it is safe inside a 'while read' loop and on an open pipe.
+
+        """ + scriptSessionRules
+
+    let json: Bool
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        json = try SessionOutput.readFormat(&arguments)
+    }
+
+    func run(in context: Context) throws {
+        let session = try Composition.sessionService(for: context).usableSession()
+        SessionOutput.printToken(session, json: json, context)
+    }
+}
+
+struct ExecCommand: Command {
+    static let name = "exec"
+    static let summary = "Run a command with the session token in its environment"
+    static let usage = "portal-token exec [--token-var NAME] -- COMMAND [ARG...]"
+    static let details = """
+        Replaces itself with COMMAND (found on PATH, as execvp does), whose environment gains
+        PORTAL_CLIENT_SESSION_TOKEN (or NAME with --token-var),
+        PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT (RFC 3339), PORTAL_AUTH_ENVIRONMENT_ID and
+        PORTAL_END_USER_ID. The token is never in an argument. The exit code is COMMAND's;
+        127 when COMMAND is not found, 126 when it cannot be run (as env(1)).
+
+        """ + scriptSessionRules
+
+    static let defaultTokenVariable = "PORTAL_CLIENT_SESSION_TOKEN"
+
+    let tokenVariable: String
+    let command: [String]
+    /// The descriptors open when the command started: those the caller meant the child to have.
+    /// Anything portal-token opens afterwards (a keyring connection, a lock) is closed at exec.
+    let inheritedDescriptors: Set<Int32>
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        inheritedDescriptors = Self.openDescriptors()
+        let variable = try arguments.option("token-var") ?? Self.defaultTokenVariable
+        guard Self.isVariableName(variable) else {
+            throw .usage("--token-var takes an environment variable name such as PORTAL_CLIENT_SESSION_TOKEN",
+                         hint: "use letters, digits and underscores, not starting with a digit")
+        }
+        tokenVariable = variable
+        command = arguments.remainder()
+        guard !command.isEmpty, !command[0].isEmpty else {
+            throw .usage("'exec' needs a command after '--'", hint: "portal-token exec -- COMMAND [ARG...]")
+        }
+    }
+
+    static func isVariableName(_ name: String) -> Bool {
+        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return name.utf8.allSatisfy { byte in
+            byte == UInt8(ascii: "_") || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+        }
+    }
+
+    func run(in context: Context) throws {
+        let session = try Composition.sessionService(for: context).usableSession()
+        setenv(tokenVariable, session.token.text, 1)
+        if let expiresAt = session.expiresAt {
+            setenv("PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", RFC3339.format(expiresAt), 1)
+        } else {
+            unsetenv("PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT")
+        }
+        setenv("PORTAL_AUTH_ENVIRONMENT_ID", session.authEnvironmentID, 1)
+        setenv("PORTAL_END_USER_ID", session.endUserID, 1)
+        closeOwnDescriptorsOnExec()
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        execvp(command[0], &argv)
+        // Only a failed exec returns.
+        let failure = errno
+        for pointer in argv { free(pointer) }
+        unsetenv(tokenVariable)
+        let name = String(command[0].prefix(256))
+        if failure == ENOENT || failure == ENOTDIR {
+            throw CLIError("cannot run '\(name)': command not found", hint: "check the name and PATH", exitCode: .commandNotFound)
+        }
+        throw CLIError("cannot run '\(name)': \(String(cString: strerror(failure)))", exitCode: .commandNotExecutable)
+    }
+
+    /// Marks close-on-exec every descriptor this process opened after the command started.
+    private func closeOwnDescriptorsOnExec() {
+        for descriptor in Self.openDescriptors() where descriptor > 2 && !inheritedDescriptors.contains(descriptor) {
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
+    /// The process's open descriptors, from /proc/self/fd.
+    static func openDescriptors() -> Set<Int32> {
+        guard let directory = opendir("/proc/self/fd") else { return [] }
+        defer { closedir(directory) }
+        var result: Set<Int32> = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if let descriptor = Int32(name) { result.insert(descriptor) }
+        }
+        return result
+    }
+}
+
+struct ExecCredentialCommand: Command {
+    static let name = "exec-credential"
+    static let summary = "Print the token as a Kubernetes ExecCredential (client-go credential plugin)"
+    static let usage = "portal-token exec-credential"
+    static let details = """
+        Prints {"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
+        "status":{"token":…,"expirationTimestamp":…}}. Answers in v1beta1 when the apiVersion
+        in KUBERNETES_EXEC_INFO (set by kubectl and other client-go programs) asks for it.
+        In a kubeconfig: users[].user.exec with apiVersion, command: portal-token,
+        args: [exec-credential] and interactiveMode: Never.
+
+        """ + scriptSessionRules
+
+    static let apiGroup = "client.authentication.k8s.io"
+    static let versions = ["v1", "v1beta1"]
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {}
+
+    /// The apiVersion to answer in: KUBERNETES_EXEC_INFO's `apiVersion`, else v1.
+    static func apiVersion(execInfo: String?) throws(CLIError) -> String {
+        guard let execInfo, !execInfo.trimmingWhitespace.isEmpty else { return "\(apiGroup)/v1" }
+        guard let info = try? JSONValue.parse(execInfo) else {
+            throw .usage("KUBERNETES_EXEC_INFO is not JSON")
+        }
+        guard let requested = info["apiVersion"]?.stringValue else { return "\(apiGroup)/v1" }
+        guard versions.contains(where: { "\(apiGroup)/\($0)" == requested }) else {
+            throw .usage("KUBERNETES_EXEC_INFO asks for \(requested.prefix(80)), which portal-token does not speak",
+                         hint: "use apiVersion \(apiGroup)/v1 or \(apiGroup)/v1beta1 in the kubeconfig")
+        }
+        return requested
+    }
+
+    func run(in context: Context) throws {
+        let apiVersion = try Self.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
+        let session = try Composition.sessionService(for: context).usableSession()
+        var status: [String: JSONValue] = ["token": .string(session.token.text)]
+        if let expiresAt = session.expiresAt { status["expirationTimestamp"] = .string(RFC3339.format(expiresAt)) }
+        let credential = JSONValue.object([
+            "apiVersion": .string(apiVersion),
+            "kind": .string("ExecCredential"),
+            "status": .object(status),
+        ])
+        var bytes = Array((credential.serialized + "\n").utf8)
+        context.streams.write(bytes, to: context.streams.output)
+        zeroize(&bytes)
+    }
+}
+
+/// `login --with-token`: adopts a token minted by the user's own backend, read from stdin so it
+/// never sits in an argument, once Portal has accepted it.
+struct TokenAdoption {
+    static let maximumTokenBytes = 64 * 1024
+
+    let endUserID: String?
+
+    func run(in context: Context) throws {
+        _ = try context.authEnvironmentID()
+        let token: Secret
+        if context.streams.inputIsTerminal, let prompt = TerminalPrompt() {
+            // Typed or pasted at the terminal, with echo off, as a passphrase is.
+            token = Secret(prompt.read(prompt: "Client Session Token: ").text.trimmingWhitespace)
+            prompt.close()
+        } else {
+            var bytes = context.streams.readAll(limit: Self.maximumTokenBytes)
+            defer { zeroize(&bytes) }
+            guard bytes.count <= Self.maximumTokenBytes else {
+                throw CLIError.usage("the input on stdin is larger than a token (64 KiB)", hint: "give one token on one line")
+            }
+            token = Secret(String(decoding: bytes, as: UTF8.self).trimmingWhitespace)
+        }
+        guard !token.isEmpty else {
+            throw CLIError.usage("no token on stdin", hint: "portal-token login --with-token < token-file")
+        }
+        guard token.withBytes({ !$0.contains { $0 < 0x21 || $0 == 0x7f } }) else {
+            throw CLIError.usage("the token on stdin holds spaces or control characters", hint: "give one token on one line")
+        }
+        let sessions = try Composition.sessionService(for: context)
+        switch try sessions.adoptChecked(token: token, endUserID: endUserID?.trimmingWhitespace) {
+        case .adopted(let session):
+            context.streams.printError("portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'")
+        case .refused(let status):
+            throw CLIError("Portal refused the token (HTTP \(status) to GET \(SessionService.validationPath)); nothing was stored",
+                           hint: "mint a new token for the end user, or check --env and --api-host", exitCode: .rejected)
+        case .noEndUser:
+            throw CLIError("Portal accepted the token but named no end user; nothing was stored",
+                           hint: "give the end user with --end-user ID", exitCode: .rejected)
+        }
+    }
+}

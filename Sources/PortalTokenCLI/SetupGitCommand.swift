@@ -1,0 +1,74 @@
+import Glibc
+import PortalTokenCore
+
+struct SetupGitCommand: Command {
+    static let name = "setup-git"
+    static let summary = "Make git use portal-token as its credential helper (or stop, with --unset)"
+    static let usage = "portal-token setup-git [--unset]"
+    static let details = """
+        Adds credential.helper portal-token to your global git config (git config --global
+        --add), after any helper already there, which it keeps; does nothing when it is there
+        already. --unset removes that one entry and no other helper. Says what it changed, on
+        stderr.
+        """
+
+    /// The value git runs as `git-credential-portal-token`.
+    static let helperValue = "portal-token"
+
+    let unset: Bool
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        unset = arguments.flag("unset")
+    }
+
+    func run(in context: Context) throws {
+        let helpers = try Self.git(["config", "--global", "--get-all", "credential.helper"], allowing: [1])
+            .output.split(separator: "\n").map(String.init)
+        let others = helpers.filter { $0 != Self.helperValue }
+        if unset {
+            guard helpers.contains(Self.helperValue) else {
+                context.streams.printError("portal-token: your global git config does not use portal-token; nothing changed")
+                return
+            }
+            // A value pattern that matches exactly this entry, so other helpers stay.
+            _ = try Self.git(["config", "--global", "--unset-all", "credential.helper", "^portal-token$"])
+            context.streams.printError("portal-token: removed credential.helper portal-token from your global git config"
+                                       + Self.kept(others))
+            return
+        }
+        guard !helpers.contains(Self.helperValue) else {
+            context.streams.printError("portal-token: git already uses portal-token as a credential helper; nothing changed")
+            return
+        }
+        _ = try Self.git(["config", "--global", "--add", "credential.helper", Self.helperValue])
+        context.streams.printError("portal-token: added credential.helper portal-token to your global git config"
+                                   + Self.kept(others))
+        if !others.isEmpty {
+            context.streams.printError("hint: git asks its helpers in order, so a helper listed earlier answers first")
+        }
+    }
+
+    private static func kept(_ others: [String]) -> String {
+        switch others.count {
+        case 0: return ""
+        case 1: return " (kept the other helper, '\(others[0].prefix(80))')"
+        default: return " (kept the \(others.count) other helpers)"
+        }
+    }
+
+    /// Runs git; a status outside 0 and `allowing` is an error, git's own message already on stderr.
+    private static func git(_ arguments: [String], allowing: Set<Int32> = []) throws -> ChildProcess.Result {
+        let result = ChildProcess.run("git", arguments)
+        guard let status = result.status else {
+            if result.startError == ENOENT {
+                throw CLIError.usage("git is not installed", hint: "install git, then run 'portal-token setup-git' again")
+            }
+            throw CLIError.usage("cannot run git: \(String(cString: strerror(result.startError)))")
+        }
+        guard status == 0 || allowing.contains(status) else {
+            throw CLIError.usage("git config exited with status \(status); the global git config was not changed",
+                                 hint: "run 'git config --global --list' to see what git reports")
+        }
+        return result
+    }
+}

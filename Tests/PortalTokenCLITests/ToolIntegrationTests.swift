@@ -1,0 +1,410 @@
+import Foundation
+import Glibc
+import PortalTokenTestSupport
+import Testing
+
+/// A scratch folder removed when the test ends.
+final class ScratchFolder {
+    let path: String
+    init(_ stem: String) throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-\(stem)-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+    func write(_ name: String, _ text: String) throws { try text.write(toFile: "\(path)/\(name)", atomically: true, encoding: .utf8) }
+    func read(_ name: String) -> String { (try? String(contentsOfFile: "\(path)/\(name)", encoding: .utf8)) ?? "" }
+}
+
+/// The absolute path of a program on PATH.
+func installedProgram(_ name: String) -> String? {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") + ["/usr/bin", "/usr/sbin"] {
+        let candidate = "\(directory)/\(name)"
+        if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    return nil
+}
+
+@Suite("setup-git")
+struct SetupGitTests {
+    @Test("setup-git adds portal-token once, keeps other helpers, and --unset removes only its entry")
+    func setupGitIsIdempotent() throws {
+        let git = try GitHarness(backend: .file)
+        let config = git.environment["GIT_CONFIG_GLOBAL"]!
+        func helpers() throws -> [String] {
+            try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--get-all", "credential.helper"], environment: git.environment)
+                .stdout.split(separator: "\n").map(String.init)
+        }
+        #expect(try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--add", "credential.helper", "cache --timeout 60"],
+                                      environment: git.environment).exitCode == 0)
+        #expect(try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--add", "credential.helper", "portal-token --backend file"],
+                                      environment: git.environment).exitCode == 0)
+        let first = try git.portalToken(["setup-git"])
+        #expect(first.exitCode == 0 && first.stdout.isEmpty)
+        #expect(first.stderr.contains("added credential.helper portal-token"))
+        #expect(try helpers() == ["cache --timeout 60", "portal-token --backend file", "portal-token"])
+        let again = try git.portalToken(["setup-git"])
+        #expect(again.exitCode == 0 && again.stderr.contains("nothing changed"))
+        #expect(try helpers() == ["cache --timeout 60", "portal-token --backend file", "portal-token"])
+
+        // git now finds portal-token through the global config alone.
+        let host = GitHarness.uniqueHost("setup-git")
+        let approve = try ProcessRunner.run("/usr/bin/git", ["credential", "approve"],
+                                            stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-setup\n", environment: git.environment)
+        #expect(approve.exitCode == 0)
+        #expect(try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout.contains("password=p-setup"))
+
+        let unset = try git.portalToken(["setup-git", "--unset"])
+        #expect(unset.exitCode == 0 && unset.stderr.contains("removed credential.helper portal-token"))
+        #expect(try helpers() == ["cache --timeout 60", "portal-token --backend file"])
+        let unsetAgain = try git.portalToken(["setup-git", "--unset"])
+        #expect(unsetAgain.exitCode == 0 && unsetAgain.stderr.contains("nothing changed"))
+        #expect(FileManager.default.fileExists(atPath: config))
+    }
+}
+
+@Suite("list")
+struct ListTests {
+    @Test("list shows credentials and the session without any secret, and exits 0 when empty", arguments: TestBackend.allCases)
+    func listNeverShowsSecrets(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        let empty = try portal.git.portalToken(["list", "--format", "json"])
+        #expect(empty.exitCode == 0, "\(empty.stderr)")
+        if backend == .file {
+            #expect(empty.stdout == #"{"credentials":[],"sessions":[]}"# + "\n")
+        }
+        let host = GitHarness.uniqueHost("list")
+        let canaryPassword = "canary-password-\(UUID().uuidString)"
+        let canaryRefresh = "canary-refresh-\(UUID().uuidString)"
+        let canaryToken = "canary-token-\(UUID().uuidString)"
+        #expect(try portal.git.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\npath=repo.git\nusername=list-user\n"
+                                            + "password=\(canaryPassword)\noauth_refresh_token=\(canaryRefresh)\n").exitCode == 0)
+        #expect(try portal.adopt(token: canaryToken, endUserID: "list-end-user").exitCode == 0)
+        defer { _ = try? portal.git.portalToken(["erase"], stdin: "protocol=https\nhost=\(host)\n") }
+
+        let text = try portal.git.portalToken(["list"])
+        #expect(text.exitCode == 0)
+        #expect(text.stdout.contains("https://\(host)/repo.git  list-user"))
+        #expect(text.stdout.contains("environment \(portal.environmentID)  end user list-end-user  expires at "))
+        let json = try portal.git.portalToken(["list", "--format", "json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let credentials = try #require(object["credentials"] as? [[String: Any]])
+        let mine = credentials.first { $0["host"] as? String == host }
+        #expect(mine?["protocol"] as? String == "https" && mine?["path"] as? String == "repo.git")
+        #expect(mine?["username"] as? String == "list-user")
+        let sessions = try #require(object["sessions"] as? [[String: Any]])
+        #expect(sessions.first?["endUserId"] as? String == "list-end-user")
+        for result in [text, json] {
+            for canary in [canaryPassword, canaryRefresh, canaryToken] {
+                #expect(!result.stdout.contains(canary) && !result.stderr.contains(canary))
+            }
+        }
+    }
+}
+
+@Suite("Docker credential-helper protocol")
+struct DockerHelperTests {
+    /// A directory holding `docker-credential-portal-token`, linked to the binary under test.
+    static func helperDirectory(_ scratch: ScratchFolder) throws -> String {
+        let bin = scratch.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: bin + "/docker-credential-portal-token",
+                                                   withDestinationPath: ProcessRunner.portalTokenPath)
+        return bin
+    }
+
+    @Test("store, get with and without a scheme, list, erase, then get answers not found", arguments: TestBackend.allCases)
+    func roundTrip(backend: TestBackend) throws {
+        let git = try GitHarness(backend: backend)
+        let scratch = try ScratchFolder("docker")
+        let helper = try Self.helperDirectory(scratch) + "/docker-credential-portal-token"
+        let host = GitHarness.uniqueHost("registry") + ":5000"
+        func run(_ operation: String, _ input: String?) throws -> ProcessResult {
+            try ProcessRunner.run(helper, [operation], stdin: input, environment: git.environment)
+        }
+        let store = try run("store", #"{"ServerURL":"https://\#(host)","Username":"reg-user","Secret":"reg-secret"}"#)
+        #expect(store.exitCode == 0 && store.stdout.isEmpty, "\(store.stdout)\(store.stderr)")
+        for serverURL in ["https://\(host)", host, "\(host)\n"] {
+            let get = try run("get", serverURL)
+            #expect(get.exitCode == 0, "\(get.stdout)")
+            let object = try JSONSerialization.jsonObject(with: Data(get.stdout.utf8)) as? [String: String]
+            #expect(object?["Username"] == "reg-user" && object?["Secret"] == "reg-secret")
+            #expect(object?["ServerURL"] == serverURL.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        // git sees the same credential: one generic store.
+        #expect(try git.portalToken(["get"], stdin: "url=https://\(host)\n").stdout.contains("password=reg-secret"))
+        let list = try run("list", nil)
+        let listed = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: String]
+        #expect(listed?["https://\(host)"] == "reg-user")
+        #expect(!list.stdout.contains("reg-secret"))
+        #expect(try run("erase", host).exitCode == 0)
+        let missing = try run("get", "https://\(host)")
+        #expect(missing.exitCode == 1)
+        #expect(missing.stdout == "credentials not found in native keychain\n")
+        #expect(try run("erase", host).stdout == "credentials not found in native keychain\n")
+        let version = try run("version", nil)
+        #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
+        #expect(try run("store", #"{"Username":"u","Secret":"s"}"#).stdout == "no credentials server URL\n")
+    }
+
+    /// A free TCP port on loopback, as the kernel hands one out.
+    static func freePort() throws -> UInt16 {
+        let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socketDescriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, length) == 0 && getsockname(socketDescriptor, $0, &length) == 0 }
+        }
+        guard bound else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EADDRINUSE) }
+        return UInt16(bigEndian: address.sin_port)
+    }
+
+    /// A one-layer OCI image in `directory` (an OCI layout), tagged `1`.
+    static func writeImage(to directory: String) throws {
+        let script = """
+            import hashlib, io, json, os, sys, tarfile
+            d = sys.argv[1]; os.makedirs(d + "/blobs/sha256", exist_ok=True)
+            def blob(data):
+                digest = hashlib.sha256(data).hexdigest()
+                open(d + "/blobs/sha256/" + digest, "wb").write(data)
+                return "sha256:" + digest, len(data)
+            buffer = io.BytesIO()
+            with tarfile.open(fileobj=buffer, mode="w") as archive:
+                info = tarfile.TarInfo("hello.txt"); info.size = 6; archive.addfile(info, io.BytesIO(b"hello\\n"))
+            layer, layer_size = blob(buffer.getvalue())
+            config, config_size = blob(json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                "rootfs": {"type": "layers", "diff_ids": [layer]}}).encode())
+            manifest, manifest_size = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": config_size},
+                "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": layer_size}]}).encode())
+            json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest, "size": manifest_size, "annotations": {"org.opencontainers.image.ref.name": "1"}}]},
+                open(d + "/index.json", "w"))
+            open(d + "/oci-layout", "w").write('{"imageLayoutVersion": "1.0.0"}')
+            """
+        let result = try ProcessRunner.run(try #require(installedProgram("python3")), ["-c", script, directory])
+        #expect(result.exitCode == 0, "\(result.stderr)")
+    }
+
+    @Test("skopeo login, copy, inspect and logout against a local registry go through portal-token")
+    func skopeoAgainstLocalRegistry() throws {
+        let skopeo = try #require(installedProgram("skopeo"), "skopeo is not installed: run contrib/deps.sh test")
+        let registry = try #require(installedProgram("docker-registry"), "docker-registry is not installed: run contrib/deps.sh test")
+        let htpasswd = try #require(installedProgram("htpasswd"), "htpasswd (apache2-utils) is not installed")
+        let scratch = try ScratchFolder("registry")
+        let git = try GitHarness(backend: .file)
+        let port = try Self.freePort()
+        let server = "127.0.0.1:\(port)"
+        let password = "registry-pass-\(UUID().uuidString)"
+        let users = try ProcessRunner.run(htpasswd, ["-Bbn", "alice", password])
+        #expect(users.exitCode == 0)
+        try scratch.write("htpasswd", users.stdout)
+        try scratch.write("config.yml", """
+            version: 0.1
+            log:
+              level: error
+            storage:
+              filesystem:
+                rootdirectory: \(scratch.path)/data
+            http:
+              addr: \(server)
+            auth:
+              htpasswd:
+                realm: portal-token-test
+                path: \(scratch.path)/htpasswd
+            """)
+        let registryPID = try ProcessRunner.spawn(registry, ["serve", "\(scratch.path)/config.yml"], environment: ProcessRunner.environment(),
+                                                  stdout: "\(scratch.path)/registry.log", stderr: "\(scratch.path)/registry.log")
+        defer {
+            kill(registryPID, SIGKILL)
+            _ = waitpid(registryPID, nil, 0)
+        }
+        // Ready once it answers /v2/ with a demand for credentials; bounded.
+        let deadline = ProcessRunner.monotonicSeconds() + 15
+        var ready = false
+        while !ready && ProcessRunner.monotonicSeconds() < deadline {
+            let probe = try ProcessRunner.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1",
+                                                                "http://\(server)/v2/"], timeout: 5)
+            ready = probe.stdout == "401"
+            if !ready { usleep(50_000) }
+        }
+        try #require(ready, "the registry did not start: \(scratch.read("registry.log"))")
+
+        try scratch.write("auth.json", #"{"credHelpers":{"\#(server)":"portal-token"}}"#)
+        try Self.writeImage(to: scratch.path + "/image")
+        var environment = git.environment
+        environment["PATH"] = try Self.helperDirectory(scratch) + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["REGISTRY_AUTH_FILE"] = scratch.path + "/auth.json"
+        func skopeoRun(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
+            try ProcessRunner.run(skopeo, arguments, stdin: stdin, environment: environment, timeout: 60)
+        }
+
+        let login = try skopeoRun(["login", "--tls-verify=false", "-u", "alice", "--password-stdin", server], stdin: password + "\n")
+        #expect(login.exitCode == 0, "\(login.stderr)")
+        #expect(scratch.read("auth.json") == #"{"credHelpers":{"\#(server)":"portal-token"}}"#, "the password went to portal-token, not auth.json")
+        let stored = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(server)\n")
+        #expect(stored.stdout == "username=alice\npassword=\(password)\n")
+
+        let copy = try skopeoRun(["copy", "--dest-tls-verify=false", "oci:\(scratch.path)/image:1", "docker://\(server)/test:1"])
+        #expect(copy.exitCode == 0, "\(copy.stderr)")
+        let inspect = try skopeoRun(["inspect", "--tls-verify=false", "docker://\(server)/test:1"])
+        #expect(inspect.exitCode == 0, "\(inspect.stderr)")
+        #expect(inspect.stdout.contains("\"Name\": \"\(server)/test\""))
+
+        let logout = try skopeoRun(["logout", server])
+        #expect(logout.exitCode == 0, "\(logout.stderr)")
+        #expect(try git.portalToken(["get"], stdin: "protocol=https\nhost=\(server)\n").stdout.isEmpty)
+        let refused = try skopeoRun(["inspect", "--tls-verify=false", "docker://\(server)/test:1"])
+        #expect(refused.exitCode != 0 && refused.stderr.contains("unauthorized"))
+    }
+}
+
+@Suite("doctor")
+struct DoctorTests {
+    @Test("doctor exits 0 on a healthy private keyring, one ok line per check")
+    func healthyKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "doctor-canary-passphrase"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        for name in ["config file", "session bus", "secret service provider", "default keyring", "backend", "encrypted file",
+                     "hook", "kernel keyring"] {
+            #expect(lines.contains { $0.hasPrefix("ok      \(name): ") }, "no ok line for \(name): \(result.stdout)")
+        }
+        #expect(result.stdout.contains("backend: secret-service"))
+        #expect(result.stdout.contains("passphrase source: PORTAL_TOKEN_PASSPHRASE"))
+        #expect(!result.stdout.contains("doctor-canary-passphrase") && !result.stderr.contains("doctor-canary-passphrase"))
+        let json = try ProcessRunner.portalToken(["doctor", "--format", "json"], environment: environment, timeout: 20)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(object["ok"] as? Bool == true)
+        #expect((object["checks"] as? [[String: Any]])?.allSatisfy { $0["status"] as? String == "ok" } == true)
+    }
+
+    @Test("doctor exits 1 on a stopped keyring daemon, within the keyring bound")
+    func stoppedKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        keyring.stopKeyring()
+        defer { keyring.continueKeyring() }
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("problem secret service provider: "))
+        #expect(result.stdout.contains("hint: the keyring daemon does not answer"))
+        #expect(result.duration < 0.8 + 1.0, "took \(result.duration) s")
+    }
+
+    @Test("doctor names a hook that is not executable and a locked keyring, with hints")
+    func problemsHaveHints() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        try keyring.lockLoginCollection()
+        let scratch = try ScratchFolder("doctor")
+        try scratch.write("hook", "#!/bin/sh\n")
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = scratch.path + "/hook"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1)
+        #expect(result.stdout.contains("problem default keyring: 'Login' is locked"), "\(result.stdout)")
+        #expect(result.stdout.contains("problem hook: \(scratch.path)/hook is not executable"))
+        #expect(result.stdout.contains("hint: chmod +x"))
+    }
+
+    @Test("doctor reports a broken config file as a problem and still runs the other checks")
+    func brokenConfig() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let scratch = try ScratchFolder("doctor-config")
+        try scratch.write("config", "colour = blue\n")
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_CONFIG"] = scratch.path + "/config"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1)
+        #expect(result.stdout.hasPrefix("problem config file: "), "\(result.stdout)")
+        #expect(result.stdout.contains("ok      kernel keyring"))
+    }
+}
+
+@Suite("install and uninstall")
+struct InstallTests {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    /// Every file and link under `directory`, relative to it.
+    static func files(under directory: String) -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+        return enumerator.compactMap { $0 as? String }.filter { path in
+            var isDirectory: ObjCBool = false
+            let full = directory + "/" + path
+            return (try? FileManager.default.destinationOfSymbolicLink(atPath: full)) != nil
+                || (FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory) && !isDirectory.boolValue)
+        }.sorted()
+    }
+
+    @Test("a fresh install makes man portal-token and completion work, and uninstall leaves nothing behind")
+    func installAndUninstall() throws {
+        let scratch = try ScratchFolder("install")
+        let home = scratch.path + "/home"
+        let prefix = scratch.path + "/prefix"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let binary = ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ProcessRunner.portalTokenPath
+        let environment = ProcessRunner.environment([
+            "HOME": home, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil, "XDG_CACHE_HOME": home + "/.cache",
+            "GIT_CONFIG_GLOBAL": nil, "GIT_CONFIG_NOSYSTEM": "1", "PORTAL_REDIRECT_URL": "myapp://auth/callback",
+            "PATH": "\(prefix)/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
+        ])
+        let install = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/install.sh", "--prefix", prefix, "--binary", binary, "--no-try"],
+                                            environment: environment, timeout: 60)
+        #expect(install.exitCode == 0, "\(install.stdout)\(install.stderr)")
+        #expect(install.stdout.contains("Next steps"))
+        #expect(install.stdout.split(separator: "\n").count <= 24, "the next steps fit one screen")
+
+        // The three names, each running the same binary.
+        for name in ["portal-token", "git-credential-portal-token", "docker-credential-portal-token"] {
+            #expect(FileManager.default.isExecutableFile(atPath: "\(prefix)/bin/\(name)"), "\(name) is not installed")
+        }
+        let version = try ProcessRunner.run("\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
+        #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
+
+        // man finds the page through MANPATH, as it does for a prefix on PATH.
+        let man = try #require(installedProgram("man"))
+        var manEnvironment = environment
+        manEnvironment["MANPATH"] = "\(prefix)/share/man"
+        manEnvironment["MANPAGER"] = "cat"
+        manEnvironment["MANWIDTH"] = "80"
+        let page = try ProcessRunner.run(man, ["portal-token"], environment: manEnvironment, timeout: 30)
+        #expect(page.exitCode == 0, "\(page.stderr)")
+        #expect(page.stdout.contains("exec-credential"))
+
+        // Each shell loads the completion from where install.sh put it.
+        let bash = try ProcessRunner.run("/bin/bash", ["--norc", "--noprofile", "-c",
+            #". "$HOME/.local/share/bash-completion/completions/portal-token" && complete -p portal-token"#], environment: environment)
+        #expect(bash.stdout.contains("-F _portal_token"), "\(bash.stderr)")
+        if let zsh = installedProgram("zsh") {
+            let loaded = try ProcessRunner.run(zsh, ["-f", "-c",
+                #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#],
+                environment: environment, timeout: 30)
+            #expect(loaded.stdout == "_portal-token\n", "\(loaded.stderr)")
+        }
+        if let fish = installedProgram("fish") {
+            let offered = try ProcessRunner.run(fish, ["-c", "complete -C 'portal-token exec-c'"], environment: environment, timeout: 30)
+            #expect(offered.stdout.hasPrefix("exec-credential"), "\(offered.stdout)\(offered.stderr)")
+        }
+        let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/portal-token-redirect.desktop", encoding: .utf8)
+        #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect %u"))
+        #expect(desktop.contains("MimeType=x-scheme-handler/myapp;"))
+
+        let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
+                                              environment: environment, timeout: 60)
+        #expect(uninstall.exitCode == 0, "\(uninstall.stdout)\(uninstall.stderr)")
+        #expect(Self.files(under: prefix).isEmpty, "left under the prefix: \(Self.files(under: prefix))")
+        let left = Self.files(under: home).filter { $0.contains("portal-token") || $0.contains("portal_token") }
+        #expect(left.isEmpty, "left in HOME: \(left)")
+    }
+}
