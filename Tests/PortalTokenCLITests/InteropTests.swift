@@ -5,8 +5,9 @@ import Testing
 /// Interoperation with git's own C helper, built from Debian's git source by contrib/test.sh:
 /// `GIT_CREDENTIAL_LIBSECRET` is git 2.39's helper as shipped (schema
 /// org.gnome.keyring.NetworkPassword); `GIT_CREDENTIAL_LIBSECRET_CURRENT` is the same source
-/// built to store under org.git.Password and to search without matching the schema name, as
-/// git 2.45 and later do.
+/// built to behave as git 2.43 and later do (contrib/interop): it stores under org.git.Password,
+/// searches without matching the schema name, keeps password_expiry_utc and oauth_refresh_token
+/// in the secret after the password, and erases only a matching password.
 @Suite("interoperation with git-credential-libsecret")
 struct InteropTests {
     private func helperPath(_ variable: String) throws -> String {
@@ -44,6 +45,19 @@ struct InteropTests {
         #expect(try run(current, "store", "protocol=https\nhost=\(other)\nusername=carol\npassword=from-c\n").exitCode == 0)
         let got = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(other)\n")
         #expect(got.stdout == "username=carol\npassword=from-c\n")
+    }
+
+    @Test("password_expiry_utc and oauth_refresh_token cross between git's current helper and portal-token")
+    func currentHelperExtraAttributes() throws {
+        let current = try helperPath("GIT_CREDENTIAL_LIBSECRET_CURRENT")
+        let extras = "password_expiry_utc=9999999999\noauth_refresh_token=refresh-c\n"
+        let fromC = "protocol=https\nhost=\(GitHarness.uniqueHost("extras"))\n"
+        #expect(try run(current, "store", fromC + "username=carol\npassword=from-c\n" + extras).exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["get"], stdin: fromC).stdout == "username=carol\npassword=from-c\n" + extras)
+
+        let fromSwift = "protocol=https\nhost=\(GitHarness.uniqueHost("extras"))\n"
+        #expect(try ProcessRunner.portalToken(["store"], stdin: fromSwift + "username=bob\npassword=from-swift\n" + extras).exitCode == 0)
+        #expect(try run(current, "get", fromSwift).stdout == "username=bob\npassword=from-swift\n" + extras)
     }
 
     @Test("a store replaces the item git's helper wrote for the same slot")
@@ -94,8 +108,22 @@ struct InteropAuthTypeTests {
     func passwordWithPairReadable() throws {
         let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("pair-interop"))\n"
         #expect(try storeAsNewGit(origin, "username=dave\npassword=pw\nauthtype=Basic\ncredential=ZGF2ZTpwdw==\n") == 0)
-        let seen = try run("get", origin)
-        #expect(seen.stdout.hasPrefix("username=dave\npassword=pw\n"))
+        // Exactly the password: the pair's secret lines never reach git as protocol lines.
+        #expect(try run("get", origin).stdout == "username=dave\npassword=pw\n")
         #expect(try ProcessRunner.portalToken(["get"], stdin: origin).stdout == "username=dave\npassword=pw\n")
+    }
+
+    @Test("with an expiry and a refresh token too, git's helper reads the password and those two only")
+    func passwordWithPairAndExtrasReadable() throws {
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("pair-extras"))\n"
+        let extras = "password_expiry_utc=9999999999\noauth_refresh_token=refresh-d\n"
+        #expect(try storeAsNewGit(origin, "username=dave\npassword=pw\n" + extras + "authtype=Basic\ncredential=ZGF2ZTpwdw==\n") == 0)
+        #expect(try run("get", origin).stdout == "username=dave\npassword=pw\n" + extras)
+        // git's reject of another password leaves the item; of this one, removes it.
+        #expect(try run("erase", origin + "username=dave\npassword=other\n").exitCode == 0)
+        let capable = try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin)
+        #expect(capable.stdout == "capability[]=authtype\nauthtype=Basic\ncredential=ZGF2ZTpwdw==\nusername=dave\npassword=pw\n" + extras)
+        #expect(try run("erase", origin + "username=dave\npassword=pw\n").exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin).stdout.isEmpty)
     }
 }

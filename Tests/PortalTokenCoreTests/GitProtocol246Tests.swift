@@ -85,7 +85,8 @@ struct GitURLSplitTests {
         #expect(request.password?.text == expected.password)
     }
 
-    /// t0300 'url parser rejects embedded newlines', the "url has no scheme" warning of
+    /// t0300 'url parser rejects embedded newlines' and 'rejects embedded carriage returns'
+    /// (git 2.48.1+), the "url has no scheme" warning of
     /// credential.c, git's credential.protectProtocol for a decoded CR, and (portal-token's
     /// own rule) a part that is not UTF-8 once decoded.
     @Test("refuses what git refuses, and what cannot be text", arguments: [
@@ -93,6 +94,7 @@ struct GitURLSplitTests {
         "https://one.example.com%0a/",
         "https://us%0Aer@example.com/",
         "https://example.com%0d/",
+        "https://example%0d.com/",
         "example.com/repo.git",
         "://example.com/",
         "/repo.git",
