@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
         .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
-                                                       "TerminalQRCode", "LoopbackRedirectListener"]),
+                                                       "TerminalQRCode", "LoopbackRedirectListener", "CSDBus"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),

@@ -1,3 +1,4 @@
+import CSDBus
 import Glibc
 import PortalTokenCore
 
@@ -17,6 +18,10 @@ public enum PortalTokenCLI {
     static let gitHelperName = "git-credential-portal-token"
 
     public static func main(arguments: [String]) -> Int32 {
+        // Before anything is read: a core file or a dump by another process of this user
+        // would hold the token, a grant or the passphrase (product contract §7). Failing to
+        // forbid it is not a reason to refuse to run; both calls only lower what is allowed.
+        _ = portal_token_forbid_core_dumps()
         let streams = StandardStreams()
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
