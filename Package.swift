@@ -53,7 +53,7 @@ let package = Package(
                                                        "TerminalQRCode", "LoopbackRedirectListener", "CSDBus"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
-        .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
+        .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore", "CSDBus"], path: "Tests/PortalTokenTestSupport"),
         .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),

@@ -32,11 +32,18 @@ public enum PortalTokenCLI {
         } catch let exit as SilentExit {
             return exit.code.rawValue
         } catch {
-            let failure = CLIError(error)
-            streams.printError("portal-token: error: \(failure.message)")
-            if let hint = failure.hint { streams.printError("hint: \(hint)") }
-            return failure.exitCode.rawValue
+            return report(error, streams: streams).exitCode.rawValue
         }
+    }
+
+    /// The one place an error becomes `portal-token: error: …` and `hint: …` on stderr, and an
+    /// exit code.
+    @discardableResult
+    static func report(_ error: any Error, streams: StandardStreams) -> CLIError {
+        let failure = CLIError(error)
+        streams.printError("portal-token: error: \(failure.message)")
+        if let hint = failure.hint { streams.printError("hint: \(hint)") }
+        return failure
     }
 
     static func run(_ arguments: [String], isGitHelper: Bool, streams: StandardStreams) throws {

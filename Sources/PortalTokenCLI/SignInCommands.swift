@@ -207,33 +207,57 @@ struct LoginCommand: Command {
 struct RedirectCommand: Command {
     static let name = "redirect"
     static let summary = "Finish a sign-in from the URL the browser was sent back to"
-    static let usage = "portal-token redirect URL\n       portal-token redirect - < url"
+    static let usage = "portal-token redirect URL\n       portal-token redirect - < url\n       portal-token redirect --dbus-activated"
     static let details = """
-        The desktop handler for a custom-scheme redirect URL (Exec=portal-token redirect %u).
-        With -, the URL is read from stdin, which keeps it off the process list. Exit 7 when
-        the URL is not a sign-in redirect for this configuration. A URL delivered again
-        resolves to the session it produced, with nothing sent, while that session is stored.
-        On a terminal a two-factor step asks for the code; without one the step waits for
-        'portal-token verify-totp'.
+        With -, the URL is read from stdin, which keeps it off the process list. Given as
+        URL, it sits in this process's arguments, which any local user can read while it
+        runs; its grant works once, so prefer -. --dbus-activated is how the desktop
+        handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
+        session bus (org.freedesktop.Application.Open), never from the command line, and
+        leaves after 10 idle seconds.
+
+        Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
+        delivered again resolves to the session it produced, with nothing sent, while that
+        session is stored. On a terminal a two-factor step asks for the code; without one
+        the step waits for 'portal-token verify-totp'.
 
         """ + redirectSettings
 
-    let url: String
+    enum Source: Equatable { case argument(String), standardInput, sessionBus }
+
+    let source: Source
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
+        if arguments.flag(String(DesktopRedirectHandler.activationOption.dropFirst(2))) {
+            source = .sessionBus
+            return
+        }
         guard let url = arguments.next() else {
             throw .usage("'redirect' needs the URL the browser was sent to", hint: "see 'portal-token redirect --help'")
         }
-        self.url = url
+        source = url == "-" ? .standardInput : .argument(url)
     }
 
     func run(in context: Context) throws {
         let configuration = try signInConfiguration(context)
         _ = try configuration.requireRedirectURL()
-        let text = url == "-" ? readLine(context) : Secret(url)
+        let text: Secret
+        switch source {
+        case .argument(let url): text = Secret(url)
+        case .standardInput: text = readLine(context)
+        case .sessionBus:
+            try DesktopActivation(streams: context.streams) { url in
+                try complete(url, configuration: configuration, context: context, notifies: true)
+            }.serve()
+            return
+        }
+        try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)
+    }
+
+    private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool) throws {
         let service = try Composition.signInService(for: context, configuration: configuration)
-        let outcome = try service.completeRedirect(text)
-        try SignInCompletion(context: context, service: service, notifies: !context.streams.inputIsTerminal).finish(outcome)
+        let outcome = try service.completeRedirect(url)
+        try SignInCompletion(context: context, service: service, notifies: notifies).finish(outcome)
     }
 
     private func readLine(_ context: Context) -> Secret {

@@ -96,7 +96,7 @@ struct SignInTests {
         let login = try harness.run(["login", "--email", "user@example.com"])
         #expect(login.exitCode == 0, "\(login.stderr)")
         #expect(login.stderr.contains("the desktop handler ('portal-token redirect') finishes the sign-in"))
-        #expect(login.stderr.contains("xdg-mime default portal-token-redirect.desktop x-scheme-handler/portalexample"))
+        #expect(login.stderr.contains("xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/portalexample"))
         let link = try harness.sentLink()
 
         let first = try harness.run(["redirect", link])
@@ -482,19 +482,6 @@ struct SignInCanaryTests {
         // The kernel's list of keys names no grant.
         let keys = (try? String(contentsOfFile: "/proc/keys", encoding: .utf8)) ?? ""
         for grant in collected.grants { #expect(!keys.contains(grant)) }
-    }
-}
-
-@Suite("the shipped desktop entry")
-struct DesktopEntryTemplateTests {
-    @Test("contrib/portal-token-redirect.desktop, its scheme filled in, is the entry the code describes")
-    func template() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let template = try String(contentsOf: root.appendingPathComponent("contrib/portal-token-redirect.desktop"), encoding: .utf8)
-        let filled = template.replacingOccurrences(of: "<scheme>", with: "myapp")
-            .split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") + "\n"
-        #expect(filled == DesktopRedirectHandler.desktopEntry(redirectURL: "myapp://auth/callback"))
-        #expect(template.contains(try #require(DesktopRedirectHandler.registrationCommand(redirectURL: "myapp://auth/callback"))))
     }
 }
 

@@ -36,6 +36,7 @@ _portal_token_command_options() {
     case $1 in
         get | status | methods) echo "--format" ;;
         login) printf '%s\n' --email --google --apple --no-browser --timeout ;;
+        redirect) printf '%s\n' --dbus-activated - ;;
         api) printf '%s\n' -X --method --data -d ;;
     esac
 }

@@ -55,6 +55,8 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l 
 complete -c portal-token -n "__fish_seen_subcommand_from get" -l format -x -a json -d 'Print the session token as JSON (script mode)'
 complete -c portal-token -n "__fish_seen_subcommand_from status methods" -l format -x -a json -d 'Print JSON'
 
+# redirect
+complete -c portal-token -n "__fish_seen_subcommand_from redirect" -l dbus-activated -d 'Take the URL from the session bus (how the desktop handler starts it)'
 # login
 complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple" -l email -x -d 'Sign in with a magic link sent to ADDRESS'
 complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple" -l google -d 'Sign in with Google'

@@ -1,0 +1,138 @@
+import CSDBus
+import Glibc
+import PortalTokenCore
+
+/// The desktop handler when the session bus starts it (`redirect --dbus-activated`): it owns
+/// `io.portalhq.PortalToken` and serves `org.freedesktop.Application` (Desktop Entry
+/// specification, "D-Bus Activation"), so a launcher hands it the redirect URL in an `Open` call
+/// rather than on a command line (product contract §7). It leaves once nothing has come for
+/// `idleTimeout`, as activated services do.
+final class DesktopActivation {
+    static let interface = "org.freedesktop.Application"
+    static let idleMicroseconds: UInt64 = 10_000_000
+
+    /// Completes one sign-in from a URL; what it throws is reported on stderr and to the caller.
+    typealias Completion = (Secret) throws -> Void
+
+    private let complete: Completion
+    private let streams: StandardStreams
+    private var lastActivity = DesktopActivation.monotonicMicroseconds()
+
+    init(streams: StandardStreams, complete: @escaping Completion) {
+        self.streams = streams
+        self.complete = complete
+    }
+
+    /// No bus to serve: a configuration problem of the desktop session, not of a sign-in.
+    static func busFailure(_ step: String, _ code: Int32) -> CLIError {
+        CLIError("cannot \(step): \(String(cString: strerror(code)))",
+                 hint: "--dbus-activated is for the session bus to start; deliver a URL by hand with 'portal-token redirect -'",
+                 exitCode: .usage)
+    }
+
+    /// Serves the bus until it has been idle for `idleMicroseconds`, or the bus goes away.
+    func serve() throws {
+        var bus: OpaquePointer?
+        // The bus that started this process (DBUS_STARTER_ADDRESS), else the user's session bus.
+        let opened = getenv("DBUS_STARTER_ADDRESS") != nil ? sd_bus_open(&bus) : sd_bus_open_user(&bus)
+        guard opened >= 0, let bus else { throw Self.busFailure("connect to the session bus", -opened) }
+        defer { sd_bus_flush_close_unref(bus) }
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let added = sd_bus_add_object(bus, nil, DesktopRedirectHandler.objectPath, { message, userData, _ in
+            guard let message, let userData else { return 0 }
+            return Unmanaged<DesktopActivation>.fromOpaque(userData).takeUnretainedValue().handle(message)
+        }, context)
+        guard added >= 0 else { throw Self.busFailure("serve \(DesktopRedirectHandler.objectPath)", -added) }
+        let requested = sd_bus_request_name(bus, DesktopRedirectHandler.busName, 0)
+        guard requested >= 0 else { throw Self.busFailure("own \(DesktopRedirectHandler.busName)", -requested) }
+
+        while true {
+            let processed = sd_bus_process(bus, nil)
+            if processed < 0 {
+                // The bus went away: nothing more can arrive.
+                if processed == -ECONNRESET || processed == -ENOTCONN { return }
+                throw Self.busFailure("read from the session bus", -processed)
+            }
+            if processed > 0 { continue }
+            let idle = Self.monotonicMicroseconds() - lastActivity
+            if idle >= Self.idleMicroseconds { break }
+            let waited = sd_bus_wait(bus, Self.idleMicroseconds - idle)
+            if waited < 0 && waited != -EINTR { return }
+        }
+        // Give the name back, then answer whatever was sent before the bus saw it go.
+        _ = sd_bus_release_name(bus, DesktopRedirectHandler.busName)
+        while sd_bus_process(bus, nil) > 0 {}
+    }
+
+    /// One call on the object path: 1 when answered here, 0 to let sd-bus answer "unknown".
+    private func handle(_ message: OpaquePointer) -> Int32 {
+        lastActivity = Self.monotonicMicroseconds()
+        if sd_bus_message_is_method_call(message, Self.interface, "Open") > 0 {
+            return open(message)
+        }
+        if sd_bus_message_is_method_call(message, Self.interface, "Activate") > 0
+            || sd_bus_message_is_method_call(message, Self.interface, "ActivateAction") > 0 {
+            // Nothing to show: the handler has no window and no actions.
+            return reply(to: message, error: nil)
+        }
+        return 0
+    }
+
+    /// `Open(as uris, a{sv} platform_data)`: each URI completes a sign-in, in order. The reply
+    /// comes once they are done; the first failure is its error.
+    private func open(_ message: OpaquePointer) -> Int32 {
+        var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
+        guard sd_bus_message_read_strv(message, &strings) >= 0, let strings else {
+            return reply(to: message, error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))
+        }
+        var uris: [Secret] = []
+        var index = 0
+        while let entry = strings[index] {
+            uris.append(Secret(bytes: Array(UnsafeBufferPointer(start: UnsafeRawPointer(entry).assumingMemoryBound(to: UInt8.self),
+                                                                count: strlen(entry)))))
+            // The URL's grant is single-use: no copy stays behind in freed memory.
+            explicit_bzero(entry, strlen(entry))
+            free(entry)
+            index += 1
+        }
+        free(strings)
+        var failure: (name: String, message: String)?
+        for uri in uris {
+            do {
+                try complete(uri)
+            } catch {
+                let reported = PortalTokenCLI.report(error, streams: streams)
+                if failure == nil {
+                    failure = ("io.portalhq.PortalToken.Error.Exit\(reported.exitCode.rawValue)", reported.message)
+                }
+            }
+        }
+        lastActivity = Self.monotonicMicroseconds()
+        return reply(to: message, error: failure)
+    }
+
+    private func reply(to message: OpaquePointer, error: (name: String, message: String)?) -> Int32 {
+        if let error {
+            var busError = sd_bus_error()
+            return error.name.withCString { name in
+                error.message.withCString { text in
+                    busError.name = name
+                    busError.message = text
+                    busError._need_free = 0
+                    return sd_bus_reply_method_error(message, &busError)
+                }
+            }
+        }
+        var reply: OpaquePointer?
+        guard sd_bus_message_new_method_return(message, &reply) >= 0, let reply else { return -ENOMEM }
+        defer { sd_bus_message_unref(reply) }
+        let sent = sd_bus_send(nil, reply, nil)
+        return sent < 0 ? sent : 1
+    }
+
+    static func monotonicMicroseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+    }
+}
