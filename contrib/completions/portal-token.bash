@@ -29,7 +29,7 @@ _portal_token_commands=(
 # Settings flags: accepted before or after the command name.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data -H --header"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -37,7 +37,7 @@ _portal_token_command_options() {
         get | status | methods) echo "--format" ;;
         login) printf '%s\n' --email --google --apple --no-browser --timeout ;;
         redirect) printf '%s\n' --dbus-activated - ;;
-        api) printf '%s\n' -X --method --data -d ;;
+        api) printf '%s\n' -X --method --data -d -H --header ;;
     esac
 }
 

@@ -67,4 +67,5 @@ complete -c portal-token -n "__fish_seen_subcommand_from login" -l timeout -x -d
 # api
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x -a 'GET POST PUT PATCH DELETE HEAD OPTIONS' -d 'HTTP method (GET, or POST with --data)'
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s d -l data -x -a '(__portal_token_data)' -d 'Request body: JSON, @FILE, or @- for stdin'
+complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x -d "Add a request header: 'Name: value'"
 complete -c portal-token -n "__fish_seen_subcommand_from api" -a /api/v3/clients/me -d 'API path'
