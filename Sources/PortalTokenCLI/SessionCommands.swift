@@ -47,10 +47,13 @@ struct StatusCommand: Command {
             context.streams.print(JSONValue.object(members).serialized)
         } else if let session {
             let unknown = "unknown (checked with Portal on next use)"
+            // The end user ID comes from Portal or the store, the rest from settings: none
+            // reaches the terminal with a control character in it.
+            let show = { (text: String) in TerminalText.escaped(text) }
             context.streams.print("""
-                signed in as \(session.endUserID)
-                  environment:  \(environmentID)
-                  backend:      \(backend.name) (\(backend.reason))
+                signed in as \(show(session.endUserID))
+                  environment:  \(show(environmentID))
+                  backend:      \(backend.name) (\(show(backend.reason)))
                   issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)
                   expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)
                   7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)
@@ -58,8 +61,8 @@ struct StatusCommand: Command {
         } else {
             context.streams.print("""
                 not signed in
-                  environment:  \(environmentID)
-                  backend:      \(backend.name) (\(backend.reason))
+                  environment:  \(TerminalText.escaped(environmentID))
+                  backend:      \(backend.name) (\(TerminalText.escaped(backend.reason)))
                 """)
         }
         if session == nil { throw SilentExit(code: .notSignedIn) }

@@ -53,7 +53,11 @@ public struct StandardStreams: Sendable {
     }
 
     public func print(_ text: String) { write(Array((text + "\n").utf8), to: output) }
-    public func printError(_ text: String) { write(Array((text + "\n").utf8), to: error) }
+    /// A message for a person: whatever it quotes from Portal or the store (an end user ID, a
+    /// server's error text) reaches the terminal with its control characters escaped.
+    public func printError(_ text: String) {
+        write(Array((TerminalText.escaped(text, keepingNewlines: true) + "\n").utf8), to: error)
+    }
 
     /// One line from stdin, without its line ending, at most `limit` bytes (the rest of a
     /// longer line is not read). The caller wipes it.
