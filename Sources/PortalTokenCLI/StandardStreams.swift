@@ -12,20 +12,32 @@ public struct StandardStreams: Sendable {
     public var inputIsTerminal: Bool { isatty(input) == 1 }
     public var errorIsTerminal: Bool { isatty(error) == 1 }
 
+    /// The most a credential-protocol request may hold, in all: git's own reader allows lines of
+    /// up to 64 KiB (strbuf_getline into a LARGE_PACKET_MAX buffer), and no request needs more.
+    public static let requestLimit = 65536
+
     /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
-    /// blank line so that a caller who keeps stdin open is not waited on.
-    public func readRequest() -> [UInt8] {
-        var buffer: [UInt8] = []
+    /// blank line so that a caller who keeps stdin open is not waited on. Past `requestLimit`
+    /// bytes it stops reading and fails (exit 2), wiping what it read.
+    public func readRequest() throws(CLIError) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: 4096)
+        defer { zeroize(&chunk) }
+        // Room for the whole bound up front: growing would leave unwiped copies behind.
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(Self.requestLimit + chunk.count)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             let searchStart = max(0, buffer.count - 1)
             buffer.append(contentsOf: chunk[0..<count])
+            if buffer.count > Self.requestLimit {
+                zeroize(&buffer)
+                throw .usage("the credential request on stdin is larger than \(Self.requestLimit / 1024) KiB",
+                             hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
+            }
             if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
         }
-        zeroize(&chunk)
         return buffer
     }
 
