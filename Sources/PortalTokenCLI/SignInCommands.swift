@@ -196,6 +196,13 @@ struct LoginCommand: Command {
                 return .finish(.success(outcome), page: .signedIn)
             } catch SignInError.notARedirect {
                 return .keepWaiting(page: .failed("This address carries no sign-in."))
+            } catch let error where CLIError(error).exitCode == .rejected {
+                // Any web page can send the browser to the listener with a made-up grant or an
+                // error parameter: Portal's refusal is reported and the real one still awaited
+                // (product contract §7). Its timeout still bounds the wait.
+                progress.clear()
+                context.streams.printError("portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); still waiting")
+                return .keepWaiting(page: .failed("portal-token could not complete this sign-in."))
             } catch {
                 return .finish(.failure(error), page: .failed("portal-token could not complete the sign-in."))
             }
