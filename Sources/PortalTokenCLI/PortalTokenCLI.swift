@@ -83,6 +83,8 @@ public enum PortalTokenCLI {
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
         let settings = try loadSettings(flags: reader.settingFlags, environment: environment)
+        // A hook path that could run a planted file is refused before anything happens.
+        _ = try SessionHook.configuredPath(settings, environment: environment)
         let context = Context(streams: streams, environment: environment, settings: settings,
                               programName: isGitHelper ? gitHelperName : "portal-token")
         try command.run(in: context)
