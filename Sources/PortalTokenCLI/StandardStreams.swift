@@ -12,9 +12,11 @@ public struct StandardStreams: Sendable {
     public var inputIsTerminal: Bool { isatty(input) == 1 }
     public var errorIsTerminal: Bool { isatty(error) == 1 }
 
-    /// The most a credential-protocol request may hold, in all: git's own reader allows lines of
-    /// up to 64 KiB (strbuf_getline into a LARGE_PACKET_MAX buffer), and no request needs more.
-    public static let requestLimit = 65536
+    /// The most a credential-protocol request may hold, in all. git's own reader has no bound;
+    /// this one is sixteen times git's packet-line size (64 KiB), room for any credential a
+    /// tool stores (long OAuth refresh tokens, certificates in a password), yet a stream that
+    /// never ends is refused instead of read for ever.
+    public static let requestLimit = 1 << 20
 
     /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
     /// blank line so that a caller who keeps stdin open is not waited on. Past `requestLimit`
@@ -33,7 +35,7 @@ public struct StandardStreams: Sendable {
             buffer.append(contentsOf: chunk[0..<count])
             if buffer.count > Self.requestLimit {
                 zeroize(&buffer)
-                throw .usage("the credential request on stdin is larger than \(Self.requestLimit / 1024) KiB",
+                throw .usage("the credential request on stdin is larger than \(Self.requestLimit >> 20) MiB",
                              hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
             }
             if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
