@@ -220,7 +220,7 @@ struct APICommand: Command {
         } else if data.hasPrefix("@") {
             let file = String(data.dropFirst())
             do {
-                bytes = try FileReading.contents(of: file, limit: 8 << 20)
+                bytes = try FileReading.contents(of: file, limit: 8 << 20, regularOnly: false)
             } catch {
                 throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error))")
             }

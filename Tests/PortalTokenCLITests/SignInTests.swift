@@ -502,6 +502,7 @@ struct HandStartedFakeServerTests {
         while !server.stdout.contains("\n"), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
         let baseURL = try #require(server.stdout.split(separator: "\n").first)
         try (("try it out\n") as String).write(toFile: directory + "/passphrase", atomically: false, encoding: .utf8)
+        chmod(directory + "/passphrase", 0o600)
         let environment = ProcessRunner.environment([
             "HOME": directory, "XDG_RUNTIME_DIR": nil, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil,
             "PORTAL_TOKEN_BACKEND": "file", "PORTAL_TOKEN_FILE": directory + "/store",
