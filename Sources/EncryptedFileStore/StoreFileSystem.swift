@@ -55,15 +55,9 @@ struct StoreFileSystem {
             throw StoreError(.failed, "the store file \(path) is not a regular file",
                              hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
         }
-        guard status.st_uid == geteuid() else {
-            throw StoreError(.failed, "the store file \(path) belongs to another user (uid \(status.st_uid))",
-                             hint: "point PORTAL_TOKEN_FILE at a store of your own")
-        }
-        guard status.st_mode & 0o077 == 0 else {
-            let mode = String(status.st_mode & 0o777, radix: 8)
-            throw StoreError(.failed, "the store file \(path) is open to other users (mode \(mode))",
-                             hint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
-        }
+        try Self.requireOwn(status, "the store file \(path)", forbidden: 0o077, exposure: "is open to other users",
+                            ownerHint: "point PORTAL_TOKEN_FILE at a store of your own",
+                            modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
         if Int64(status.st_size) > Int64(Self.maximumFileBytes) {
             return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
                             damage: "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be")
@@ -228,16 +222,22 @@ struct StoreFileSystem {
             if errno == ENOENT { return false }
             throw failure("cannot examine the store directory \(directory)", errno: errno)
         }
-        guard status.st_uid == geteuid() else {
-            throw StoreError(.failed, "the store directory \(directory) belongs to another user (uid \(status.st_uid))",
-                             hint: "set PORTAL_TOKEN_FILE to a path in a directory of your own")
-        }
-        guard status.st_mode & 0o022 == 0 else {
-            let mode = String(status.st_mode & 0o7777, radix: 8)
-            throw StoreError(.failed, "the store directory \(directory) is writable by other users (mode \(mode))",
-                             hint: "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own")
-        }
+        try Self.requireOwn(status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
+                            ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
+                            modeHint: "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own")
         return true
+    }
+
+    /// Refuses what another user owns, or what the `forbidden` mode bits open to others.
+    private static func requireOwn(_ status: stat, _ what: String, forbidden: mode_t, exposure: String,
+                                   ownerHint: String, modeHint: String) throws(StoreError) {
+        guard status.st_uid == geteuid() else {
+            throw StoreError(.failed, "\(what) belongs to another user (uid \(status.st_uid))", hint: ownerHint)
+        }
+        guard status.st_mode & forbidden == 0 else {
+            let mode = String(status.st_mode & 0o7777, radix: 8)
+            throw StoreError(.failed, "\(what) \(exposure) (mode \(mode))", hint: modeHint)
+        }
     }
 
     /// Creates the directory and any missing parent with mode 0700 from the start (XDG Base

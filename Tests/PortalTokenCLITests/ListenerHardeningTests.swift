@@ -8,29 +8,15 @@ import Testing
 /// `login`'s loopback listener against hostile local clients and web pages (product contract §7).
 @Suite("login's listener under attack")
 struct ListenerHardeningTests {
-    static func connect(_ port: UInt16) -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        return connected == 0 ? descriptor : -1
-    }
-
     @Test("login completes with an idle connection held open and a client trickling a byte every 40 ms")
     func idleAndTricklingClients() throws {
         let harness = try SignInHarness(backend: .file)
         let login = try harness.start(["login", "--email", "user@example.com", "--timeout", "30"])
         try login.waitForStderr(containing: "waiting for the browser")
         let port = try #require(UInt16(harness.redirectURL.split(separator: ":").last!.prefix { $0.isNumber }))
-        let idle = Self.connect(port)
-        #expect(idle >= 0)
+        let idle = try SimulatedBrowser.connect(port: port)
         defer { close(idle) }
-        let trickle = Self.connect(port)
-        #expect(trickle >= 0)
+        let trickle = try SimulatedBrowser.connect(port: port)
         defer { close(trickle) }
         _ = "GET /favicon.ico HTTP/1.1\r\n\r\n".withCString { send(trickle, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         let stop = Mutex(false)

@@ -7,14 +7,8 @@ import Testing
 /// read through /proc by another process of the same user (product contract §7).
 @Suite("process hardening")
 struct ProcessHardeningTests {
-    private static var binaries: [String] {
-        var paths = [ProcessRunner.portalTokenPath]
-        if let release = ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"] { paths.append(release) }
-        return paths
-    }
-
     @Test("portal-token started by an unprivileged user has RLIMIT_CORE 0 and a /proc/PID/environ owned by root",
-          arguments: binaries)
+          arguments: BinaryTests.binaries)
     func noCoreDumps(binary: String) throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-dump-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)

@@ -20,20 +20,8 @@ public final class PrivateApplicationBus: @unchecked Sendable {
         let socket = directory.appendingPathComponent("bus").path
         address = "unix:path=" + socket
         let configuration = directory.appendingPathComponent("bus.conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>portal-token-test</type>
-              <listen>\(address)</listen>
-              <servicedir>\(services.path)</servicedir>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """.write(to: configuration, atomically: false, encoding: .utf8)
+        try Self.configuration(type: "portal-token-test", listen: address, extra: "<servicedir>\(services.path)</servicedir>")
+            .write(to: configuration, atomically: false, encoding: .utf8)
         daemon = try RunningProcess("/usr/bin/dbus-daemon", ["--config-file=" + configuration.path, "--nofork", "--nopidfile"],
                                     environment: environment)
         let deadline = ProcessRunner.monotonicSeconds() + 10
@@ -43,6 +31,25 @@ public final class PrivateApplicationBus: @unchecked Sendable {
             }
             usleep(10_000)
         }
+    }
+
+    /// A dbus-daemon configuration that lets every client own and call anything: test buses
+    /// have one user and no policy to enforce.
+    static func configuration(type: String, listen: String, extra: String = "") -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>\(type)</type>
+          <listen>\(listen)</listen>
+          \(extra)
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+        </busconfig>
+        """
     }
 
     deinit {
