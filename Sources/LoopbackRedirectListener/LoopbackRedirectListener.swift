@@ -174,10 +174,20 @@ public final class LoopbackRedirectListener {
 
     // MARK: Waiting
 
-    private struct Connection {
-        var descriptor: Int32
+    /// One client. What it sent holds the grant when it is the redirect, so the buffer is
+    /// sized once (growing would leave copies behind) and wiped when the connection goes.
+    private final class Connection {
+        let descriptor: Int32
         var buffer: [UInt8] = []
-        var acceptedAt: Int64
+        let acceptedAt: Int64
+
+        init(descriptor: Int32, acceptedAt: Int64, capacity: Int) {
+            self.descriptor = descriptor
+            self.acceptedAt = acceptedAt
+            buffer.reserveCapacity(capacity)
+        }
+
+        deinit { zeroize(&buffer) }
     }
 
     /// Waits for the browser. `handler` receives the full redirect URL (the configured scheme
@@ -238,7 +248,7 @@ public final class LoopbackRedirectListener {
             // Read what arrived; serve each connection whose request is complete.
             var finished: [Int] = []
             for index in connections.indices where descriptors[firstConnection + index].revents != 0 {
-                switch receive(into: &connections[index]) {
+                switch receive(into: connections[index]) {
                 case .more:
                     continue
                 case .closed:
@@ -247,9 +257,10 @@ public final class LoopbackRedirectListener {
                     respond(.tooLarge, on: connections[index].descriptor)
                     progress(.ignoredRequest(status: Page.tooLarge.status))
                     finished.append(index)
-                case .complete(let head):
+                case .complete(var head):
                     finished.append(index)
                     let outcome = serve(head, on: connections[index].descriptor, progress: progress, handler: handler)
+                    zeroize(&head)
                     if let result = outcome {
                         return result
                     }
@@ -273,7 +284,8 @@ public final class LoopbackRedirectListener {
                         _ = Glibc.close(connections[oldest].descriptor)
                         connections.remove(at: oldest)
                     }
-                    connections.append(Connection(descriptor: client, acceptedAt: now))
+                    connections.append(Connection(descriptor: client, acceptedAt: now,
+                                                  capacity: options.maximumRequestBytes + Self.receiveChunkBytes))
                 }
             }
         }
@@ -286,8 +298,11 @@ public final class LoopbackRedirectListener {
         case complete(head: [UInt8])
     }
 
-    private func receive(into connection: inout Connection) -> Received {
-        var chunk = [UInt8](repeating: 0, count: 8192)
+    private static let receiveChunkBytes = 8192
+
+    private func receive(into connection: Connection) -> Received {
+        var chunk = [UInt8](repeating: 0, count: Self.receiveChunkBytes)
+        defer { zeroize(&chunk) }
         while true {
             let count = recv(connection.descriptor, &chunk, chunk.count, 0)
             if count < 0 {

@@ -76,7 +76,9 @@ public struct StandardStreams: Sendable {
     /// One line from stdin, without its line ending, at most `limit` bytes (the rest of a
     /// longer line is not read). The caller wipes it.
     public func readLine(limit: Int) -> [UInt8] {
+        // Sized once: growing would leave unwiped copies of a secret line behind.
         var line: [UInt8] = []
+        line.reserveCapacity(limit)
         var byte: UInt8 = 0
         while line.count < limit {
             let count = read(input, &byte, 1)
