@@ -77,8 +77,9 @@ struct LoginCommand: Command {
         With a loopback redirect URL (http://127.0.0.1:PORT/path or http://localhost:PORT/path)
         login listens on that address and port, for that path only, and finishes the sign-in
         itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
-        Apple). A callback whose grant Portal refuses is reported, and waiting goes on. With any other redirect URL the desktop handler, 'portal-token redirect',
-        finishes it. On a terminal, a two-factor step shows the enrollment code when Portal
+        Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
+        With any other redirect URL the desktop handler, 'portal-token redirect', finishes
+        it. On a terminal, a two-factor step shows the enrollment code when Portal
         sends one and asks for the code, three tries at most.
 
         Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
