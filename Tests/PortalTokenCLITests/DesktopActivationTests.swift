@@ -57,6 +57,21 @@ struct DesktopActivationTests {
         #expect(try harness.run(["get"]).exitCode == 1)
     }
 
+    @Test("the activated handler leaves after 10 idle seconds, giving its name back")
+    func leavesWhenIdle() throws {
+        let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback")
+        let bus = try PrivateApplicationBus(environment: harness.environment)
+        let handler = try harness.start(["redirect", "--dbus-activated"], ["DBUS_STARTER_ADDRESS": bus.address])
+        let result = try handler.finish(timeout: 20)
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stderr.isEmpty)
+        #expect(harness.portal.server.requests.isEmpty)
+        // The name is free again: a call now starts nothing and finds no one.
+        let failure = try bus.open(["portalexample://auth/callback?token=g&login_type=GOOGLE"],
+                                   destination: DesktopRedirectHandler.busName, path: DesktopRedirectHandler.objectPath)
+        #expect(failure?.name == "org.freedesktop.DBus.Error.ServiceUnknown")
+    }
+
     @Test("without a session bus to serve, --dbus-activated is a configuration error (exit 2) with a hint")
     func noBus() throws {
         let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback")
