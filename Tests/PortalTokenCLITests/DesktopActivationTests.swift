@@ -42,12 +42,13 @@ struct DesktopActivationTests {
         #expect(control.stop().commandLines.contains { $0.contains(grant) })
     }
 
-    @Test("Open with a URL that is not a sign-in redirect is answered with an error, nothing sent")
-    func openRefusesForeignURL() throws {
+    /// With the release binary too, which loads libsystemd only when it serves the bus.
+    @Test("Open with a URL that is not a sign-in redirect is answered with an error, nothing sent", arguments: BinaryTests.binaries)
+    func openRefusesForeignURL(binary: String) throws {
         let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback")
         let bus = try PrivateApplicationBus(environment: harness.environment)
         try bus.installService(named: DesktopRedirectHandler.busName,
-                               contents: DesktopRedirectHandler.serviceFile(executable: ProcessRunner.portalTokenPath))
+                               contents: DesktopRedirectHandler.serviceFile(executable: binary))
         let failure = try bus.open(["otherapp://auth/callback?token=g&login_type=GOOGLE"],
                                    destination: DesktopRedirectHandler.busName, path: DesktopRedirectHandler.objectPath)
         #expect(failure?.name == "io.portalhq.PortalToken.Error.Exit7")
