@@ -50,10 +50,10 @@ let package = Package(
         .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
         .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
-                                                       "TerminalQRCode", "LoopbackRedirectListener"]),
+                                                       "TerminalQRCode", "LoopbackRedirectListener", "CSDBus"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
-        .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore"], path: "Tests/PortalTokenTestSupport"),
+        .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore", "CSDBus"], path: "Tests/PortalTokenTestSupport"),
         .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "PortalTokenCoreTests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "SecretServiceStoreTests", dependencies: ["SecretServiceStore", "PortalTokenTestSupport"]),

@@ -6,21 +6,27 @@
 # Then shows git using it (contrib/try.sh) and prints the next steps. contrib/uninstall.sh
 # removes every file this put in place (it keeps a list of them).
 #
-# usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--no-try]
-#   --prefix DIR    where bin/ and share/ go (default: ~/.local)
-#   --binary PATH   install this portal-token instead of building one (also PORTAL_TOKEN_RELEASE_BIN)
-#   --no-try        skip the git demo
+# usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--scheme SCHEME] [--no-try]
+#   --prefix DIR     where bin/ and share/ go (default: ~/.local)
+#   --binary PATH    install this portal-token instead of building one (also PORTAL_TOKEN_RELEASE_BIN)
+#   --scheme SCHEME  your redirect URL's scheme (myapp for myapp://auth/callback): registers the
+#                    D-Bus-activatable desktop handler for it (default: the scheme of
+#                    PORTAL_REDIRECT_URL when that is not an http(s) URL)
+#   --no-try         skip the git demo
 set -euo pipefail
 prefix=${PREFIX:-$HOME/.local}
 binary=${PORTAL_TOKEN_RELEASE_BIN:-}
 try=1
-usage="usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--no-try]"
+scheme=""
+usage="usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--scheme SCHEME] [--no-try]"
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
         --prefix=*) prefix=${1#--prefix=}; shift ;;
         --binary) binary=${2:?--binary needs a path}; shift 2 ;;
         --binary=*) binary=${1#--binary=}; shift ;;
+        --scheme) scheme=${2:?--scheme needs a URL scheme}; shift 2 ;;
+        --scheme=*) scheme=${1#--scheme=}; shift ;;
         --no-try) try=0; shift ;;
         -h | --help) echo "$usage"; exit 0 ;;
         *) echo "$usage" >&2; exit 2 ;;
@@ -66,23 +72,34 @@ put 0644 contrib/completions/portal-token.bash "$data_home/bash-completion/compl
 put 0644 contrib/completions/_portal-token "$data_home/zsh/site-functions/_portal-token"
 put 0644 contrib/completions/portal-token.fish "$config_home/fish/completions/portal-token.fish"
 
-# --- the desktop handler for a custom-scheme redirect URL (docs/signing-in.md), calling this
-# binary by its full path; with PORTAL_REDIRECT_URL set to such a URL, registered for its scheme.
-scheme=""
-case "${PORTAL_REDIRECT_URL:-}" in
-    http://* | https://* | "") ;;
-    *:*) scheme=${PORTAL_REDIRECT_URL%%:*} ;;
+# --- the desktop handler for a custom-scheme redirect URL (docs/signing-in.md): a
+# D-Bus-activatable entry (Desktop Entry specification), so the launcher hands the redirect URL
+# over the session bus and it never sits in a command line. The service file is always installed;
+# the entry, registered for its scheme, when the scheme is known.
+if [ -z "$scheme" ]; then
+    case "${PORTAL_REDIRECT_URL:-}" in
+        http://* | https://* | "") ;;
+        *:*) scheme=${PORTAL_REDIRECT_URL%%:*} ;;
+    esac
+fi
+case "$scheme" in
+    *[!A-Za-z0-9+.-]*) echo "install.sh: --scheme takes a URL scheme such as myapp" >&2; exit 2 ;;
 esac
-desktop_entry="$data_home/applications/portal-token-redirect.desktop"
-install -d "$data_home/applications"
-{
-    sed -n '/^\[Desktop Entry\]/,$p' contrib/portal-token-redirect.desktop |
-        sed -e "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" -e '/^MimeType=/d'
-    [ -z "$scheme" ] || echo "MimeType=x-scheme-handler/$scheme;"
-} > "$desktop_entry"
-echo "$desktop_entry" >> "$manifest.new"
-if [ -n "$scheme" ] && command -v xdg-mime >/dev/null; then
-    xdg-mime default portal-token-redirect.desktop "x-scheme-handler/$scheme" || true
+install -d "$data_home/dbus-1/services"
+sed "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" contrib/io.portalhq.PortalToken.service \
+    > "$data_home/dbus-1/services/io.portalhq.PortalToken.service"
+echo "$data_home/dbus-1/services/io.portalhq.PortalToken.service" >> "$manifest.new"
+if [ -n "$scheme" ]; then
+    desktop_entry="$data_home/applications/io.portalhq.PortalToken.desktop"
+    install -d "$data_home/applications"
+    sed -n '/^\[Desktop Entry\]/,$p' contrib/io.portalhq.PortalToken.desktop |
+        sed -e "s/<scheme>/$scheme/" -e "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" > "$desktop_entry"
+    echo "$desktop_entry" >> "$manifest.new"
+    if command -v xdg-mime >/dev/null; then
+        xdg-mime default io.portalhq.PortalToken.desktop "x-scheme-handler/$scheme" || true
+    else
+        echo "hint: run 'xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/$scheme' in the desktop session"
+    fi
 fi
 
 # --- example hooks, to copy to ~/.config/portal-token/hooks/on-session-invalidated

@@ -147,6 +147,7 @@ public final class EncryptedFileStore: CredentialStore {
 
     /// Decrypts a file's contents, deriving or fetching the key as needed.
     private func open(_ contents: StoreFileSystem.Contents) throws(StoreError) -> Opened {
+        if let damage = contents.damage { return .damaged(damage) }
         let header: StoreFileHeader, ciphertext: ArraySlice<UInt8>
         do {
             (header, ciphertext) = try StoreFileFormat.parse(contents.bytes)

@@ -3,8 +3,17 @@ import PortalTokenCore
 
 /// The store's file operations: reading with an ownership check, a bounded lock, a write that
 /// replaces the file atomically and durably, and moving a damaged file aside.
+///
+/// Paths (product contract §6): the directory and the file must be the user's own and writable
+/// by no one else, or another user could roll the store back or plant files (exit 4 with a
+/// hint); the lock file is opened without following a symlink; the store file must be a regular
+/// file, opened without blocking (a FIFO is refused at once, never waited on), of at most
+/// `maximumFileBytes` (a larger one is moved aside as damaged, and never allocated).
 struct StoreFileSystem {
     let path: String
+
+    /// Far above any real store (a few kilobytes per credential), far below what would hurt.
+    static let maximumFileBytes = 64 << 20
 
     var directory: String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
@@ -25,12 +34,16 @@ struct StoreFileSystem {
         var bytes: [UInt8]
         var device: UInt64
         var inode: UInt64
+        /// Why the file is damaged before a byte of it is decoded (it is too large); its bytes
+        /// are then not read.
+        var damage: String? = nil
     }
 
     /// The whole file, or nil when there is none. A file another user owns, or that others
     /// may read or write, is refused before a byte of it is used.
     func read() throws(StoreError) -> Contents? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard try checkDirectory() else { return nil }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         if descriptor < 0 {
             if errno == ENOENT { return nil }
             throw failure("cannot open the store file \(path)", errno: errno)
@@ -42,19 +55,24 @@ struct StoreFileSystem {
             throw StoreError(.failed, "the store file \(path) is not a regular file",
                              hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
         }
-        guard status.st_uid == geteuid() else {
-            throw StoreError(.failed, "the store file \(path) belongs to another user (uid \(status.st_uid))",
-                             hint: "point PORTAL_TOKEN_FILE at a store of your own")
-        }
-        guard status.st_mode & 0o077 == 0 else {
-            let mode = String(status.st_mode & 0o777, radix: 8)
-            throw StoreError(.failed, "the store file \(path) is open to other users (mode \(mode))",
-                             hint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
+        try Self.requireOwn(status, "the store file \(path)", forbidden: 0o077, exposure: "is open to other users",
+                            ownerHint: "point PORTAL_TOKEN_FILE at a store of your own",
+                            modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
+        if Int64(status.st_size) > Int64(Self.maximumFileBytes) {
+            return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                            damage: "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be")
         }
         var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
         var offset = 0
         while true {
-            if offset == bytes.count { bytes.append(contentsOf: [UInt8](repeating: 0, count: 4096)) }
+            if offset == bytes.count {
+                // Grown since fstat: still bounded.
+                guard bytes.count <= Self.maximumFileBytes else {
+                    return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                                    damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
+                }
+                bytes.append(contentsOf: [UInt8](repeating: 0, count: 4096))
+            }
             let count = bytes.withUnsafeMutableBytes { raw in
                 Glibc.read(descriptor, raw.baseAddress! + offset, raw.count - offset)
             }
@@ -83,9 +101,23 @@ struct StoreFileSystem {
     /// lockfile.c does, then gives up with exit 4 rather than hang.
     func lock(timeoutMilliseconds: Int) throws(StoreError) -> Lock {
         try createDirectory()
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0o600)
-        guard descriptor >= 0 else { throw failure("cannot open the lock file \(lockPath)", errno: errno) }
+        _ = try checkDirectory()
+        // O_NOFOLLOW: a symlink planted at the lock's name must not make portal-token create or
+        // lock a file elsewhere; O_NONBLOCK: a FIFO there must not hang the open.
+        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        guard descriptor >= 0 else {
+            if errno == ELOOP {
+                throw StoreError(.failed, "the lock file \(lockPath) is a symbolic link",
+                                 hint: "remove it; portal-token creates the lock file itself")
+            }
+            throw failure("cannot open the lock file \(lockPath)", errno: errno)
+        }
         let lock = Lock(descriptor: descriptor)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else {
+            throw StoreError(.failed, "the lock file \(lockPath) is not a regular file of your own",
+                             hint: "remove it; portal-token creates the lock file itself")
+        }
         let deadline = monotonicMilliseconds() + Int64(timeoutMilliseconds)
         var backoffMicroseconds: UInt32 = 500
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
@@ -134,6 +166,7 @@ struct StoreFileSystem {
     /// is untouched.
     func replace(with bytes: [UInt8]) throws(StoreError) {
         try createDirectory()
+        _ = try checkDirectory()
         var template = Array("\(directory)/\(temporaryPrefix)XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw failure("cannot create a file in \(directory)", errno: errno) }
@@ -177,6 +210,34 @@ struct StoreFileSystem {
         guard descriptor >= 0 else { return }
         fsync(descriptor)
         close(descriptor)
+    }
+
+    /// Refuses a store directory another user owns or others may write: they could replace
+    /// the file with an older copy, or plant the lock and temporary names. False when it does
+    /// not exist (nothing to read yet).
+    @discardableResult
+    func checkDirectory() throws(StoreError) -> Bool {
+        var status = stat()
+        guard stat(directory, &status) == 0 else {
+            if errno == ENOENT { return false }
+            throw failure("cannot examine the store directory \(directory)", errno: errno)
+        }
+        try Self.requireOwn(status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
+                            ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
+                            modeHint: "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own")
+        return true
+    }
+
+    /// Refuses what another user owns, or what the `forbidden` mode bits open to others.
+    private static func requireOwn(_ status: stat, _ what: String, forbidden: mode_t, exposure: String,
+                                   ownerHint: String, modeHint: String) throws(StoreError) {
+        guard status.st_uid == geteuid() else {
+            throw StoreError(.failed, "\(what) belongs to another user (uid \(status.st_uid))", hint: ownerHint)
+        }
+        guard status.st_mode & forbidden == 0 else {
+            let mode = String(status.st_mode & 0o7777, radix: 8)
+            throw StoreError(.failed, "\(what) \(exposure) (mode \(mode))", hint: modeHint)
+        }
     }
 
     /// Creates the directory and any missing parent with mode 0700 from the start (XDG Base

@@ -5,10 +5,14 @@ import PortalTokenCore
 /// - its environment is built from nothing: the variables the caller passes plus `PATH`, `HOME`,
 ///   `LANG`, `LC_*` and the display variables copied from portal-token's own environment, so
 ///   no token, passphrase or other setting can reach it;
-/// - no arguments; stdin is `/dev/null`; its stdout and stderr both go to portal-token's stderr,
-///   because git owns portal-token's stdout;
+/// - no arguments; stdin is `/dev/null`; its stdout and stderr both go, through a pipe that
+///   portal-token copies, to portal-token's stderr, because git owns portal-token's stdout;
 /// - it runs in a process group of its own, and at the timeout the whole group gets SIGTERM,
-///   then SIGKILL after a grace period, so a hook's own children cannot outlive the bound.
+///   then SIGKILL after a grace period, so a hook's own children cannot outlive the bound;
+/// - its output is copied until the pipe closes, but never past the bound, and for at most
+///   `outputDrainMilliseconds` after the hook exits: a descendant that left the group (setsid)
+///   and keeps the pipe open holds neither portal-token nor, through portal-token's stderr, git;
+/// - a path where nothing exists, or where the file is not executable, is reported as such.
 ///
 /// The wait polls `waitpid(WNOHANG)` against the monotonic clock and also counts the time it
 /// has slept, so the bound holds even under a clock-faking `LD_PRELOAD`; Dispatch timers are
@@ -16,6 +20,8 @@ import PortalTokenCore
 public struct HookRunner: HookLauncher {
     public static let defaultTimeoutMilliseconds = 30_000
     public static let defaultTerminationGraceMilliseconds = 2_000
+    /// How long output is still copied once the hook itself has exited.
+    public static let outputDrainMilliseconds = 500
 
     /// Inherited by name; every variable starting with `LC_` is inherited too.
     public static let inheritedVariableNames: [String] = [
@@ -56,37 +62,101 @@ public struct HookRunner: HookLauncher {
     }
 
     public func run(executable: String, variables: [String: String]) -> HookOutcome {
+        var information = stat()
+        if stat(executable, &information) != 0 {
+            return errno == ENOENT || errno == ENOTDIR ? .missing : .couldNotStart(errorNumber: errno)
+        }
+        if information.st_mode & S_IFMT != S_IFREG || access(executable, X_OK) != 0 { return .notExecutable }
         let environment = Self.environment(variables: variables, parent: parentEnvironment)
+        var ends: [Int32] = [-1, -1]
+        // pipe2 is a GNU extension Swift's Glibc module does not export.
+        guard pipe(&ends) == 0 else { return .couldNotStart(errorNumber: errno) }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        let output = OutputCopy(descriptor: ends[0], destination: outputDescriptor)
+        defer { output.close() }
         let pid: pid_t
-        switch spawn(executable, environment: environment) {
+        let spawned = spawn(executable, environment: environment, output: ends[1])
+        Glibc.close(ends[1])
+        switch spawned {
         case .success(let child): pid = child
         case .failure(let error): return .couldNotStart(errorNumber: error.number)
         }
-        if let status = waitForExit(of: pid, withinMilliseconds: timeoutMilliseconds) {
+        let started = Self.monotonicNanoseconds()
+        if let status = waitForExit(of: pid, withinMilliseconds: timeoutMilliseconds, copying: output) {
+            let used = (Self.monotonicNanoseconds() - started) / 1_000_000
+            output.drain(forMilliseconds: min(Self.outputDrainMilliseconds, max(0, timeoutMilliseconds - used)))
             return outcome(of: status)
         }
         // Past the bound: ask the whole group to stop, then make it.
         kill(-pid, SIGTERM)
-        _ = waitForExit(of: pid, withinMilliseconds: terminationGraceMilliseconds)
+        _ = waitForExit(of: pid, withinMilliseconds: terminationGraceMilliseconds, copying: output)
         kill(-pid, SIGKILL)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         return .timedOut(milliseconds: timeoutMilliseconds)
     }
 
+    /// Copies what the hook writes to the pipe on to `destination`.
+    final class OutputCopy {
+        private(set) var descriptor: Int32
+        let destination: Int32
+        private var open = true
+
+        init(descriptor: Int32, destination: Int32) {
+            self.descriptor = descriptor
+            self.destination = destination
+        }
+
+        /// Copies whatever is ready now; false once the pipe is closed at the far end.
+        @discardableResult
+        func copyReady() -> Bool {
+            guard open else { return false }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, 0) > 0 else { return true }
+                let count = read(descriptor, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { open = false; return false }
+                var offset = 0
+                while offset < count {
+                    let written = chunk[offset..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                    if written < 0 && errno == EINTR { continue }
+                    if written <= 0 { break }
+                    offset += written
+                }
+            }
+        }
+
+        /// Copies until the pipe closes or `milliseconds` pass.
+        func drain(forMilliseconds milliseconds: Int) {
+            let end = HookRunner.monotonicNanoseconds() + milliseconds * 1_000_000
+            while copyReady() {
+                let left = (end - HookRunner.monotonicNanoseconds()) / 1_000_000
+                guard left > 0 else { return }
+                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                _ = poll(&ready, 1, Int32(min(left, 50)))
+            }
+        }
+
+        func close() {
+            if descriptor >= 0 { Glibc.close(descriptor) }
+            descriptor = -1
+            open = false
+        }
+    }
+
     // MARK: Spawning
 
     private struct SpawnError: Error { let number: Int32 }
 
-    private func spawn(_ executable: String, environment: [String: String]) -> Result<pid_t, SpawnError> {
+    private func spawn(_ executable: String, environment: [String: String], output: Int32) -> Result<pid_t, SpawnError> {
         var fileActions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&fileActions)
         defer { posix_spawn_file_actions_destroy(&fileActions) }
         posix_spawn_file_actions_addopen(&fileActions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&fileActions, outputDescriptor, STDOUT_FILENO)
-        if outputDescriptor != STDERR_FILENO {
-            posix_spawn_file_actions_adddup2(&fileActions, outputDescriptor, STDERR_FILENO)
-        }
+        posix_spawn_file_actions_adddup2(&fileActions, output, STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&fileActions, output, STDERR_FILENO)
         // Nothing portal-token holds open (a store's lock, a socket) reaches the hook.
         closeInheritedDescriptors(&fileActions)
 
@@ -138,7 +208,7 @@ public struct HookRunner: HookLauncher {
     /// The wait status once the child exits, or nil when `milliseconds` pass first. Time
     /// passed is the larger of the monotonic clock's reading and the sleeps that ran their full
     /// length, so neither a frozen clock nor an interrupted sleep ends the wait early.
-    private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int) -> Int32? {
+    private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int, copying output: OutputCopy) -> Int32? {
         let start = Self.monotonicNanoseconds()
         var slept = 0
         var interval = 1
@@ -153,7 +223,10 @@ public struct HookRunner: HookLauncher {
             let elapsed = max((Self.monotonicNanoseconds() - start) / 1_000_000, slept)
             if elapsed >= milliseconds { return nil }
             let pause = min(interval, milliseconds - elapsed)
-            if poll(nil, 0, Int32(pause)) == 0 { slept += pause }
+            // Sleeps on the pipe: output is copied as it comes, and the pause still counts
+            // when nothing came (a closed pipe is polled no more).
+            var ready = pollfd(fd: output.descriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, output.copyReady() ? 1 : 0, Int32(pause)) == 0 { slept += pause }
             interval = min(interval * 2, 25)
         }
     }
@@ -166,7 +239,7 @@ public struct HookRunner: HookLauncher {
         return .signalled(signal: signal)
     }
 
-    private static func monotonicNanoseconds() -> Int {
+    static func monotonicNanoseconds() -> Int {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)
         return time.tv_sec * 1_000_000_000 + time.tv_nsec

@@ -11,9 +11,12 @@ import PortalTokenCore
 ///   there but the port is taken on it, listening fails rather than let another program
 ///   receive the grant. A redirect URL naming `[::1]` is not a loopback redirect here.
 /// - Every request on another path (`/favicon.ico`, a probe) gets 404 and waiting goes on; so
-///   does any method but GET. Requests are bounded (`maximumRequestBytes`), connections that
-///   stay idle are dropped, and many connections are served at once from one `poll` loop, so a
-///   browser's idle speculative connection cannot hold up the real one.
+///   does any method but GET. Requests are bounded (`maximumRequestBytes`), and many
+///   connections are served at once from one `poll` loop, each under its own deadline: one that
+///   has not sent a whole request head within `requestDeadlineMilliseconds` of being accepted
+///   is closed however busily it trickles bytes, and answering one never waits on its reader
+///   for long, so no idle, slow or hostile local client can hold up the browser (product
+///   contract §7).
 /// - Waiting stops at the timeout, or on SIGINT/SIGTERM (Ctrl-C) when `handlesInterrupts`;
 ///   either way the sockets are closed, so the port is free again when `wait` returns.
 ///
@@ -25,8 +28,9 @@ public final class LoopbackRedirectListener {
         public var timeoutMilliseconds: Int64
         /// Bound on one request's line and headers.
         public var maximumRequestBytes: Int
-        /// A connection that sends nothing for this long is closed.
-        public var idleConnectionMilliseconds: Int64
+        /// A connection that has not sent a whole request head this long after it was accepted
+        /// is closed, whether it went quiet or trickles a byte at a time.
+        public var requestDeadlineMilliseconds: Int64
         public var maximumConnections: Int
         /// How often `progress` hears `.waiting`.
         public var tickMilliseconds: Int64
@@ -35,12 +39,12 @@ public final class LoopbackRedirectListener {
         /// A monotonic clock in milliseconds.
         public var now: @Sendable () -> Int64
 
-        public init(timeoutMilliseconds: Int64, maximumRequestBytes: Int = 65_536, idleConnectionMilliseconds: Int64 = 15_000,
+        public init(timeoutMilliseconds: Int64, maximumRequestBytes: Int = 65_536, requestDeadlineMilliseconds: Int64 = 10_000,
                     maximumConnections: Int = 16, tickMilliseconds: Int64 = 1000, handlesInterrupts: Bool = true,
                     now: @escaping @Sendable () -> Int64 = LoopbackRedirectListener.monotonicMilliseconds) {
             self.timeoutMilliseconds = timeoutMilliseconds
             self.maximumRequestBytes = maximumRequestBytes
-            self.idleConnectionMilliseconds = idleConnectionMilliseconds
+            self.requestDeadlineMilliseconds = requestDeadlineMilliseconds
             self.maximumConnections = maximumConnections
             self.tickMilliseconds = tickMilliseconds
             self.handlesInterrupts = handlesInterrupts
@@ -170,10 +174,20 @@ public final class LoopbackRedirectListener {
 
     // MARK: Waiting
 
-    private struct Connection {
-        var descriptor: Int32
+    /// One client. What it sent holds the grant when it is the redirect, so the buffer is
+    /// sized once (growing would leave copies behind) and wiped when the connection goes.
+    private final class Connection {
+        let descriptor: Int32
         var buffer: [UInt8] = []
-        var lastActivity: Int64
+        let acceptedAt: Int64
+
+        init(descriptor: Int32, acceptedAt: Int64, capacity: Int) {
+            self.descriptor = descriptor
+            self.acceptedAt = acceptedAt
+            buffer.reserveCapacity(capacity)
+        }
+
+        deinit { zeroize(&buffer) }
     }
 
     /// Waits for the browser. `handler` receives the full redirect URL (the configured scheme
@@ -204,7 +218,7 @@ public final class LoopbackRedirectListener {
                 nextTick = now + options.tickMilliseconds
             }
             connections.removeAll { connection in
-                guard now - connection.lastActivity >= options.idleConnectionMilliseconds else { return false }
+                guard now - connection.acceptedAt >= options.requestDeadlineMilliseconds else { return false }
                 _ = Glibc.close(connection.descriptor)
                 return true
             }
@@ -216,7 +230,8 @@ public final class LoopbackRedirectListener {
             }
             let firstConnection = descriptors.count
             descriptors += connections.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
-            let wait = max(0, min(deadline - now, nextTick - now, 1000))
+            let nearestDeadline = connections.map { $0.acceptedAt + options.requestDeadlineMilliseconds }.min() ?? deadline
+            let wait = max(0, min(deadline - now, nextTick - now, nearestDeadline - now, 1000))
             let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(wait))
             if ready < 0 {
                 if errno == EINTR { continue }
@@ -233,8 +248,7 @@ public final class LoopbackRedirectListener {
             // Read what arrived; serve each connection whose request is complete.
             var finished: [Int] = []
             for index in connections.indices where descriptors[firstConnection + index].revents != 0 {
-                connections[index].lastActivity = now
-                switch receive(into: &connections[index]) {
+                switch receive(into: connections[index]) {
                 case .more:
                     continue
                 case .closed:
@@ -243,9 +257,10 @@ public final class LoopbackRedirectListener {
                     respond(.tooLarge, on: connections[index].descriptor)
                     progress(.ignoredRequest(status: Page.tooLarge.status))
                     finished.append(index)
-                case .complete(let head):
+                case .complete(var head):
                     finished.append(index)
                     let outcome = serve(head, on: connections[index].descriptor, progress: progress, handler: handler)
+                    zeroize(&head)
                     if let result = outcome {
                         return result
                     }
@@ -256,7 +271,7 @@ public final class LoopbackRedirectListener {
                 connections.remove(at: index)
             }
 
-            // Accept new connections, dropping the longest idle when there are too many.
+            // Accept new connections, dropping the oldest when there are too many.
             for (index, listener) in listeners.enumerated() where descriptors[index].revents != 0 {
                 while true {
                     // accept4 is a GNU extension Swift's Glibc module does not export.
@@ -265,11 +280,12 @@ public final class LoopbackRedirectListener {
                     _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                     _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
                     if connections.count >= options.maximumConnections,
-                       let oldest = connections.indices.min(by: { connections[$0].lastActivity < connections[$1].lastActivity }) {
+                       let oldest = connections.indices.min(by: { connections[$0].acceptedAt < connections[$1].acceptedAt }) {
                         _ = Glibc.close(connections[oldest].descriptor)
                         connections.remove(at: oldest)
                     }
-                    connections.append(Connection(descriptor: client, lastActivity: now))
+                    connections.append(Connection(descriptor: client, acceptedAt: now,
+                                                  capacity: options.maximumRequestBytes + Self.receiveChunkBytes))
                 }
             }
         }
@@ -282,8 +298,11 @@ public final class LoopbackRedirectListener {
         case complete(head: [UInt8])
     }
 
-    private func receive(into connection: inout Connection) -> Received {
-        var chunk = [UInt8](repeating: 0, count: 8192)
+    private static let receiveChunkBytes = 8192
+
+    private func receive(into connection: Connection) -> Received {
+        var chunk = [UInt8](repeating: 0, count: Self.receiveChunkBytes)
+        defer { zeroize(&chunk) }
         while true {
             let count = recv(connection.descriptor, &chunk, chunk.count, 0)
             if count < 0 {
@@ -375,7 +394,9 @@ public final class LoopbackRedirectListener {
             + "Connection: close\r\n\r\n"
         let bytes = Array(head.utf8) + bodyBytes
         var offset = 0
-        let giveUpAt = options.now() + 2000
+        // A page is a few hundred bytes, which the socket buffer takes at once; a reader that
+        // will not take them is not waited on for long.
+        let giveUpAt = options.now() + 500
         while offset < bytes.count, options.now() < giveUpAt {
             let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if sent > 0 { offset += sent; continue }
@@ -385,12 +406,14 @@ public final class LoopbackRedirectListener {
             _ = poll(&writable, 1, 100)
         }
         // Half-close and drain what the browser still sends, so the close is not a reset that
-        // would hide the page.
+        // would hide the page: for 200 ms at most, so a client that keeps sending a byte at a
+        // time cannot hold the listener here.
         shutdown(descriptor, Int32(SHUT_WR))
         var sink = [UInt8](repeating: 0, count: 4096)
         var readable = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         var drained = 0
-        while drained < 65_536, poll(&readable, 1, 50) > 0 {
+        let drainUntil = options.now() + 200
+        while drained < 65_536, case let left = drainUntil - options.now(), left > 0, poll(&readable, 1, Int32(min(left, 50))) > 0 {
             let count = recv(descriptor, &sink, sink.count, 0)
             if count <= 0 { break }
             drained += count

@@ -14,9 +14,11 @@ import PortalTokenCore
 /// - the connect bound (TCP and TLS handshake) and the total bound are in milliseconds;
 /// - a response body past the size bound is refused, never buffered in full;
 /// - proxies come from libcurl's standard variables (`http_proxy`, `HTTPS_PROXY`, `no_proxy`, …)
-///   and nothing else, except that a loopback target never goes through a proxy: libcurl 7.88
-///   would send a request for `http://localhost:3000` to `http_proxy`, bearer and all, in
-///   cleartext.
+///   and nothing else, except that a cleartext `http://` request, and any request to a loopback
+///   target, never goes through a proxy (product contract §7): libcurl 7.88 would send a request
+///   for `http://127.1:3000` or `http://localhost:3000` to `http_proxy`, bearer and all, in
+///   cleartext, and no list of loopback spellings (`127.1`, `2130706433`, `0x7f.1`, …) is
+///   complete, so the rule goes by the scheme.
 ///
 /// Nothing here prints or logs. The `Authorization` line is copied into libcurl's header list
 /// and wiped there before the list is freed; the request body buffer is wiped after the exchange.
@@ -54,7 +56,7 @@ public final class CurlTransport: HTTPTransport {
             exchange.release()
         }
         try exchange.configure(request)
-        if Self.isLoopback(host: host) { try exchange.disableProxy() }
+        if lowered.hasPrefix("http://") || Self.isLoopback(host: host) { try exchange.disableProxy() }
         return try exchange.perform()
     }
 }
@@ -164,9 +166,11 @@ private struct Exchange {
         try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HTTPHEADER, headerList))
     }
 
-    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says.
+    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says;
+    /// CURLOPT_NOPROXY "*" says the same to any proxy setting libcurl finds later.
     mutating func disableProxy() throws(HTTPError) {
         try set(CURLOPT_PROXY, string: "")
+        try set(CURLOPT_NOPROXY, string: "*")
     }
 
     private mutating func append(header: String) throws(HTTPError) {

@@ -2,7 +2,7 @@ import PortalTokenCore
 
 /// What the three credential-protocol operations share: reading the request from stdin.
 private func readRequest(_ context: Context) throws -> CredentialRequest {
-    var bytes = context.streams.readRequest()
+    var bytes = try context.streams.readRequest()
     defer { zeroize(&bytes) }
     return try CredentialProtocol.parse(bytes)
 }

@@ -48,13 +48,26 @@ struct PassphraseSource {
                 + "or run portal-token in a terminal to be asked")
     }
 
+    /// The file must be a regular one, opened without blocking (a FIFO is refused at once,
+    /// never waited on: product contract §6); one that group or others may read still works,
+    /// with a warning, since refusing it would lock the user out of their own store.
     private func contents(of path: String, origin: String) throws(StoreError) -> Passphrase {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         guard descriptor >= 0 else {
             throw StoreError(.locked, "cannot read the passphrase from \(origin): \(String(cString: strerror(errno)))",
                              hint: "put the passphrase on the first line of that file")
         }
         defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            throw StoreError(.locked, "the passphrase file from \(origin) is not a regular file",
+                             hint: "point it at a file holding the passphrase")
+        }
+        if status.st_mode & 0o044 != 0 {
+            let mode = String(status.st_mode & 0o777, radix: 8)
+            streams.printError("portal-token: warning: the passphrase file from \(origin) is readable by other users (mode \(mode))")
+            streams.printError("hint: restrict it with 'chmod 600 \(path)'")
+        }
         // One read into a buffer that is wiped afterwards; a longer file is not a passphrase.
         var buffer = [UInt8](repeating: 0, count: Self.maximumLength + 2)
         defer { zeroize(&buffer) }

@@ -1,3 +1,4 @@
+import CSDBus
 import Glibc
 import PortalTokenCore
 
@@ -19,6 +20,10 @@ public enum PortalTokenCLI {
     static let gitHelperName = "git-credential-portal-token"
 
     public static func main(arguments: [String]) -> Int32 {
+        // Before anything is read: a core file or a dump by another process of this user
+        // would hold the token, a grant or the passphrase (product contract §7). Failing to
+        // forbid it is not a reason to refuse to run; both calls only lower what is allowed.
+        _ = portal_token_forbid_core_dumps()
         let streams = StandardStreams()
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
@@ -32,11 +37,18 @@ public enum PortalTokenCLI {
         } catch let exit as SilentExit {
             return exit.code.rawValue
         } catch {
-            let failure = CLIError(error)
-            streams.printError("portal-token: error: \(failure.message)")
-            if let hint = failure.hint { streams.printError("hint: \(hint)") }
-            return failure.exitCode.rawValue
+            return report(error, streams: streams).exitCode.rawValue
         }
+    }
+
+    /// The one place an error becomes `portal-token: error: …` and `hint: …` on stderr, and an
+    /// exit code.
+    @discardableResult
+    static func report(_ error: any Error, streams: StandardStreams) -> CLIError {
+        let failure = CLIError(error)
+        streams.printError("portal-token: error: \(failure.message)")
+        if let hint = failure.hint { streams.printError("hint: \(hint)") }
+        return failure
     }
 
     static func run(_ arguments: [String], isGitHelper: Bool, streams: StandardStreams) throws {
@@ -92,7 +104,12 @@ public enum PortalTokenCLI {
         var settingsError: (any Error)?
         do {
             settings = try loadSettings(flags: reader.settingFlags, environment: environment)
-            if commandType != DoctorCommand.self { try checkSettingValues(settings) }
+            if commandType != DoctorCommand.self {
+                try checkSettingValues(settings)
+                // A hook path that could run a planted file is refused before anything happens;
+                // doctor reports it as one of its checks instead.
+                _ = try SessionHook.configuredPath(settings, environment: environment)
+            }
         } catch where commandType == DoctorCommand.self {
             // doctor reports a broken config file as one of its checks, and goes on without it.
             settings = Settings(flags: reader.settingFlags, environment: environment)
@@ -148,6 +165,7 @@ public enum PortalTokenCLI {
         switch failure {
         case .missing: return "no such file"
         case .tooLarge: return "larger than 1 MiB"
+        case .notRegular: return "not a regular file"
         case .unreadable(let number): return String(cString: strerror(number))
         }
     }

@@ -47,10 +47,13 @@ struct StatusCommand: Command {
             context.streams.print(JSONValue.object(members).serialized)
         } else if let session {
             let unknown = "unknown (checked with Portal on next use)"
+            // The end user ID comes from Portal or the store, the rest from settings: none
+            // reaches the terminal with a control character in it.
+            let show = { (text: String) in TerminalText.escaped(text) }
             context.streams.print("""
-                signed in as \(session.endUserID)
-                  environment:  \(environmentID)
-                  backend:      \(backend.name) (\(backend.reason))
+                signed in as \(show(session.endUserID))
+                  environment:  \(show(environmentID))
+                  backend:      \(backend.name) (\(show(backend.reason)))
                   issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)
                   expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)
                   7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)
@@ -58,8 +61,8 @@ struct StatusCommand: Command {
         } else {
             context.streams.print("""
                 not signed in
-                  environment:  \(environmentID)
-                  backend:      \(backend.name) (\(backend.reason))
+                  environment:  \(TerminalText.escaped(environmentID))
+                  backend:      \(backend.name) (\(TerminalText.escaped(backend.reason)))
                 """)
         }
         if session == nil { throw SilentExit(code: .notSignedIn) }
@@ -120,25 +123,38 @@ struct RefreshCommand: Command {
 struct APICommand: Command {
     static let name = "api"
     static let summary = "Send an authenticated request to the Portal API and print the response"
-    static let usage = "portal-token api [-X METHOD] PATH [--data JSON | --data @FILE]"
+    static let usage = "portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."
     static let details = """
         PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
-        session token goes to no other origin. The response body goes to stdout. A non-2xx
-        status is reported on stderr with exit 6; a 401 ends the session (exit 3). The method
-        is GET, or POST when --data is given. --data @FILE reads the body from FILE (@- for
-        stdin); it must be JSON.
+        session token goes to no other origin. A space or control character in PATH is a
+        usage error: percent-encode it (%20). The response body goes to stdout, ending with a
+        newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
+        (exit 3). The method is GET, or POST when --data is given. --data @FILE reads the
+        body from FILE (@- for stdin); it must be JSON. -H (--header) adds a header, and may
+        be repeated; the headers portal-token sets itself (Authorization, Host, Accept,
+        Content-Type, Content-Length, User-Agent, X-Portal-Trace-Id) are refused.
 
         """ + sessionSettings
 
     let method: String
     let path: String
     let data: String?
+    let headers: [HTTPHeader]
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
         let method = try arguments.option("method", short: "X")
         data = try arguments.option("data", short: "d")
+        var headers: [HTTPHeader] = []
+        while let header = try arguments.option("header", short: "H") {
+            headers.append(try Self.header(header))
+        }
+        self.headers = headers
         guard let path = arguments.next() else {
             throw .usage("'api' needs a PATH", hint: "see 'portal-token api --help'")
+        }
+        // Spaces and control characters would split or end the request line (RFC 9112 §3).
+        guard !path.isEmpty, !path.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
+            throw .usage("the API path holds a space or a control character", hint: "percent-encode it, e.g. %20 for a space")
         }
         self.path = path
         self.method = (method ?? (data == nil ? "GET" : "POST")).uppercased()
@@ -147,11 +163,39 @@ struct APICommand: Command {
         }
     }
 
+    /// `Name: value`: the name an RFC 9110 token, the value without CR, LF or NUL. The value
+    /// is not repeated in messages: it may be private.
+    static func header(_ text: String) throws(CLIError) -> HTTPHeader {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw .usage("-H takes 'Name: value'", hint: "for example -H 'X-Request-Id: 42'")
+        }
+        let name = String(text[..<colon])
+        let value = String(text[text.index(after: colon)...]).trimmingWhitespace
+        let tokenSymbols = Array("!#$%&'*+-.^_`|~".utf8)
+        let isTokenByte = { (byte: UInt8) in
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7a) || tokenSymbols.contains(byte)
+        }
+        guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
+            throw .usage("-H takes 'Name: value', and the name is not a header name", hint: "for example -H 'X-Request-Id: 42'")
+        }
+        if PortalRequestBuilder.ownedHeaderNames.contains(name.lowercased()) {
+            throw .usage("-H cannot set \(name): portal-token sets it itself")
+        }
+        guard !value.utf8.contains(where: { $0 == 0x0d || $0 == 0x0a || $0 == 0 }) else {
+            throw .usage("-H: the value of \(name) holds a line break or NUL")
+        }
+        return HTTPHeader(name, value)
+    }
+
     func run(in context: Context) throws {
         let body = try data.map { try readBody($0, context) }
         let sessions = try Composition.sessionService(for: context)
-        let response = try sessions.api(method: method, path: path, body: body)
+        let response = try sessions.api(method: method, path: path, body: body, headers: headers)
         context.streams.write(response.body, to: context.streams.output)
+        // Like gh api: the output ends with a newline, so a shell prompt starts on its own line.
+        if let last = response.body.last, last != UInt8(ascii: "\n") {
+            context.streams.write([UInt8(ascii: "\n")], to: context.streams.output)
+        }
         guard response.isSuccess else {
             throw rejection(response, method: method, path: pathForMessages)
         }
@@ -176,7 +220,7 @@ struct APICommand: Command {
         } else if data.hasPrefix("@") {
             let file = String(data.dropFirst())
             do {
-                bytes = try FileReading.contents(of: file, limit: 8 << 20)
+                bytes = try FileReading.contents(of: file, limit: 8 << 20, regularOnly: false)
             } catch {
                 throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error))")
             }

@@ -54,7 +54,7 @@ final class SessionFileLock: SessionLock {
 
     private func open() throws -> Int32 {
         try makeDirectories(for: path)
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
         guard descriptor >= 0 else {
             throw StoreError(.failed, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
         }

@@ -3,22 +3,41 @@ import HookRunner
 import PortalTokenCore
 
 /// Runs the user's `on-session-invalidated` hook (product contract §5): the program named by
-/// PORTAL_TOKEN_ON_SESSION_INVALIDATED, else `$XDG_CONFIG_HOME/portal-token/hooks/on-session-invalidated`
-/// when it exists and is executable. Its failure is reported on stderr and changes no exit code.
+/// PORTAL_TOKEN_ON_SESSION_INVALIDATED (or the config file), else
+/// `$XDG_CONFIG_HOME/portal-token/hooks/on-session-invalidated` when something is there. Its
+/// failure is reported on stderr, with its path, and changes no exit code.
+///
+/// A configured path must be absolute or start with `~/` (product contract §7): a relative one
+/// would run whatever file of that name the current directory holds, such as one planted in a
+/// cloned repository. It is a configuration error, found before the command does anything.
 struct SessionHook {
     let context: Context
 
+    /// The configured path made absolute; nil when none is configured.
+    static func configuredPath(_ settings: Settings, environment: [String: String]) throws(CLIError) -> String? {
+        guard let value = settings.value(.onSessionInvalidated), !value.isEmpty else { return nil }
+        if value.hasPrefix("/") { return value }
+        if value.hasPrefix("~/"), let home = environment["HOME"], home.hasPrefix("/") {
+            return home + value.dropFirst(1)
+        }
+        throw .usage("\(settings.origin(of: .onSessionInvalidated)): the hook path '\(TerminalText.escaped(value))' is not absolute",
+                     hint: "give the hook's full path, or one starting with ~/; a relative path would run from whatever directory portal-token is started in")
+    }
+
     var executable: String? {
-        if let configured = context.settings.value(.onSessionInvalidated) { return configured }
+        if let configured = try? Self.configuredPath(context.settings, environment: context.environment) { return configured }
         let path = context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/hooks/on-session-invalidated"
-        return access(path, X_OK) == 0 ? path : nil
+        // Anything there is the hook: one that is not executable is reported when it would run.
+        var information = stat()
+        return lstat(path, &information) == 0 ? path : nil
     }
 
     func run(_ event: SessionEndedEvent) {
         guard let executable else { return }
         let outcome = HookRunner(parentEnvironment: context.environment).run(executable: executable, variables: event.environment)
-        if let failure = outcome.failureMessage {
+        if let failure = outcome.failureMessage(path: executable) {
             context.streams.printError("portal-token: warning: \(failure)")
+            if outcome == .notExecutable { context.streams.printError("hint: make it executable: chmod +x \(executable)") }
         }
     }
 }

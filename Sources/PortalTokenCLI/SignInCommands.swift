@@ -84,8 +84,9 @@ struct LoginCommand: Command {
         With a loopback redirect URL (http://127.0.0.1:PORT/path or http://localhost:PORT/path)
         login listens on that address and port, for that path only, and finishes the sign-in
         itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
-        Apple). With any other redirect URL the desktop handler, 'portal-token redirect',
-        finishes it. On a terminal, a two-factor step shows the enrollment code when Portal
+        Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
+        With any other redirect URL the desktop handler, 'portal-token redirect', finishes
+        it. On a terminal, a two-factor step shows the enrollment code when Portal
         sends one and asks for the code, three tries at most.
 
         Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
@@ -218,6 +219,13 @@ struct LoginCommand: Command {
                 return .finish(.success(outcome), page: .signedIn)
             } catch SignInError.notARedirect {
                 return .keepWaiting(page: .failed("This address carries no sign-in."))
+            } catch let error where CLIError(error).exitCode == .rejected {
+                // Any web page can send the browser to the listener with a made-up grant or an
+                // error parameter: Portal's refusal is reported and the real one still awaited
+                // (product contract §7). Its timeout still bounds the wait.
+                progress.clear()
+                context.streams.printError("portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); still waiting")
+                return .keepWaiting(page: .failed("portal-token could not complete this sign-in."))
             } catch {
                 return .finish(.failure(error), page: .failed("portal-token could not complete the sign-in."))
             }
@@ -229,33 +237,57 @@ struct LoginCommand: Command {
 struct RedirectCommand: Command {
     static let name = "redirect"
     static let summary = "Finish a sign-in from the URL the browser was sent back to"
-    static let usage = "portal-token redirect URL\n       portal-token redirect - < url"
+    static let usage = "portal-token redirect URL\n       portal-token redirect - < url\n       portal-token redirect --dbus-activated"
     static let details = """
-        The desktop handler for a custom-scheme redirect URL (Exec=portal-token redirect %u).
-        With -, the URL is read from stdin, which keeps it off the process list. Exit 7 when
-        the URL is not a sign-in redirect for this configuration. A URL delivered again
-        resolves to the session it produced, with nothing sent, while that session is stored.
-        On a terminal a two-factor step asks for the code; without one the step waits for
-        'portal-token verify-totp'.
+        With -, the URL is read from stdin, which keeps it off the process list. Given as
+        URL, it sits in this process's arguments, which any local user can read while it
+        runs; its grant works once, so prefer -. --dbus-activated is how the desktop
+        handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
+        session bus (org.freedesktop.Application.Open), never from the command line, and
+        leaves after 10 idle seconds.
+
+        Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
+        delivered again resolves to the session it produced, with nothing sent, while that
+        session is stored. On a terminal a two-factor step asks for the code; without one
+        the step waits for 'portal-token verify-totp'.
 
         """ + redirectSettings
 
-    let url: String
+    enum Source: Equatable { case argument(String), standardInput, sessionBus }
+
+    let source: Source
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
+        if arguments.flag(String(DesktopRedirectHandler.activationOption.dropFirst(2))) {
+            source = .sessionBus
+            return
+        }
         guard let url = arguments.next() else {
             throw .usage("'redirect' needs the URL the browser was sent to", hint: "see 'portal-token redirect --help'")
         }
-        self.url = url
+        source = url == "-" ? .standardInput : .argument(url)
     }
 
     func run(in context: Context) throws {
         let configuration = try signInConfiguration(context)
         _ = try configuration.requireRedirectURL()
-        let text = url == "-" ? readLine(context) : Secret(url)
+        let text: Secret
+        switch source {
+        case .argument(let url): text = Secret(url)
+        case .standardInput: text = readLine(context)
+        case .sessionBus:
+            try DesktopActivation(streams: context.streams) { url in
+                try complete(url, configuration: configuration, context: context, notifies: true)
+            }.serve()
+            return
+        }
+        try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)
+    }
+
+    private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool) throws {
         let service = try Composition.signInService(for: context, configuration: configuration)
-        let outcome = try service.completeRedirect(text)
-        try SignInCompletion(context: context, service: service, notifies: !context.streams.inputIsTerminal).finish(outcome)
+        let outcome = try service.completeRedirect(url)
+        try SignInCompletion(context: context, service: service, notifies: notifies).finish(outcome)
     }
 
     private func readLine(_ context: Context) -> Secret {

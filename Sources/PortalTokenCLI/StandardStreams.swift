@@ -12,20 +12,34 @@ public struct StandardStreams: Sendable {
     public var inputIsTerminal: Bool { isatty(input) == 1 }
     public var errorIsTerminal: Bool { isatty(error) == 1 }
 
+    /// The most a credential-protocol request may hold, in all. git's own reader has no bound;
+    /// this one is sixteen times git's packet-line size (64 KiB), room for any credential a
+    /// tool stores (long OAuth refresh tokens, certificates in a password), yet a stream that
+    /// never ends is refused instead of read for ever.
+    public static let requestLimit = 1 << 20
+
     /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
-    /// blank line so that a caller who keeps stdin open is not waited on.
-    public func readRequest() -> [UInt8] {
-        var buffer: [UInt8] = []
+    /// blank line so that a caller who keeps stdin open is not waited on. Past `requestLimit`
+    /// bytes it stops reading and fails (exit 2), wiping what it read.
+    public func readRequest() throws(CLIError) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: 4096)
+        defer { zeroize(&chunk) }
+        // Room for the whole bound up front: growing would leave unwiped copies behind.
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(Self.requestLimit + chunk.count)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             let searchStart = max(0, buffer.count - 1)
             buffer.append(contentsOf: chunk[0..<count])
+            if buffer.count > Self.requestLimit {
+                zeroize(&buffer)
+                throw .usage("the credential request on stdin is larger than \(Self.requestLimit >> 20) MiB",
+                             hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
+            }
             if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
         }
-        zeroize(&chunk)
         return buffer
     }
 
@@ -68,12 +82,18 @@ public struct StandardStreams: Sendable {
     }
 
     public func print(_ text: String) { write(Array((text + "\n").utf8), to: output) }
-    public func printError(_ text: String) { write(Array((text + "\n").utf8), to: error) }
+    /// A message for a person: whatever it quotes from Portal or the store (an end user ID, a
+    /// server's error text) reaches the terminal with its control characters escaped.
+    public func printError(_ text: String) {
+        write(Array((TerminalText.escaped(text, keepingNewlines: true) + "\n").utf8), to: error)
+    }
 
     /// One line from stdin, without its line ending, at most `limit` bytes (the rest of a
     /// longer line is not read). The caller wipes it.
     public func readLine(limit: Int) -> [UInt8] {
+        // Sized once: growing would leave unwiped copies of a secret line behind.
         var line: [UInt8] = []
+        line.reserveCapacity(limit)
         var byte: UInt8 = 0
         while line.count < limit {
             let count = read(input, &byte, 1)

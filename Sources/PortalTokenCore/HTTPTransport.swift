@@ -192,7 +192,9 @@ public struct PortalRequestBuilder: Sendable {
     }
 
     /// Names the policy owns; callers' extra headers with these names are ignored.
-    static let ownedHeaderNames: Set<String> = [
+    /// Headers only portal-token sets (wire contract §8): an extra header by one of these names
+    /// is dropped.
+    public static let ownedHeaderNames: Set<String> = [
         "accept", "content-type", "content-length", "x-portal-trace-id", "user-agent", "authorization", "host",
     ]
 

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Why a session ended, as the hook reads it in `PORTAL_SESSION_END_REASON` (product contract §5).
 public enum SessionEndReason: String, Sendable, Equatable {
     /// Portal answered 401 to the session token, or git erased it after a 401.
@@ -38,6 +40,10 @@ public enum HookOutcome: Sendable, Equatable {
     case couldNotStart(errorNumber: Int32)
     /// It ran, but its exit status was lost (SIGCHLD ignored, so the kernel reaped it).
     case statusUnavailable
+    /// Nothing exists at the hook's path.
+    case missing
+    /// Something is at the hook's path, but it is not an executable file.
+    case notExecutable
 
     public var succeeded: Bool { self == .exited(status: 0) }
 
@@ -50,7 +56,20 @@ public enum HookOutcome: Sendable, Equatable {
         case .timedOut(let milliseconds): return "the on-session-invalidated hook was stopped after \(milliseconds) ms"
         case .couldNotStart(let errorNumber): return "the on-session-invalidated hook could not be started (errno \(errorNumber))"
         case .statusUnavailable: return "the on-session-invalidated hook ended with an unknown status"
+        case .missing: return "the on-session-invalidated hook does not exist"
+        case .notExecutable: return "the on-session-invalidated hook is not an executable file; it was not run"
         }
+    }
+
+    /// `failureMessage` naming the hook's path, which a user needs to find it (product
+    /// contract §7: a hook that is not run is reported, never skipped silently).
+    public func failureMessage(path: String) -> String? {
+        guard let message = failureMessage else { return nil }
+        let named = "the on-session-invalidated hook " + path
+        if case .couldNotStart(let errorNumber) = self {
+            return named + " could not be started (" + String(cString: strerror(errorNumber)) + ")"
+        }
+        return named + message.dropFirst("the on-session-invalidated hook".count)
     }
 }
 

@@ -253,7 +253,9 @@ public enum JSONValue: Sendable, Equatable {
             case "\n": output += "\\n"
             case "\r": output += "\\r"
             case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
+            // DEL and the C1 controls too, which JSON allows raw: the document may be read on
+            // a terminal, which would obey them (product contract §7).
+            case _ where scalar.value < 0x20 || (scalar.value >= 0x7f && scalar.value <= 0x9f):
                 let hex = String(scalar.value, radix: 16)
                 output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: output.unicodeScalars.append(scalar)

@@ -136,9 +136,9 @@ public final class SessionService {
     /// An authenticated request to the configured API host (`path` is a path, or a URL on that
     /// host); the expiry slides on 2xx. The response comes back whatever its status, but a 401
     /// ends the session first.
-    public func api(method: String, path: String, body: [UInt8]?) throws -> HTTPResponse {
+    public func api(method: String, path: String, body: [UInt8]?, headers: [HTTPHeader] = []) throws -> HTTPResponse {
         let session = try liveOrChecked()
-        let response = try send(session, method, path, body: body)
+        let response = try send(session, method, path, body: body, headers: headers)
         if response.isSuccess { _ = try slide(session) }
         return response
     }
@@ -150,9 +150,10 @@ public final class SessionService {
         return session
     }
 
-    private func send(_ session: PortalSession, _ method: String, _ path: String, body: [UInt8]?) throws -> HTTPResponse {
+    private func send(_ session: PortalSession, _ method: String, _ path: String, body: [UInt8]?,
+                      headers: [HTTPHeader] = []) throws -> HTTPResponse {
         let url = try resolve(path)
-        let request = requests.request(method, url, body: body, bearer: session.token)
+        let request = requests.request(method, url, body: body, bearer: session.token, extraHeaders: headers)
         let response: HTTPResponse
         do {
             response = try transport.send(request)

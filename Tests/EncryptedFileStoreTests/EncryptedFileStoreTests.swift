@@ -248,6 +248,32 @@ struct EncryptedFileFailureTests {
         #expect(try siblings(of: directory.storePath) == ["store", "store.lock"])
     }
 
+    @Test("a header asking for KDF costs past the documented ceiling is a foreign file: refused at once and left alone",
+          arguments: [(UInt64(32), UInt64(4) << 30), (5, 64 << 20), (1, 2 << 30)])
+    func kdfCeiling(passes: UInt64, memory: UInt64) throws {
+        let directory = try TemporaryDirectory()
+        try makeStore(directory.storePath, kdf: cheapKDF).store(credential())
+        var bytes = try fileBytes(directory.storePath)
+        // Rewritten as a hostile header would be, with a checksum that matches.
+        for index in 0..<8 {
+            bytes[11 + index] = UInt8(truncatingIfNeeded: passes >> (56 - 8 * UInt64(index)))
+            bytes[19 + index] = UInt8(truncatingIfNeeded: memory >> (56 - 8 * UInt64(index)))
+        }
+        let checksum = Sodium.hash(Array(bytes[0..<83]), length: 16)
+        bytes.replaceSubrange(83..<99, with: checksum)
+        try writeFile(directory.storePath, bytes)
+        let started = ContinuousClock.now
+        do {
+            _ = try makeStore(directory.storePath).lookup(query())
+            Issue.record("a header asking for \(passes) passes over \(memory >> 20) MiB was used")
+        } catch {
+            #expect(error.message.contains("asks for Argon2id with \(passes) passes over \(memory >> 20) MiB, which this portal-token does not accept"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(try fileBytes(directory.storePath) == bytes)
+        #expect(KDFParameters(opsLimit: 4, memLimit: 1 << 30).isAccepted)
+    }
+
     @Test("a store file others may read is refused with a hint", arguments: [0o640, 0o604, 0o620, 0o666])
     func openToOthers(mode: Int) throws {
         let directory = try TemporaryDirectory()

@@ -119,7 +119,10 @@ struct HookRunnerTests {
             readlink /proc/self/fd/2
             """)
         #expect(scratch.runner().run(executable: hook, variables: [:]) == .exited(status: 0))
-        #expect(scratch.written == "to stdout\nto stderr\n\(scratch.outputPath)\n\(scratch.outputPath)\n")
+        // Both through one pipe that portal-token copies on.
+        let lines = scratch.written.split(separator: "\n").map(String.init)
+        #expect(lines.prefix(2) == ["to stdout", "to stderr"])
+        #expect(lines.count == 4 && lines[2] == lines[3] && lines[2].hasPrefix("pipe:"))
         #expect(HookRunner().outputDescriptor == STDERR_FILENO)
     }
 
@@ -171,14 +174,42 @@ struct HookRunnerTests {
         #expect(outcome.failureMessage == "the on-session-invalidated hook was killed by signal 9")
     }
 
-    @Test("a hook that cannot be started is reported, not thrown")
+    @Test("a missing hook, and one that is not executable, are reported with their path, not thrown")
     func couldNotStart() throws {
         let scratch = try HookScratch()
-        #expect(scratch.runner().run(executable: scratch.directory + "/missing", variables: [:]) == .couldNotStart(errorNumber: ENOENT))
+        let missing = scratch.runner().run(executable: scratch.directory + "/missing", variables: [:])
+        #expect(missing == .missing)
+        #expect(missing.failureMessage(path: "/x/missing") == "the on-session-invalidated hook /x/missing does not exist")
         let notExecutable = try scratch.script("plain", "exit 0", mode: 0o644)
         let outcome = scratch.runner().run(executable: notExecutable, variables: [:])
-        #expect(outcome == .couldNotStart(errorNumber: EACCES))
-        #expect(outcome.failureMessage?.contains("could not be started") == true)
+        #expect(outcome == .notExecutable)
+        #expect(outcome.failureMessage(path: notExecutable) == "the on-session-invalidated hook \(notExecutable) is not an executable file; it was not run")
+        #expect(scratch.runner().run(executable: scratch.directory, variables: [:]) == .notExecutable)
+        #expect(HookOutcome.couldNotStart(errorNumber: ENOEXEC).failureMessage(path: "/h")
+                == "the on-session-invalidated hook /h could not be started (Exec format error)")
+    }
+
+    @Test("a grandchild that leaves the group (setsid) and keeps the output open holds the run past neither the drain nor the bound")
+    func setsidGrandchild() throws {
+        let scratch = try HookScratch()
+        let pidFile = scratch.directory + "/escaped.pid"
+        // Exits at once, leaving a session leader of its own that holds stdout and stderr.
+        let quick = try scratch.script("daemonizes", "echo before; setsid sh -c 'echo $$ > \(pidFile); exec sleep 30' & exit 0")
+        var started = ContinuousClock.now
+        #expect(scratch.runner(timeoutMilliseconds: 10_000).run(executable: quick, variables: [:]) == .exited(status: 0))
+        #expect(ContinuousClock.now - started < .seconds(3))
+        #expect(scratch.written.hasPrefix("before\n"))
+        // One that also outlives its bound while the grandchild holds the pipe.
+        let slowPidFile = scratch.directory + "/escaped-slow.pid"
+        let slow = try scratch.script("daemonizes-slow", "setsid sh -c 'echo $$ > \(slowPidFile); exec sleep 30' & sleep 30")
+        started = ContinuousClock.now
+        #expect(scratch.runner(timeoutMilliseconds: 300, graceMilliseconds: 300).run(executable: slow, variables: [:]) == .timedOut(milliseconds: 300))
+        #expect(ContinuousClock.now - started < .seconds(3))
+        for file in [pidFile, slowPidFile] {
+            if let escaped = Int32((try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") {
+                kill(escaped, SIGKILL)
+            }
+        }
     }
 
     @Test("a hook past its timeout is stopped together with its children")

@@ -110,10 +110,12 @@ enum ListenerFixture {
 
     static func listener(host: String = "127.0.0.1", path: String = "/callback", timeoutMilliseconds: Int64 = 10_000,
                          handlesInterrupts: Bool = false, maximumRequestBytes: Int = 65_536,
+                         requestDeadlineMilliseconds: Int64 = 10_000,
                          tickMilliseconds: Int64 = 1000, now: (@Sendable () -> Int64)? = nil) throws -> (LoopbackRedirectListener, String) {
         let url = "http://\(host):\(freePort())\(path)"
         let redirect = try #require(LoopbackRedirect(redirectURL: url))
         var options = LoopbackRedirectListener.Options(timeoutMilliseconds: timeoutMilliseconds, maximumRequestBytes: maximumRequestBytes,
+                                                       requestDeadlineMilliseconds: requestDeadlineMilliseconds,
                                                        tickMilliseconds: tickMilliseconds, handlesInterrupts: handlesInterrupts)
         if let now { options.now = now }
         return (try LoopbackRedirectListener(redirect: redirect, configuredRedirectURL: url, options: options), url)
@@ -252,6 +254,62 @@ struct LoopbackRedirectListenerTests {
         let result = try listener.wait { url -> Listener.Decision<String> in .finish(url.text, page: .signedIn) }
         #expect(result.hasSuffix("?token=g&login_type=GOOGLE"))
         #expect(browser.result()??.status == 200)
+    }
+
+    @Test("clients that trickle a byte every 40 ms hold up neither the redirect nor the timeout, and are closed at their deadline")
+    func tricklingClients() throws {
+        let (listener, _) = try ListenerFixture.listener(timeoutMilliseconds: 20_000, requestDeadlineMilliseconds: 1500)
+        let port = listener.redirect.port
+        // One finishes a request for another path and goes on sending; one never finishes its head.
+        let answered = try #require(Browser.connect(port: port))
+        defer { close(answered) }
+        let endless = try #require(Browser.connect(port: port))
+        defer { close(endless) }
+        _ = "GET /favicon.ico HTTP/1.1\r\n\r\n".withCString { send(answered, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        let trickler = Browser.Running { () -> Double? in
+            let started = LoopbackRedirectListener.monotonicMilliseconds()
+            var refusedAt: Double?
+            while LoopbackRedirectListener.monotonicMilliseconds() - started < 6000 {
+                _ = "x".withCString { send(answered, $0, 1, Int32(MSG_NOSIGNAL)) }
+                if refusedAt == nil, "x".withCString({ send(endless, $0, 1, Int32(MSG_NOSIGNAL)) }) < 0 {
+                    refusedAt = Double(LoopbackRedirectListener.monotonicMilliseconds() - started)
+                }
+                usleep(40_000)
+            }
+            return refusedAt
+        }
+        usleep(300_000)
+        let started = LoopbackRedirectListener.monotonicMilliseconds()
+        let browser = Browser.Running { Browser.get("/callback?token=g&login_type=GOOGLE", port: port) }
+        let result = try listener.wait { url -> Listener.Decision<String> in .finish(url.text, page: .signedIn) }
+        #expect(result.hasSuffix("?token=g&login_type=GOOGLE"))
+        #expect(browser.result()??.status == 200)
+        // Answering the trickler costs 0.7 s at most; a drain bounded by bytes alone would take minutes.
+        #expect(LoopbackRedirectListener.monotonicMilliseconds() - started < 4000)
+
+        // The never-finished head is cut off at its deadline while the listener still waits.
+        let (second, _) = try ListenerFixture.listener(timeoutMilliseconds: 4000, requestDeadlineMilliseconds: 1000)
+        // Measured from the connect: the listener accepts it later, and its deadline runs from then.
+        let connectedAt = LoopbackRedirectListener.monotonicMilliseconds()
+        let slow = try #require(Browser.connect(port: second.redirect.port))
+        defer { close(slow) }
+        let cutOff = Browser.Running { () -> Int64? in
+            while LoopbackRedirectListener.monotonicMilliseconds() - connectedAt < 3500 {
+                if "G".withCString({ send(slow, $0, 1, Int32(MSG_NOSIGNAL)) }) < 0 { return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt }
+                var byte: UInt8 = 0
+                if recv(slow, &byte, 1, Int32(MSG_DONTWAIT)) == 0 { return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt }
+                usleep(40_000)
+            }
+            return nil
+        }
+        let waitStarted = LoopbackRedirectListener.monotonicMilliseconds()
+        #expect(throws: Listener.ListenerError.timedOut(milliseconds: 4000)) {
+            try second.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+        }
+        #expect(LoopbackRedirectListener.monotonicMilliseconds() - waitStarted < 5000)
+        let closedAfter = try #require(cutOff.result() ?? nil)
+        #expect(closedAfter >= 1000 && closedAfter < 3500)
+        _ = trickler.result()
     }
 
     @Test("only GET on the redirect path reaches the handler")

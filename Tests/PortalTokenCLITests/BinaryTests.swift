@@ -5,7 +5,8 @@ import Testing
 /// FoundationNetworking costs every invocation 6–12 ms; the binary must carry none of it.
 @Suite("binary")
 struct BinaryTests {
-    private static var binaries: [String] {
+    /// The debug binary, and the release one when the test script built it.
+    static var binaries: [String] {
         var paths = [ProcessRunner.portalTokenPath]
         if let release = ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"] { paths.append(release) }
         return paths

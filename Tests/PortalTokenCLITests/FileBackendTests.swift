@@ -17,6 +17,8 @@ final class FileBackendWorld: Sendable {
         self.passphrase = passphrase
         passphraseFile = home + "/passphrase"
         try (passphrase + "\n").write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        // As a user keeps it: a passphrase file others may read draws a warning.
+        chmod(passphraseFile, 0o600)
         var extra = extra
         extra["PORTAL_TOKEN_KEY_CACHE_TIMEOUT"] = extra["PORTAL_TOKEN_KEY_CACHE_TIMEOUT"] ?? String(keyCacheTimeout)
         self.extra = extra

@@ -96,7 +96,7 @@ struct SignInTests {
         let login = try harness.run(["login", "--email", "user@example.com"])
         #expect(login.exitCode == 0, "\(login.stderr)")
         #expect(login.stderr.contains("the desktop handler ('portal-token redirect') finishes the sign-in"))
-        #expect(login.stderr.contains("xdg-mime default portal-token-redirect.desktop x-scheme-handler/portalexample"))
+        #expect(login.stderr.contains("xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/portalexample"))
         let link = try harness.sentLink()
 
         let first = try harness.run(["redirect", link])
@@ -485,19 +485,6 @@ struct SignInCanaryTests {
     }
 }
 
-@Suite("the shipped desktop entry")
-struct DesktopEntryTemplateTests {
-    @Test("contrib/portal-token-redirect.desktop, its scheme filled in, is the entry the code describes")
-    func template() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let template = try String(contentsOf: root.appendingPathComponent("contrib/portal-token-redirect.desktop"), encoding: .utf8)
-        let filled = template.replacingOccurrences(of: "<scheme>", with: "myapp")
-            .split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") + "\n"
-        #expect(filled == DesktopRedirectHandler.desktopEntry(redirectURL: "myapp://auth/callback"))
-        #expect(template.contains(try #require(DesktopRedirectHandler.registrationCommand(redirectURL: "myapp://auth/callback"))))
-    }
-}
-
 @Suite("signing in against the hand-started fake server")
 struct HandStartedFakeServerTests {
     @Test("docs/signing-in.md's walk-through: the fake by hand, login --email, get, status")
@@ -515,6 +502,7 @@ struct HandStartedFakeServerTests {
         while !server.stdout.contains("\n"), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
         let baseURL = try #require(server.stdout.split(separator: "\n").first)
         try (("try it out\n") as String).write(toFile: directory + "/passphrase", atomically: false, encoding: .utf8)
+        chmod(directory + "/passphrase", 0o600)
         let environment = ProcessRunner.environment([
             "HOME": directory, "XDG_RUNTIME_DIR": nil, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil,
             "PORTAL_TOKEN_BACKEND": "file", "PORTAL_TOKEN_FILE": directory + "/store",

@@ -396,9 +396,14 @@ struct InstallTests {
             let offered = try ProcessRunner.run(fish, ["-c", "complete -C 'portal-token exec-c'"], environment: environment, timeout: 30)
             #expect(offered.stdout.hasPrefix("exec-credential"), "\(offered.stdout)\(offered.stderr)")
         }
-        let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/portal-token-redirect.desktop", encoding: .utf8)
-        #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect %u"))
+        // The redirect handler is D-Bus activated: no URL ever goes on its command line.
+        let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/io.portalhq.PortalToken.desktop", encoding: .utf8)
+        #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect --dbus-activated\n"))
+        #expect(desktop.contains("DBusActivatable=true"))
         #expect(desktop.contains("MimeType=x-scheme-handler/myapp;"))
+        #expect(!desktop.contains("%u"))
+        let service = try String(contentsOfFile: "\(home)/.local/share/dbus-1/services/io.portalhq.PortalToken.service", encoding: .utf8)
+        #expect(service.contains("Exec=\(prefix)/bin/portal-token redirect --dbus-activated"))
 
         let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
                                               environment: environment, timeout: 60)

@@ -443,6 +443,25 @@ public enum SimulatedBrowser {
     }
 
     /// GET `url` (`http://host:port/target`), without following a redirect.
+    /// A connection to 127.0.0.1:`port` that sends nothing yet (an idle or slow client); close it.
+    public static func connect(port: UInt16) throws -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw FakeServerError("browser: socket", errno) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            let number = errno
+            close(descriptor)
+            throw FakeServerError("browser: connect", number)
+        }
+        return descriptor
+    }
+
     public static func get(_ url: String) throws -> Page {
         guard url.hasPrefix("http://") else { throw FakeServerError("browser: not an http URL", 0) }
         let rest = url.dropFirst("http://".count)
@@ -454,19 +473,10 @@ public enum SimulatedBrowser {
         guard let port = authority.split(separator: ":").last.flatMap({ UInt16($0) }) else {
             throw FakeServerError("browser: the URL has no port", 0)
         }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw FakeServerError("browser: socket", errno) }
+        let descriptor = try connect(port: port)
         defer { close(descriptor) }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw FakeServerError("browser: connect", errno) }
         let request = Array("GET \(target) HTTP/1.1\r\nHost: \(hostName):\(port)\r\nUser-Agent: simulated-browser\r\nAccept: text/html\r\nConnection: close\r\n\r\n".utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var response: [UInt8] = []

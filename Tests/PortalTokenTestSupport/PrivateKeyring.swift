@@ -19,20 +19,8 @@ public final class PrivateKeyring {
                                                 attributes: [.posixPermissions: 0o700])
         let socket = directory.appendingPathComponent("bus").path
         let config = directory.appendingPathComponent("bus.conf")
-        try """
-            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-            <busconfig>
-              <type>session</type>
-              <listen>unix:path=\(socket)</listen>
-              <auth>EXTERNAL</auth>
-              <policy context="default">
-                <allow send_destination="*" eavesdrop="true"/>
-                <allow eavesdrop="true"/>
-                <allow own="*"/>
-              </policy>
-            </busconfig>
-            """.write(to: config, atomically: false, encoding: .utf8)
+        try PrivateApplicationBus.configuration(type: "session", listen: "unix:path=\(socket)", extra: "<auth>EXTERNAL</auth>")
+            .write(to: config, atomically: false, encoding: .utf8)
         let started = try ProcessRunner.run("/usr/bin/dbus-daemon",
                                             ["--config-file=\(config.path)", "--fork", "--print-pid"], timeout: 10)
         guard started.exitCode == 0, let pid = Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {

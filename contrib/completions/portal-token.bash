@@ -36,17 +36,22 @@ _portal_token_commands=(
 # Settings flags: accepted before or after the command name.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data --token-var --end-user"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data -H --header --token-var --end-user"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
     case $1 in
         get | status | methods | token | list) echo "--format" ;;
-        login) printf '%s\n' --email --google --apple --with-token --end-user --no-browser --timeout ;;
+        login) printf '%s
+' --email --google --apple --with-token --end-user --no-browser --timeout ;;
         exec) echo "--token-var" ;;
         setup-git) echo "--unset" ;;
-        doctor) printf '%s\n' --format --network ;;
-        api) printf '%s\n' -X --method --data -d ;;
+        doctor) printf '%s
+' --format --network ;;
+        redirect) printf '%s
+' --dbus-activated - ;;
+        api) printf '%s
+' -X --method --data -d -H --header ;;
     esac
 }
 

@@ -68,6 +68,8 @@ complete -c portal-token -n "__fish_seen_subcommand_from exec; and __fish_contai
 complete -c portal-token -n "__fish_seen_subcommand_from setup-git" -l unset -d 'Remove portal-token from the git config'
 complete -c portal-token -n "__fish_seen_subcommand_from doctor" -l network -d 'Also check that the Portal API answers'
 
+# redirect
+complete -c portal-token -n "__fish_seen_subcommand_from redirect" -l dbus-activated -d 'Take the URL from the session bus (how the desktop handler starts it)'
 # login
 complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l email -x -d 'Sign in with a magic link sent to ADDRESS'
 complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l google -d 'Sign in with Google'
@@ -80,4 +82,5 @@ complete -c portal-token -n "__fish_seen_subcommand_from login" -l timeout -x -d
 # api
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x -a 'GET POST PUT PATCH DELETE HEAD OPTIONS' -d 'HTTP method (GET, or POST with --data)'
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s d -l data -x -a '(__portal_token_data)' -d 'Request body: JSON, @FILE, or @- for stdin'
+complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x -d "Add a request header: 'Name: value'"
 complete -c portal-token -n "__fish_seen_subcommand_from api" -a /api/v3/clients/me -d 'API path'

@@ -1,8 +1,21 @@
-/// The desktop entry that makes `portal-token redirect URL` the handler of a custom-scheme
-/// redirect URL (product contract §3), registered as `x-scheme-handler/<scheme>` per the
-/// freedesktop Desktop Entry and shared MIME-info specifications.
+/// The desktop entry that makes portal-token the handler of a custom-scheme redirect URL
+/// (product contract §3), registered as `x-scheme-handler/<scheme>` per the freedesktop Desktop
+/// Entry and shared MIME-info specifications.
+///
+/// The entry is D-Bus activatable (Desktop Entry specification, "D-Bus Activation"): the
+/// launcher starts `portal-token redirect --dbus-activated` through the session bus and hands it
+/// the URL in an `org.freedesktop.Application.Open` call, so the URL, whose grant is single-use,
+/// never sits in any process's argv where another local user could read it (product contract §7).
 public enum DesktopRedirectHandler {
-    public static let fileName = "portal-token-redirect.desktop"
+    /// The well-known bus name; the spec requires the entry's file to be named after it.
+    public static let busName = "io.portalhq.PortalToken"
+    /// The object path the spec derives from the bus name.
+    public static let objectPath = "/io/portalhq/PortalToken"
+    public static let fileName = busName + ".desktop"
+    /// The D-Bus service file, in `~/.local/share/dbus-1/services`.
+    public static let serviceFileName = busName + ".service"
+    /// The option that makes `redirect` serve the bus instead of reading a URL.
+    public static let activationOption = "--dbus-activated"
 
     /// The MIME type a desktop routes the redirect URL's scheme through; nil when the redirect
     /// URL has no custom scheme (http and https go to the loopback listener instead).
@@ -20,10 +33,27 @@ public enum DesktopRedirectHandler {
             Type=Application
             Name=portal-token sign-in
             Comment=Completes a Portal sign-in from its redirect URL
-            Exec=\(execArgument(executable)) redirect %u
+            Exec=\(execArgument(executable)) redirect \(activationOption)
+            DBusActivatable=true
             Terminal=false
             NoDisplay=true
             MimeType=\(mimeType);
+
+            """
+    }
+
+    /// The D-Bus service file that starts the handler when a launcher calls the bus name. Its
+    /// Exec line is not subject to the desktop entry's quoting; D-Bus splits it as a shell
+    /// would, so the executable path is single-quoted when it needs to be.
+    public static func serviceFile(executable: String = "portal-token") -> String {
+        var quoted = executable
+        if executable.contains(where: { " \t'\"\\$`".contains($0) }) {
+            quoted = "'" + executable.map { $0 == "'" ? #"'\''"# : String($0) }.joined() + "'"
+        }
+        return """
+            [D-BUS Service]
+            Name=\(busName)
+            Exec=\(quoted) redirect \(activationOption)
 
             """
     }

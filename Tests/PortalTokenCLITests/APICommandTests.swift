@@ -1,0 +1,52 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// `api`: paths that could split a request line are usage errors, `-H` adds headers but never
+/// the ones portal-token owns, and the output ends with a newline (product contract §3).
+@Suite("api")
+struct APICommandTests {
+    @Test("a path with a space or a control character is a usage error (exit 2), and nothing is sent")
+    func pathsWithSpaces() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api")
+        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        for path in ["/api/v3/clients/me HTTP/1.0", "/api/v3/clients/me\r\nX-Injected: 1", "/api/v3/\u{1b}[31m", "/api/v3/\tx", "/api/v3/\u{7f}"] {
+            let result = try portal.git.portalToken(["api", path])
+            #expect(result.exitCode == 2, "\(result.stderr)")
+            #expect(result.stderr.hasPrefix("portal-token: error: the API path holds a space or a control character"))
+            #expect(result.stderr.contains("hint: percent-encode it"))
+        }
+        #expect(portal.server.requests.isEmpty)
+    }
+
+    @Test("-H adds repeatable headers; the output ends with a newline")
+    func headersAndNewline() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api")
+        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        let result = try portal.git.portalToken(["api", "-H", "X-Request-Id: 42", "-H", "x-other:  two words ", "/api/v3/clients/me"])
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("{") && result.stdout.hasSuffix("}\n"))
+        let request = try #require(portal.requests(to: "/api/v3/clients/me").first)
+        #expect(request.header("X-Request-Id") == "42")
+        #expect(request.header("X-Other") == "two words")
+        #expect(request.headerCount("Accept") == 1)
+        #expect(request.bearerToken == "token-api")
+    }
+
+    @Test("-H refuses Authorization, Host and malformed headers before anything is sent", arguments: [
+        "Authorization: Bearer other", "host: evil.example", "HOST:x", "Content-Length: 5", "accept: text/html", "X-Portal-Trace-Id: 1", "no colon here", ": empty name",
+        "Bad Name: x", "X-Split: a\r\nX-Injected: 1",
+    ])
+    func refusedHeaders(header: String) throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api")
+        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        let result = try portal.git.portalToken(["api", "-H", header, "/api/v3/clients/me"])
+        #expect(result.exitCode == 2, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("portal-token: error: -H"))
+        #expect(!result.stderr.contains("Bearer other") && !result.stderr.contains("evil.example"))
+        #expect(portal.server.requests.isEmpty)
+    }
+}

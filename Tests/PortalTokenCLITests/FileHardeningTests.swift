@@ -1,0 +1,115 @@
+import Foundation
+import Glibc
+import PortalTokenTestSupport
+import Testing
+
+/// Hostile files at the store's, passphrase's and config's paths (product contract §6 "Paths"):
+/// each is refused within 2 seconds with a clear error, and no file is lost.
+@Suite("hostile files")
+struct FileHardeningTests {
+    static func stored(_ world: FileBackendWorld) throws {
+        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+        #expect(result.exitCode == 0, "\(result.stderr)")
+    }
+
+    static func expectQuick(_ result: ProcessResult, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.duration < 2, "took \(result.duration) s", sourceLocation: sourceLocation)
+    }
+
+    @Test("a store directory another user owns, or others may write, is refused (exit 4, hint) and left as it is")
+    func directoryOwnerAndMode() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        let directory = (world.storePath as NSString).deletingLastPathComponent
+        let before = try world.storeBytes()
+        for mode in [0o777, 0o770, 0o702] as [mode_t] {
+            chmod(directory, mode)
+            let result = try world.run(["get", "--backend", "file"], request("example.com"))
+            #expect(result.exitCode == 4, "\(result.stderr)")
+            #expect(result.stderr.contains("portal-token: error: the store directory \(directory) is writable by other users (mode \(String(mode, radix: 8)))"))
+            #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(directory)'"))
+            let write = try world.run(["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
+            #expect(write.exitCode == 4)
+            Self.expectQuick(result)
+        }
+        chmod(directory, 0o700)
+        try #require(geteuid() == 0, "giving the directory away needs root")
+        chown(directory, 65534, 65534)
+        let foreign = try world.run(["get", "--backend", "file"], request("example.com"))
+        #expect(foreign.exitCode == 4)
+        #expect(foreign.stderr.contains("the store directory \(directory) belongs to another user (uid 65534)"))
+        chown(directory, 0, 0)
+        #expect(try world.storeBytes() == before)
+        #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
+    }
+
+    @Test("a symlink at the lock file's name is not followed: refused, and its target is never created")
+    func lockSymlink() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        let target = world.home + "/planted-target"
+        unlink(world.storePath + ".lock")
+        #expect(symlink(target, world.storePath + ".lock") == 0)
+        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
+        #expect(result.exitCode == 4)
+        #expect(result.stderr.contains("portal-token: error: the lock file \(world.storePath).lock is a symbolic link"))
+        #expect(!FileManager.default.fileExists(atPath: target))
+        Self.expectQuick(result)
+    }
+
+    @Test("a FIFO at the store's, the passphrase's or the config's path is refused at once")
+    func fifos() throws {
+        let world = try FileBackendWorld()
+        try FileManager.default.createDirectory(atPath: (world.storePath as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        #expect(mkfifo(world.storePath, 0o600) == 0)
+        let store = try world.run(["get", "--backend", "file"], request("example.com"))
+        #expect(store.exitCode == 4)
+        #expect(store.stderr.contains("the store file \(world.storePath) is not a regular file"))
+        Self.expectQuick(store)
+        unlink(world.storePath)
+
+        try Self.stored(world)
+        let fifo = world.home + "/fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let passphrase = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE_FILE": fifo])
+        #expect(passphrase.exitCode == 4)
+        #expect(passphrase.stderr.contains("(\(fifo)) is not a regular file"))
+        Self.expectQuick(passphrase)
+
+        let config = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": fifo])
+        #expect(config.exitCode == 2)
+        #expect(config.stderr.contains("portal-token: error: cannot read the config file \(fifo): not a regular file"))
+        Self.expectQuick(config)
+        #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
+    }
+
+    @Test("a sparse 48 GiB store file is moved aside like a damaged one, without a crash")
+    func oversizedStore() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        #expect(truncate(world.storePath, 48 << 30) == 0)
+        let result = try world.run(["get", "--backend", "file"], request("example.com"))
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("could not be read (it is 49152 MiB, larger than the 64 MiB a store may be); moved it aside to \(world.storePath).damaged-"))
+        Self.expectQuick(result)
+        let aside = try world.storeDirectoryListing().filter { $0.hasPrefix("store.damaged-") }
+        #expect(aside.count == 1)
+        var status = stat()
+        #expect(stat((world.storePath as NSString).deletingLastPathComponent + "/" + (aside.first ?? ""), &status) == 0 && status.st_size == 48 << 30)
+        #expect(!FileManager.default.fileExists(atPath: world.storePath))
+        try Self.stored(world)
+    }
+
+    @Test("a passphrase file that group or others may read draws a warning, and still works")
+    func readablePassphrase() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        chmod(world.passphraseFile, 0o640)
+        let result = try world.run(["get", "--backend", "file"], request("example.com"))
+        #expect(result.stdout == "username=alice\npassword=pw\n")
+        #expect(result.stderr.contains("portal-token: warning: the passphrase file from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.passphraseFile)) is readable by other users (mode 640)"))
+        #expect(result.stderr.contains("hint: restrict it with 'chmod 600 \(world.passphraseFile)'"))
+        #expect(!result.stderr.contains(world.passphrase))
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// The hook's path rules (product contract §7): absolute or `~/`, never looked up in the current
+/// directory; one that is missing or not executable is reported with its path.
+@Suite("hook paths")
+struct HookPathTests {
+    /// Ends the adopted session with a 401, which runs the hook.
+    static func endSession(_ portal: PortalHarness, token: String, _ changes: [String: String?] = [:]) throws -> ProcessResult {
+        portal.server.registerLiveToken(token)
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        portal.server.revoke(token)
+        var environment = portal.git.environment
+        for (name, value) in changes { environment[name] = value }
+        return try ProcessRunner.portalToken(["refresh"], environment: environment)
+    }
+
+    @Test("a relative hook path is a configuration error (exit 2), and a file of that name in the current directory never runs")
+    func relativePath() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-planted-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marker = directory.appendingPathComponent("ran")
+        try writeExecutableScript("#!/bin/sh\ntouch '\(marker.path)'\n", to: directory.appendingPathComponent("hook.sh"))
+        for relative in ["hook.sh", "./hook.sh", "hooks/../hook.sh", "~hook.sh"] {
+            var environment = portal.git.environment
+            environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = relative
+            let result = try ProcessRunner.run("/bin/sh", ["-c", "cd '\(directory.path)' && exec '\(ProcessRunner.portalTokenPath)' refresh"],
+                                               environment: environment)
+            #expect(result.exitCode == 2, "\(relative): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("portal-token: error: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path '\(relative)' is not absolute"))
+            #expect(result.stderr.contains("hint: "))
+        }
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+        #expect(portal.server.requests.isEmpty)
+    }
+
+    @Test("a ~/ hook path is expanded with HOME and runs")
+    func homePath() throws {
+        let portal = try PortalHarness(backend: .file)
+        let home = try #require(portal.git.environment["HOME"])
+        let name = "hook-\(UUID().uuidString)"
+        let marker = URL(fileURLWithPath: home).appendingPathComponent(name + ".ran")
+        try writeExecutableScript("#!/bin/sh\necho \"$PORTAL_SESSION_END_REASON\" > '\(marker.path)'\n",
+                                  to: URL(fileURLWithPath: home).appendingPathComponent(name))
+        defer {
+            try? FileManager.default.removeItem(atPath: home + "/" + name)
+            try? FileManager.default.removeItem(at: marker)
+        }
+        let result = try Self.endSession(portal, token: "token-home", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": "~/" + name])
+        #expect(result.exitCode == 3, "\(result.stderr)")
+        #expect((try? String(contentsOf: marker, encoding: .utf8)) == "unauthorized\n")
+    }
+
+    @Test("a hook that is not executable, or missing, is reported with its path and keeps the exit code")
+    func notExecutableOrMissing() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hooks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let plain = directory.appendingPathComponent("plain-hook")
+        try "#!/bin/sh\nexit 0\n".write(to: plain, atomically: false, encoding: .utf8)
+        let notExecutable = try Self.endSession(portal, token: "token-plain", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": plain.path])
+        #expect(notExecutable.exitCode == 3)
+        #expect(notExecutable.stderr.contains("portal-token: warning: the on-session-invalidated hook \(plain.path) is not an executable file; it was not run"))
+        #expect(notExecutable.stderr.contains("hint: make it executable: chmod +x \(plain.path)"))
+
+        let missing = directory.appendingPathComponent("no-such-hook").path
+        let result = try Self.endSession(portal, token: "token-missing", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": missing])
+        #expect(result.exitCode == 3)
+        #expect(result.stderr.contains("portal-token: warning: the on-session-invalidated hook \(missing) does not exist"))
+        #expect(!result.stderr.contains("errno"))
+    }
+
+    @Test("the default hook that exists but is not executable is reported, not skipped silently")
+    func defaultNotExecutable() throws {
+        let portal = try PortalHarness(backend: .file)
+        let configHome = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-config-\(UUID().uuidString)")
+        let hooks = configHome.appendingPathComponent("portal-token/hooks")
+        try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: configHome) }
+        let hook = hooks.appendingPathComponent("on-session-invalidated")
+        try "#!/bin/sh\nexit 0\n".write(to: hook, atomically: false, encoding: .utf8)
+        let result = try Self.endSession(portal, token: "token-default",
+                                         ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": nil, "XDG_CONFIG_HOME": configHome.path])
+        #expect(result.exitCode == 3)
+        #expect(result.stderr.contains("the on-session-invalidated hook \(hook.path) is not an executable file"))
+    }
+}
