@@ -224,18 +224,18 @@ private struct Diagnosis {
     }
 
     private func hook() -> Check {
+        do {
+            _ = try SessionHook.configuredPath(context.settings, environment: context.environment)
+        } catch {
+            return Check(name: "hook", ok: false, detail: error.message, hint: error.hint)
+        }
         guard let path = SessionHook(context: context).executable else {
             return Check(name: "hook", ok: true, detail: "none configured")
         }
-        guard path.hasPrefix("/") || path.hasPrefix("~/") else {
-            return Check(name: "hook", ok: false, detail: "\(path) is not an absolute path",
-                         hint: "give PORTAL_TOKEN_ON_SESSION_INVALIDATED an absolute path")
-        }
-        let expanded = path.hasPrefix("~/") ? (context.environment["HOME"] ?? "") + path.dropFirst() : path
-        guard access(expanded, F_OK) == 0 else {
+        guard access(path, F_OK) == 0 else {
             return Check(name: "hook", ok: false, detail: "\(path) does not exist", hint: "create it, or unset PORTAL_TOKEN_ON_SESSION_INVALIDATED")
         }
-        guard access(expanded, X_OK) == 0 else {
+        guard access(path, X_OK) == 0 else {
             return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
         }
         return Check(name: "hook", ok: true, detail: "\(path) (executable)")

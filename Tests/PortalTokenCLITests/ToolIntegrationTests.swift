@@ -316,6 +316,19 @@ struct DoctorTests {
         #expect(result.stdout.contains("hint: chmod +x"))
     }
 
+    @Test("doctor reports a relative hook path as a problem, where other commands refuse it")
+    func relativeHook() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = "hooks/on-session-invalidated"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("problem hook: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path 'hooks/on-session-invalidated' is not absolute"),
+                "\(result.stdout)")
+        #expect(result.stdout.contains("ok      kernel keyring"))
+    }
+
     @Test("doctor reports a broken config file as a problem and still runs the other checks")
     func brokenConfig() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
