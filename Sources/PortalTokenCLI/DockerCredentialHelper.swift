@@ -79,7 +79,8 @@ enum DockerCredentialHelper {
         guard let serverURL = object["ServerURL"]?.stringValue, !serverURL.trimmingWhitespace.isEmpty else {
             throw Failure(message: "no credentials server URL")
         }
-        guard let username = object["Username"]?.stringValue, !username.isEmpty else {
+        // docker-credential-helpers refuses a blank username as it does a missing one.
+        guard let username = object["Username"]?.stringValue, !username.trimmingWhitespace.isEmpty else {
             throw Failure(message: "no credentials username")
         }
         guard let secret = object["Secret"]?.stringValue else { throw Failure(message: "no credentials secret") }

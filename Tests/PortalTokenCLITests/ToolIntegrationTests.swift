@@ -144,6 +144,11 @@ struct DockerHelperTests {
         let version = try run("version", nil)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
         #expect(try run("store", #"{"Username":"u","Secret":"s"}"#).stdout == "no credentials server URL\n")
+        for blank in [#"{"ServerURL":"\#(host)","Secret":"s"}"#, #"{"ServerURL":"\#(host)","Username":" \t","Secret":"s"}"#] {
+            let refused = try run("store", blank)
+            #expect(refused.exitCode == 1 && refused.stdout == "no credentials username\n", "\(refused.stdout)")
+        }
+        #expect(try run("get", host).exitCode == 1, "a refused store stores nothing")
     }
 
     /// A free TCP port on loopback, as the kernel hands one out.
