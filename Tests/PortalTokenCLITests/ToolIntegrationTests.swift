@@ -413,12 +413,23 @@ struct InstallTests {
         let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/portal-token-redirect.desktop", encoding: .utf8)
         #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect %u"))
         #expect(desktop.contains("MimeType=x-scheme-handler/myapp;"))
+        // With xdg-mime there, the scheme is handed to the desktop entry in mimeapps.list.
+        let mimeapps = "\(home)/.config/mimeapps.list"
+        if installedProgram("xdg-mime") != nil {
+            #expect(((try? String(contentsOfFile: mimeapps, encoding: .utf8)) ?? "").contains("x-scheme-handler/myapp=portal-token-redirect.desktop"))
+        }
 
         let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
                                               environment: environment, timeout: 60)
         #expect(uninstall.exitCode == 0, "\(uninstall.stdout)\(uninstall.stderr)")
         #expect(Self.files(under: prefix).isEmpty, "left under the prefix: \(Self.files(under: prefix))")
-        let left = Self.files(under: home).filter { $0.contains("portal-token") || $0.contains("portal_token") }
+        // Nothing in HOME names portal-token, by file name or in a file (the shells' own caches aside).
+        let left = Self.files(under: home).filter { path in
+            guard !path.hasPrefix(".cache/") else { return false }
+            let text = (try? String(contentsOfFile: home + "/" + path, encoding: .utf8)) ?? ""
+            return path.contains("portal-token") || path.contains("portal_token") || text.contains("portal-token")
+        }
         #expect(left.isEmpty, "left in HOME: \(left)")
+        #expect(!FileManager.default.fileExists(atPath: mimeapps), "install created mimeapps.list, uninstall leaves none")
     }
 }
