@@ -130,10 +130,15 @@ enum DockerCredentialHelper {
         return request
     }
 
-    /// The URL `list` shows for a credential: protocol, host and path.
+    /// Docker Hub's key in Docker's configuration, which Docker looks up by exact text.
+    static let dockerHubServerURL = "https://index.docker.io/v1/"
+
+    /// The URL `list` shows for a credential: protocol, host and path. Paths are kept without
+    /// their trailing slash, so Docker Hub's key gets its slash back: Docker matches that one
+    /// key as written, and every other key by its host.
     static func url(of credential: Credential) -> String {
         var text = credential.protocolName + "://" + (credential.host?.gitHost ?? "")
         if let path = credential.path, !path.isEmpty { text += "/" + path }
-        return text
+        return text + "/" == dockerHubServerURL ? dockerHubServerURL : text
     }
 }

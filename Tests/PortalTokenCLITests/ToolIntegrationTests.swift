@@ -136,6 +136,12 @@ struct DockerHelperTests {
         let listed = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: String]
         #expect(listed?["https://\(host)"] == "reg-user")
         #expect(!list.stdout.contains("reg-secret"))
+        // Docker Hub's key comes back exactly as Docker wrote it, trailing slash included.
+        let hub = try run("store", #"{"ServerURL":"https://index.docker.io/v1/","Username":"hub-user","Secret":"hub-secret"}"#)
+        #expect(hub.exitCode == 0, "\(hub.stdout)")
+        let hubListed = try JSONSerialization.jsonObject(with: Data(try run("list", nil).stdout.utf8)) as? [String: String]
+        #expect(hubListed?["https://index.docker.io/v1/"] == "hub-user", "\(String(describing: hubListed))")
+        #expect(try run("erase", "https://index.docker.io/v1/").exitCode == 0)
         #expect(try run("erase", host).exitCode == 0)
         let missing = try run("get", "https://\(host)")
         #expect(missing.exitCode == 1)
