@@ -252,6 +252,24 @@ struct UsageErrorTests {
         #expect(typo.stderr.contains("hint: did you mean '--backend'?"))
     }
 
+    @Test("a known option without its value says that it needs a value, never that it is unknown",
+          arguments: [(["login", "--email"], "--email"), (["token", "--format"], "--format"),
+                      (["exec", "--token-var"], "--token-var"), (["api", "-X"], "-X")])
+    func optionWithoutValue(arguments: [String], option: String) throws {
+        let result = try Self.run(arguments)
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: option '\(option)' needs a value\n"), "\(result.stderr)")
+    }
+
+    @Test("a repeated option is named as repeated, never as unknown with itself as the suggestion")
+    func repeatedOption() throws {
+        let result = try Self.run(["token", "--format", "json", "--format", "json"])
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: option '--format' is repeated or does not go with the other options of 'token'\n"),
+                "\(result.stderr)")
+        #expect(!result.stderr.contains("did you mean"))
+    }
+
     @Test("a stray word is named, but a word that could be private is not echoed")
     func strayWord() throws {
         let plain = try Self.run(["status", "extra"])
