@@ -108,6 +108,12 @@ struct ScriptingTests {
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout == "token-var:unset:--help\n")
         #expect(try portal.git.portalToken(["exec", "--token-var", "1BAD", "--", "true"]).exitCode == 2)
+        // A name exec sets itself, or PATH, would lose the token or the command: refused, nothing run.
+        for reserved in ["PORTAL_END_USER_ID", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PATH"] {
+            let refused = try portal.git.portalToken(["exec", "--token-var", reserved, "--", "/bin/echo", "ran"])
+            #expect(refused.exitCode == 2 && refused.stdout.isEmpty, "\(reserved): \(refused.stdout)\(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("portal-token: error: --token-var cannot be \(reserved)"))
+        }
     }
 
     @Test("exec gives 127 for a command not found and 126 for one that cannot run, as env(1)")
