@@ -124,9 +124,13 @@ enum DockerCredentialHelper {
             throw Failure(message: "the server URL holds a control character")
         }
         let url = serverURL.contains("://") ? serverURL : "https://" + serverURL
-        guard let request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
+        guard var request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
             throw Failure(message: "the server URL is not a URL")
         }
+        // Only protocol, host and path key a registry (product contract §1); a user or password
+        // written in the URL is not a filter, and Username comes from its own field.
+        request.username = nil
+        request.password = nil
         return request
     }
 

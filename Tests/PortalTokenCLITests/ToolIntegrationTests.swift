@@ -136,6 +136,12 @@ struct DockerHelperTests {
         let listed = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: String]
         #expect(listed?["https://\(host)"] == "reg-user")
         #expect(!list.stdout.contains("reg-secret"))
+        // A user written in the server URL is no part of the key: the same URL finds it again.
+        let withUser = "https://someone@\(GitHarness.uniqueHost("registry-user"))"
+        #expect(try run("store", #"{"ServerURL":"\#(withUser)","Username":"field-user","Secret":"user-secret"}"#).exitCode == 0)
+        let foundWithUser = try run("get", withUser)
+        #expect(foundWithUser.exitCode == 0 && foundWithUser.stdout.contains(#""Username":"field-user""#), "\(foundWithUser.stdout)")
+        #expect(try run("erase", withUser).exitCode == 0)
         // Docker Hub's key comes back exactly as Docker wrote it, trailing slash included.
         let hub = try run("store", #"{"ServerURL":"https://index.docker.io/v1/","Username":"hub-user","Secret":"hub-secret"}"#)
         #expect(hub.exitCode == 0, "\(hub.stdout)")
