@@ -2,12 +2,13 @@
 # Installs the Debian packages portal-token needs: with no argument, what building and running
 # need; with "keyring", also a gnome-keyring to run it against where the machine has none; with
 # "test", also what the test suite and benchmarks need. Installs only what is missing, so a
-# second run costs nothing.
+# second run costs nothing. The runtime list holds what the installed files need to work on a
+# minimal Debian: man-db to read the man page, bash-completion to load the bash completion.
 set -euo pipefail
 build=(pkg-config gcc libc6-dev libsystemd-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
-runtime=(git)
+runtime=(git man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
-test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff skopeo docker-registry apache2-utils)
+test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Removes what contrib/install.sh installed under PREFIX: every file in its list
-# (PREFIX/share/portal-token/installed-files), then the folders that leaves empty, and the
-# credential.helper portal-token entry of the global git config, which would point at nothing.
+# (PREFIX/share/portal-token/installed-files), then the folders that leaves empty, the
+# credential.helper portal-token entry of the global git config, which would point at nothing,
+# and the desktop entry's URL-scheme association in mimeapps.list.
 # Stored credentials and sessions (in the keyring, or the encrypted file under
 # ~/.local/share/portal-token) are kept: run 'portal-token logout' before uninstalling to drop
 # the session.
@@ -28,6 +29,14 @@ fi
 if [ -x "$prefix/bin/portal-token" ] &&
     git config --global --get-all credential.helper 2>/dev/null | grep -qx portal-token; then
     "$prefix/bin/portal-token" setup-git --unset
+fi
+
+# The custom-scheme association install.sh made with xdg-mime, which has no command to undo it:
+# its line in mimeapps.list goes, and the file too when only section headers are left.
+mimeapps="${XDG_CONFIG_HOME:-$HOME/.config}/mimeapps.list"
+if [ -f "$mimeapps" ] && grep -q 'io\.portalhq\.PortalToken\.desktop' "$mimeapps"; then
+    sed -i -e '/^[^=]*=io\.portalhq\.PortalToken\.desktop;\{0,1\}$/d' -e 's/io\.portalhq\.PortalToken\.desktop;//g' "$mimeapps"
+    grep -qv '^\(\[.*\]\)\{0,1\}[[:space:]]*$' "$mimeapps" || rm -f -- "$mimeapps"
 fi
 
 removed=0

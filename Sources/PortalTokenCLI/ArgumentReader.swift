@@ -94,13 +94,19 @@ struct ArgumentReader {
     /// With `optionsOnly`, only an unknown option is reported (the command's own error explains
     /// a stray word better).
     func finish(command: String, options: [String], optionsOnly: Bool = false) throws(CLIError) {
-        let leftover = optionArguments
-        if let unknown = leftover.first(where: { $0.hasPrefix("-") && $0 != "-" }) {
-            let name = String(unknown.prefix { $0 != "=" }.prefix(64))
-            throw .usage("unknown option '\(name)' for '\(command)'",
-                         hint: Suggestion.hint(for: name, among: options + ["--help"], command: command))
+        let leftover = optionArguments.filter { $0.hasPrefix("-") && $0 != "-" }.map { String($0.prefix { $0 != "=" }.prefix(64)) }
+        if let unknown = leftover.first(where: { !options.contains($0) }) {
+            throw .usage("unknown option '\(unknown)' for '\(command)'",
+                         hint: Suggestion.hint(for: unknown, among: options + ["--help"], command: command))
         }
-        guard !optionsOnly, let first = arguments.first else { return }
+        // A known option still here was not taken: its value is missing (the command's own error
+        // says so), or it is repeated or does not go with the others.
+        guard !optionsOnly else { return }
+        if let known = leftover.first {
+            throw .usage("option '\(known)' is repeated or does not go with the other options of '\(command)'",
+                         hint: "see 'portal-token \(command) --help'")
+        }
+        guard let first = arguments.first else { return }
         if first == "--" {
             throw .usage("'\(command)' takes nothing after '--'", hint: "see 'portal-token \(command) --help'")
         }

@@ -79,7 +79,8 @@ enum DockerCredentialHelper {
         guard let serverURL = object["ServerURL"]?.stringValue, !serverURL.trimmingWhitespace.isEmpty else {
             throw Failure(message: "no credentials server URL")
         }
-        guard let username = object["Username"]?.stringValue, !username.isEmpty else {
+        // docker-credential-helpers refuses a blank username as it does a missing one.
+        guard let username = object["Username"]?.stringValue, !username.trimmingWhitespace.isEmpty else {
             throw Failure(message: "no credentials username")
         }
         guard let secret = object["Secret"]?.stringValue else { throw Failure(message: "no credentials secret") }
@@ -123,16 +124,25 @@ enum DockerCredentialHelper {
             throw Failure(message: "the server URL holds a control character")
         }
         let url = serverURL.contains("://") ? serverURL : "https://" + serverURL
-        guard let request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
+        guard var request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
             throw Failure(message: "the server URL is not a URL")
         }
+        // Only protocol, host and path key a registry (product contract §1); a user or password
+        // written in the URL is not a filter, and Username comes from its own field.
+        request.username = nil
+        request.password = nil
         return request
     }
 
-    /// The URL `list` shows for a credential: protocol, host and path.
+    /// Docker Hub's key in Docker's configuration, which Docker looks up by exact text.
+    static let dockerHubServerURL = "https://index.docker.io/v1/"
+
+    /// The URL `list` shows for a credential: protocol, host and path. Paths are kept without
+    /// their trailing slash, so Docker Hub's key gets its slash back: Docker matches that one
+    /// key as written, and every other key by its host.
     static func url(of credential: Credential) -> String {
         var text = credential.protocolName + "://" + (credential.host?.gitHost ?? "")
         if let path = credential.path, !path.isEmpty { text += "/" + path }
-        return text
+        return text + "/" == dockerHubServerURL ? dockerHubServerURL : text
     }
 }

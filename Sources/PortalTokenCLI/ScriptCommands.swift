@@ -74,12 +74,16 @@ struct ExecCommand: Command {
         Replaces itself with COMMAND (found on PATH, as execvp does), whose environment gains
         PORTAL_CLIENT_SESSION_TOKEN (or NAME with --token-var),
         PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT (RFC 3339), PORTAL_AUTH_ENVIRONMENT_ID and
-        PORTAL_END_USER_ID. The token is never in an argument. The exit code is COMMAND's;
+        PORTAL_END_USER_ID (NAME cannot be one of those three, nor PATH). The token is never
+        in an argument. The exit code is COMMAND's;
         127 when COMMAND is not found, 126 when it cannot be run (as env(1)).
 
         """ + scriptSessionRules
 
     static let defaultTokenVariable = "PORTAL_CLIENT_SESSION_TOKEN"
+    static let reservedVariables: Set<String> = [
+        "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_END_USER_ID", "PATH",
+    ]
 
     let tokenVariable: String
     let command: [String]
@@ -93,6 +97,12 @@ struct ExecCommand: Command {
         guard Self.isVariableName(variable) else {
             throw .usage("--token-var takes an environment variable name such as PORTAL_CLIENT_SESSION_TOKEN",
                          hint: "use letters, digits and underscores, not starting with a digit")
+        }
+        // The names exec sets itself would overwrite the token (or it them), and PATH is how
+        // COMMAND is found.
+        guard !Self.reservedVariables.contains(variable) else {
+            throw .usage("--token-var cannot be \(variable): \(variable == "PATH" ? "COMMAND is looked up through it" : "exec sets it itself")",
+                         hint: "choose another name, such as API_TOKEN")
         }
         tokenVariable = variable
         command = arguments.remainder()

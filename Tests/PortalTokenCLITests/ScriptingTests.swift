@@ -108,6 +108,12 @@ struct ScriptingTests {
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout == "token-var:unset:--help\n")
         #expect(try portal.git.portalToken(["exec", "--token-var", "1BAD", "--", "true"]).exitCode == 2)
+        // A name exec sets itself, or PATH, would lose the token or the command: refused, nothing run.
+        for reserved in ["PORTAL_END_USER_ID", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PATH"] {
+            let refused = try portal.git.portalToken(["exec", "--token-var", reserved, "--", "/bin/echo", "ran"])
+            #expect(refused.exitCode == 2 && refused.stdout.isEmpty, "\(reserved): \(refused.stdout)\(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("portal-token: error: --token-var cannot be \(reserved)"))
+        }
     }
 
     @Test("exec gives 127 for a command not found and 126 for one that cannot run, as env(1)")
@@ -250,6 +256,24 @@ struct UsageErrorTests {
         #expect(result.stderr.hasPrefix("portal-token: error: unknown option '--bogus'\n"))
         let typo = try Self.run(["--bakend", "file", "status"])
         #expect(typo.stderr.contains("hint: did you mean '--backend'?"))
+    }
+
+    @Test("a known option without its value says that it needs a value, never that it is unknown",
+          arguments: [(["login", "--email"], "--email"), (["token", "--format"], "--format"),
+                      (["exec", "--token-var"], "--token-var"), (["api", "-X"], "-X")])
+    func optionWithoutValue(arguments: [String], option: String) throws {
+        let result = try Self.run(arguments)
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: option '\(option)' needs a value\n"), "\(result.stderr)")
+    }
+
+    @Test("a repeated option is named as repeated, never as unknown with itself as the suggestion")
+    func repeatedOption() throws {
+        let result = try Self.run(["token", "--format", "json", "--format", "json"])
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: option '--format' is repeated or does not go with the other options of 'token'\n"),
+                "\(result.stderr)")
+        #expect(!result.stderr.contains("did you mean"))
     }
 
     @Test("a stray word is named, but a word that could be private is not echoed")

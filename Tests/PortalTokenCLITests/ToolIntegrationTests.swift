@@ -136,6 +136,18 @@ struct DockerHelperTests {
         let listed = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: String]
         #expect(listed?["https://\(host)"] == "reg-user")
         #expect(!list.stdout.contains("reg-secret"))
+        // A user written in the server URL is no part of the key: the same URL finds it again.
+        let withUser = "https://someone@\(GitHarness.uniqueHost("registry-user"))"
+        #expect(try run("store", #"{"ServerURL":"\#(withUser)","Username":"field-user","Secret":"user-secret"}"#).exitCode == 0)
+        let foundWithUser = try run("get", withUser)
+        #expect(foundWithUser.exitCode == 0 && foundWithUser.stdout.contains(#""Username":"field-user""#), "\(foundWithUser.stdout)")
+        #expect(try run("erase", withUser).exitCode == 0)
+        // Docker Hub's key comes back exactly as Docker wrote it, trailing slash included.
+        let hub = try run("store", #"{"ServerURL":"https://index.docker.io/v1/","Username":"hub-user","Secret":"hub-secret"}"#)
+        #expect(hub.exitCode == 0, "\(hub.stdout)")
+        let hubListed = try JSONSerialization.jsonObject(with: Data(try run("list", nil).stdout.utf8)) as? [String: String]
+        #expect(hubListed?["https://index.docker.io/v1/"] == "hub-user", "\(String(describing: hubListed))")
+        #expect(try run("erase", "https://index.docker.io/v1/").exitCode == 0)
         #expect(try run("erase", host).exitCode == 0)
         let missing = try run("get", "https://\(host)")
         #expect(missing.exitCode == 1)
@@ -144,6 +156,11 @@ struct DockerHelperTests {
         let version = try run("version", nil)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
         #expect(try run("store", #"{"Username":"u","Secret":"s"}"#).stdout == "no credentials server URL\n")
+        for blank in [#"{"ServerURL":"\#(host)","Secret":"s"}"#, #"{"ServerURL":"\#(host)","Username":" \t","Secret":"s"}"#] {
+            let refused = try run("store", blank)
+            #expect(refused.exitCode == 1 && refused.stdout == "no credentials username\n", "\(refused.stdout)")
+        }
+        #expect(try run("get", host).exitCode == 1, "a refused store stores nothing")
     }
 
     /// A free TCP port on loopback, as the kernel hands one out.
@@ -385,20 +402,29 @@ struct InstallTests {
         let version = try ProcessRunner.run("\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
 
-        // man finds the page through MANPATH, as it does for a prefix on PATH.
-        let man = try #require(installedProgram("man"))
+        // man finds the page from PATH alone (PREFIX/bin on PATH puts PREFIX/share/man on man's
+        // path), as in a newcomer's shell: no MANPATH.
+        let man = try #require(installedProgram("man"), "man is not installed: run contrib/deps.sh")
         var manEnvironment = environment
-        manEnvironment["MANPATH"] = "\(prefix)/share/man"
+        manEnvironment["MANPATH"] = nil
         manEnvironment["MANPAGER"] = "cat"
         manEnvironment["MANWIDTH"] = "80"
         let page = try ProcessRunner.run(man, ["portal-token"], environment: manEnvironment, timeout: 30)
         #expect(page.exitCode == 0, "\(page.stderr)")
         #expect(page.stdout.contains("exec-credential"))
 
-        // Each shell loads the completion from where install.sh put it.
-        let bash = try ProcessRunner.run("/bin/bash", ["--norc", "--noprofile", "-c",
-            #". "$HOME/.local/share/bash-completion/completions/portal-token" && complete -p portal-token"#], environment: environment)
-        #expect(bash.stdout.contains("-F _portal_token"), "\(bash.stderr)")
+        // Each shell loads the completion from where install.sh put it. bash: bash-completion's
+        // own loader (what the first Tab runs) finds it in the per-user folder and completes.
+        let bashCompletion = "/usr/share/bash-completion/bash_completion"
+        try #require(FileManager.default.fileExists(atPath: bashCompletion), "bash-completion is not installed: run contrib/deps.sh")
+        let bash = try ProcessRunner.run("/bin/bash", ["--norc", "--noprofile", "-c", #"""
+            . /usr/share/bash-completion/bash_completion
+            _completion_loader portal-token
+            COMP_WORDS=(portal-token exec-c); COMP_CWORD=1; COMP_LINE="portal-token exec-c"; COMP_POINT=${#COMP_LINE}
+            "$(complete -p portal-token | sed -n 's/.* -F \([^ ]*\) .*/\1/p')" portal-token exec-c portal-token
+            printf '%s\n' "${COMPREPLY[@]}"
+            """#], environment: environment, timeout: 30)
+        #expect(bash.stdout == "exec-credential\n", "\(bash.stdout)\(bash.stderr)")
         if let zsh = installedProgram("zsh") {
             let loaded = try ProcessRunner.run(zsh, ["-f", "-c",
                 #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#],
@@ -417,12 +443,23 @@ struct InstallTests {
         #expect(!desktop.contains("%u"))
         let service = try String(contentsOfFile: "\(home)/.local/share/dbus-1/services/io.portalhq.PortalToken.service", encoding: .utf8)
         #expect(service.contains("Exec=\(prefix)/bin/portal-token redirect --dbus-activated"))
+        // With xdg-mime there, the scheme is handed to the desktop entry in mimeapps.list.
+        let mimeapps = "\(home)/.config/mimeapps.list"
+        if installedProgram("xdg-mime") != nil {
+            #expect(((try? String(contentsOfFile: mimeapps, encoding: .utf8)) ?? "").contains("x-scheme-handler/myapp=io.portalhq.PortalToken.desktop"))
+        }
 
         let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
                                               environment: environment, timeout: 60)
         #expect(uninstall.exitCode == 0, "\(uninstall.stdout)\(uninstall.stderr)")
         #expect(Self.files(under: prefix).isEmpty, "left under the prefix: \(Self.files(under: prefix))")
-        let left = Self.files(under: home).filter { $0.contains("portal-token") || $0.contains("portal_token") }
+        // Nothing in HOME names portal-token, by file name or in a file (the shells' own caches aside).
+        let left = Self.files(under: home).filter { path in
+            guard !path.hasPrefix(".cache/") else { return false }
+            let text = (try? String(contentsOfFile: home + "/" + path, encoding: .utf8)) ?? ""
+            return path.contains("portal-token") || path.contains("portal_token") || text.contains("portal-token")
+        }
         #expect(left.isEmpty, "left in HOME: \(left)")
+        #expect(!FileManager.default.fileExists(atPath: mimeapps), "install created mimeapps.list, uninstall leaves none")
     }
 }
