@@ -36,6 +36,7 @@ public final class EncryptedFileStore: CredentialStore {
     private let kdfParameters: KDFParameters
     private let passphraseSource: (PassphrasePurpose) throws(StoreError) -> Passphrase
     private let warn: (String) -> Void
+    private let created: () -> Void
 
     /// The key that opened the file last, so one process derives at most once per header.
     private var unlocked: UnlockedKey?
@@ -53,10 +54,13 @@ public final class EncryptedFileStore: CredentialStore {
     ///   - kdfParameters: the Argon2id cost new files get, and older files are raised to.
     ///   - passphrase: asked only when a key must be derived; throws when there is none.
     ///   - warn: receives one line for each damaged file moved aside.
+    ///   - created: called after the write that created the file, so that the fallback
+    ///     to the file is announced by that write alone (product contract §6).
     public init(path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
                 kdfParameters: KDFParameters = .recommended,
                 passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
-                warn: @escaping (String) -> Void) {
+                warn: @escaping (String) -> Void, created: @escaping () -> Void = {}) {
+        self.created = created
         precondition(Sodium.initialized, "libsodium failed to initialise")
         self.path = path
         files = StoreFileSystem(path: path)
@@ -267,6 +271,7 @@ public final class EncryptedFileStore: CredentialStore {
             let fileKey: UnlockedKey
             if let key { fileKey = key } else { fileKey = try newKey() }
             try write(payload, key: try strengthened(fileKey))
+            if current == nil { created() }
             return
         }
         throw raceError()

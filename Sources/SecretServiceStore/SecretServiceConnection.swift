@@ -145,6 +145,14 @@ final class SecretServiceConnection {
         }
     }
 
+    /// For an item a search returned without its secret: locked (the item, or its collection),
+    /// which throws; or deleted by another process between the search and the read, which is
+    /// "gone" (product contract §6) and returns.
+    func ensureItemIsGone(_ item: FoundItem) throws(StoreError) {
+        if item.isLocked { throw lockedError() }
+        try ensureDefaultCollectionIsNotLocked()
+    }
+
     /// The error for an item found locked.
     func lockedError() -> StoreError {
         let label = (try? defaultCollection().label) ?? "default"
@@ -175,13 +183,39 @@ final class SecretServiceConnection {
         return FoundItem(created).objectPath
     }
 
+    /// Deletes the item; one that another process deleted first counts as deleted.
     func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
-        _ = try bounded(operation) { cancellable, error in
-            LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
+        var vanished = false
+        do {
+            _ = try bounded(operation, classify: { error in
+            let lib = LibSecret.functions
+            var remoteName: String?
+            if let remote = lib.dbusErrorGetRemoteError(error) {
+                remoteName = String(cString: remote)
+                lib.free(remote)
+            }
+            if let remoteName, Self.vanishedItemErrors.contains(remoteName) {
+                lib.errorFree(error)
+                vanished = true
+                return StoreError(.failed, "")
+            }
+            return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+            }) { cancellable, error in
+                LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
+            }
+        } catch where vanished {
+            return
         }
     }
 
     /// Runs one libsecret call with a GCancellable that a timer cancels at the bound.
+    /// What the Secret Service answers for an object that no longer exists (gnome-keyring names
+    /// the first; other providers the generic D-Bus ones).
+    static let vanishedItemErrors: Set<String> = [
+        "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject",
+        "org.freedesktop.DBus.Error.UnknownMethod",
+    ]
+
     func bounded<T>(
         _ operation: String,
         classify: ((UnsafeMutablePointer<GError>) -> StoreError)? = nil,

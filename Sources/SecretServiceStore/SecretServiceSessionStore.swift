@@ -27,11 +27,19 @@ public final class SecretServiceSessionStore: SessionStore {
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
         let (list, sessions) = try items(for: authEnvironmentID, loadSecrets: true, while: "reading the Portal session")
         defer { withExtendedLifetime(list) {} }
-        guard let newest = sessions.first else {
+        // Items deleted by another process since the search are gone, not locked.
+        var newest: FoundItem?, payload: Secret?
+        for item in sessions {
+            if let secret = item.secret {
+                (newest, payload) = (item, secret)
+                break
+            }
+            try connection.ensureItemIsGone(item)
+        }
+        guard let newest, let payload else {
             try connection.ensureDefaultCollectionIsNotLocked()
             return .absent
         }
-        guard let payload = newest.secret else { throw connection.lockedError() }
         guard let session = PortalSession.decode(payload: payload, authEnvironmentID: authEnvironmentID),
               newest.attributes["end-user-id"] == session.endUserID else { return .unreadable }
         return .present(session)
@@ -87,11 +95,18 @@ public final class SecretServiceTwoFactorStepStore: TwoFactorStepStore {
     public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
         let (list, steps) = try items(for: authEnvironmentID, loadSecrets: true, while: "reading the two-factor step")
         defer { withExtendedLifetime(list) {} }
-        guard let newest = steps.first else {
+        var payload: Secret?
+        for item in steps {
+            if let secret = item.secret {
+                payload = secret
+                break
+            }
+            try connection.ensureItemIsGone(item)
+        }
+        guard let payload else {
             try connection.ensureDefaultCollectionIsNotLocked()
             return nil
         }
-        guard let payload = newest.secret else { throw connection.lockedError() }
         return PendingTwoFactor.decode(payload: payload, authEnvironmentID: authEnvironmentID)
     }
 

@@ -37,8 +37,11 @@ public final class SecretServiceStore: CredentialStore {
         var matches: [(credential: Credential, order: ItemOrder)] = []
         for item in found.items where Self.isGitCredential(item) {
             // The item is there but its secret is not: a locked collection must never read as
-            // "nothing stored".
-            guard let credential = Self.credential(from: item, loadingSecret: true) else { throw connection.lockedError() }
+            // "nothing stored"; an item deleted since the search is simply gone.
+            guard let credential = Self.credential(from: item, loadingSecret: true) else {
+                try connection.ensureItemIsGone(item)
+                continue
+            }
             if query.matches(credential) { matches.append((credential, item.order)) }
         }
         if matches.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
@@ -74,7 +77,8 @@ public final class SecretServiceStore: CredentialStore {
         for item in found.items where Self.isGitCredential(item) {
             if item.isLocked { throw connection.lockedError() }
             guard let credential = Self.credential(from: item, loadingSecret: comparePassword) else {
-                throw connection.lockedError()
+                try connection.ensureItemIsGone(item)
+                continue
             }
             if query.matches(credential) { doomed.append(item) }
         }

@@ -36,6 +36,7 @@ public final class GitHarness: @unchecked Sendable {
         for (name, value) in backend.environment(directory: directory) { changes[name] = value }
         for (name, value) in extraEnvironment { changes[name] = value }
         environment = ProcessRunner.environment(changes)
+        try backend.prepare(directory: directory, environment: environment)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }

@@ -65,30 +65,3 @@ public protocol TwoFactorStepStore {
     @discardableResult
     func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool
 }
-
-/// The keyring first, then the encrypted file, as `CombinedSessionStore` does for sessions.
-public struct CombinedTwoFactorStepStore: TwoFactorStepStore {
-    public let primary: any TwoFactorStepStore
-    public let secondary: any TwoFactorStepStore
-
-    public init(primary: any TwoFactorStepStore, secondary: any TwoFactorStepStore) {
-        self.primary = primary
-        self.secondary = secondary
-    }
-
-    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
-        if let step = try primary.loadStep(authEnvironmentID: authEnvironmentID) { return step }
-        return try secondary.loadStep(authEnvironmentID: authEnvironmentID)
-    }
-
-    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        try primary.saveStep(step)
-    }
-
-    @discardableResult
-    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
-        let fromPrimary = try primary.deleteStep(authEnvironmentID: authEnvironmentID)
-        let fromSecondary = try secondary.deleteStep(authEnvironmentID: authEnvironmentID)
-        return fromPrimary || fromSecondary
-    }
-}

@@ -1,0 +1,124 @@
+import CSDBus
+import Glibc
+import PortalTokenCore
+
+/// The user's D-Bus session bus through libsystemd's sd-bus: the checks that run on every
+/// invocation, without loading libsecret or GLib (GLib's start-up alone costs about 6 ms a
+/// process; one sd-bus property read, whole process included, about 3 ms).
+///
+/// - Whether a Secret Service provider is registered (`org.freedesktop.secrets` has an owner or
+///   is activatable), which is how `auto` decides (product contract §6): from what exists, never
+///   from how fast the keyring answers.
+/// - Whether the default collection is locked (the Secret Service API's `ReadAlias` and the
+///   collection's `Locked` property), which a cached answer must check before it is served.
+///
+/// Every call is bounded by `timeoutMilliseconds`; the bus daemon answers the first check itself,
+/// so a stopped keyring daemon cannot stall it.
+public final class SessionBus {
+    public static let secretServiceName = "org.freedesktop.secrets"
+    static let secretServicePath = "/org/freedesktop/secrets"
+
+    private let bus: OpaquePointer
+    public let timeoutMilliseconds: Int
+
+    /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
+    /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to.
+    public static func connect(timeoutMilliseconds: Int) -> SessionBus? {
+        var bus: OpaquePointer?
+        guard sd_bus_open_user(&bus) >= 0, let bus else { return nil }
+        return SessionBus(bus: bus, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    private init(bus: OpaquePointer, timeoutMilliseconds: Int) {
+        self.bus = bus
+        self.timeoutMilliseconds = timeoutMilliseconds
+        _ = sd_bus_set_method_call_timeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000)
+    }
+
+    deinit { sd_bus_flush_close_unref(bus) }
+
+    // MARK: The provider
+
+    /// Whether a Secret Service provider owns its name now, or the bus can start one.
+    public func hasSecretServiceProvider() throws(StoreError) -> Bool {
+        let owned = try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                             interface: "org.freedesktop.DBus", member: "NameHasOwner",
+                             argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider") { reply throws(StoreError) in
+            var value: Int32 = 0
+            try check(sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
+            return value != 0
+        }
+        if owned { return true }
+        return try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                        interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
+                        while: "asking the session bus for activatable services") { reply throws(StoreError) in
+            try check(sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
+            while true {
+                var name: UnsafePointer<CChar>?
+                let read = sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "s")), &name)
+                try check(read, "reading the bus's answer")
+                guard read > 0, let name else { return false }
+                if strcmp(name, Self.secretServiceName) == 0 { return true }
+            }
+        }
+    }
+
+    // MARK: The default collection
+
+    /// Whether the Secret Service's default collection is locked: one `ReadAlias("default")` and
+    /// one read of the collection's `Locked` property. No default collection counts as locked
+    /// (nothing can be read from it).
+    public func isDefaultCollectionLocked() throws(StoreError) -> Bool {
+        let path = try call(destination: Self.secretServiceName, path: Self.secretServicePath,
+                            interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
+                            while: "asking the Secret Service for the default keyring") { reply throws(StoreError) -> String in
+            var path: UnsafePointer<CChar>?
+            try check(sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
+            return path.map { String(cString: $0) } ?? "/"
+        }
+        guard path != "/" else { return true }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var locked: Int32 = 0
+        let result = sd_bus_get_property_trivial(bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
+                                                 "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
+        try check(result, "reading whether the keyring is locked", error: error)
+        return locked != 0
+    }
+
+    // MARK: Calls
+
+    /// One bounded method call with at most one string argument; `read` decodes the reply.
+    private func call<T>(destination: String, path: String, interface: String, member: String, argument: String?,
+                         while operation: String,
+                         read: (OpaquePointer) throws(StoreError) -> T) throws(StoreError) -> T {
+        var message: OpaquePointer?
+        try check(sd_bus_message_new_method_call(bus, &message, destination, path, interface, member), operation)
+        defer { sd_bus_message_unref(message) }
+        if let argument {
+            try check(argument.withCString { sd_bus_message_append_basic(message, CChar(UInt8(ascii: "s")), $0) }, operation)
+        }
+        var error = sd_bus_error()
+        defer { sd_bus_error_free(&error) }
+        var reply: OpaquePointer?
+        try check(sd_bus_call(bus, message, 0, &error, &reply), operation, error: error)
+        defer { sd_bus_message_unref(reply) }
+        guard let reply else { throw StoreError(.failed, "the session bus sent no reply while \(operation)") }
+        return try read(reply)
+    }
+
+    private func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
+        guard result < 0 else { return }
+        if -result == ETIMEDOUT {
+            throw StoreError(.timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
+                             hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+        }
+        if let name = error?.name.map({ String(cString: $0) }),
+           name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner" {
+            throw StoreError(.unavailable, "no Secret Service provider is running on the session bus",
+                             hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file")
+        }
+        let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))
+        throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
+    }
+}
