@@ -96,10 +96,27 @@ final class SecretServiceConnection {
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         if allowPrompt { flags |= SECRET_SEARCH_UNLOCK.rawValue }
-        let list = try bounded(operation) { cancellable, error in
-            lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
+        // An item another process deletes between the search and the loading of its secret
+        // fails the whole call; it is gone, not an error, so the search is asked again.
+        for _ in 0..<4 {
+            var vanished = false
+            do {
+                let list = try bounded(operation, classify: { error in
+                    if Self.isVanishedItem(error) {
+                        lib.errorFree(error)
+                        vanished = true
+                        return StoreError(.failed, "")
+                    }
+                    return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+                }) { cancellable, error in
+                    lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
+                }
+                return ItemList(list)
+            } catch where vanished {
+                continue
+            }
         }
-        return ItemList(list)
+        throw StoreError(.timedOut, "items kept vanishing while \(operation)", hint: "another process is changing the keyring; try again")
     }
 
     /// The default collection, unlocked: with a prompt when a person is at a terminal, else an
@@ -188,24 +205,29 @@ final class SecretServiceConnection {
         var vanished = false
         do {
             _ = try bounded(operation, classify: { error in
-            let lib = LibSecret.functions
-            var remoteName: String?
-            if let remote = lib.dbusErrorGetRemoteError(error) {
-                remoteName = String(cString: remote)
-                lib.free(remote)
-            }
-            if let remoteName, Self.vanishedItemErrors.contains(remoteName) {
-                lib.errorFree(error)
-                vanished = true
-                return StoreError(.failed, "")
-            }
-            return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+                if Self.isVanishedItem(error) {
+                    LibSecret.functions.errorFree(error)
+                    vanished = true
+                    return StoreError(.failed, "")
+                }
+                return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
             }) { cancellable, error in
                 LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
             }
         } catch where vanished {
             return
         }
+    }
+
+    /// Whether the error says the item no longer exists.
+    static func isVanishedItem(_ error: UnsafeMutablePointer<GError>) -> Bool {
+        let lib = LibSecret.functions
+        if let remote = lib.dbusErrorGetRemoteError(error) {
+            defer { lib.free(remote) }
+            return vanishedItemErrors.contains(String(cString: remote))
+        }
+        // libsecret strips the remote name from some errors; gnome-keyring's text remains.
+        return String(cString: error.pointee.message).hasPrefix("No such secret item")
     }
 
     /// Runs one libsecret call with a GCancellable that a timer cancels at the bound.
