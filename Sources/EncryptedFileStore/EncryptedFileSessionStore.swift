@@ -27,6 +27,13 @@ public struct EncryptedFileSessionStore: SessionStore {
         }
     }
 
+    /// Every Portal session in the file, of every environment (for `migrate`).
+    public func allSessions() throws(StoreError) -> [PortalSession] {
+        try file.records(withPrefix: Self.recordName("")).compactMap { name, payload in
+            PortalSession.decode(payload: Secret(payload), authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
+        }
+    }
+
     @discardableResult
     public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
         try file.withRecords { records throws(StoreError) in
@@ -55,6 +62,13 @@ public struct EncryptedFileTwoFactorStepStore: TwoFactorStepStore {
         let payload = step.payload.text
         try file.withRecords { records throws(StoreError) in
             records[Self.recordName(step.authEnvironmentID)] = payload
+        }
+    }
+
+    /// Every waiting two-factor step in the file, of every environment (for `migrate`).
+    public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
+        try file.records(withPrefix: Self.recordName("")).compactMap { name, payload in
+            PendingTwoFactor.decode(payload: Secret(payload), authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
         }
     }
 

@@ -107,6 +107,39 @@ public final class EncryptedFileStore: CredentialStore {
         try read().records[name]
     }
 
+    /// Every record whose name starts with `prefix`, sorted by name.
+    public func records(withPrefix prefix: String) throws(StoreError) -> [(name: String, text: String)] {
+        try read().records.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
+    /// Renames the store file to `<name>.migrated-<UTC time>` under the lock, once `migrate` has
+    /// written everything it held to the other store, and returns the new path. Nothing is
+    /// deleted: the old file stays readable with its passphrase.
+    public func moveAsideAfterMigration() throws(StoreError) -> String {
+        let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+        defer { withExtendedLifetime(lock) {} }
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let stamp = format2(Int(parts.tm_year) + 1900, width: 4) + format2(Int(parts.tm_mon) + 1) + format2(Int(parts.tm_mday))
+            + "T" + format2(Int(parts.tm_hour)) + format2(Int(parts.tm_min)) + format2(Int(parts.tm_sec)) + "Z"
+        for attempt in 1...100 {
+            let aside = "\(path).migrated-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
+            // link then unlink: unlike rename, link never replaces an earlier copy.
+            if link(path, aside) == 0 {
+                unlink(path)
+                return aside
+            }
+            guard errno == EEXIST else { break }
+        }
+        throw StoreError(.failed, "cannot move the store file \(path) aside: \(String(cString: strerror(errno)))")
+    }
+
+    private func format2(_ value: Int, width: Int = 2) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
     /// A read-modify-write of the records, under the lock. The file is rewritten only when
     /// `body` changed something; an error thrown by `body` leaves the file as it was and is
     /// rethrown.

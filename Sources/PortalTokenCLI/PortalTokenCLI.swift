@@ -10,7 +10,7 @@ public enum PortalTokenCLI {
     static let commands: [any Command.Type] = [
         GetCommand.self, StoreCommand.self, EraseCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
-        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
+        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self, MigrateCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.

@@ -54,7 +54,7 @@ public final class CachedSessionStore: SessionStore {
         }
     }
 
-    static let namePrefix = "portal-token:session:"
+    public static let namePrefix = "portal-token:session:"
 
     /// The cache entry's name: a recognisable prefix and a digest of the scope and environment.
     func name(for authEnvironmentID: String) -> String {

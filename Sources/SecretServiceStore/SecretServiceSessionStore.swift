@@ -60,6 +60,24 @@ public final class SecretServiceSessionStore: SessionStore {
         }
     }
 
+    /// Every Portal session in the keyring, of every environment (for `migrate` and `status`).
+    public func allSessions() throws(StoreError) -> [PortalSession] {
+        let found = try connection.search([("xdg:schema", Self.schemaName)], loadSecrets: true, while: "listing Portal sessions")
+        var sessions: [PortalSession] = []
+        for item in found.items.sorted(by: { $0.order > $1.order }) where item.schemaName == Self.schemaName {
+            guard let environment = item.attributes["auth-environment-id"] else { continue }
+            guard let payload = item.secret else {
+                try connection.ensureItemIsGone(item)
+                continue
+            }
+            if let session = PortalSession.decode(payload: payload, authEnvironmentID: environment),
+               !sessions.contains(where: { $0.authEnvironmentID == environment }) {
+                sessions.append(session)
+            }
+        }
+        return sessions
+    }
+
     @discardableResult
     public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
         let (list, sessions) = try items(for: authEnvironmentID, loadSecrets: false, while: "removing the Portal session")
@@ -121,6 +139,24 @@ public final class SecretServiceTwoFactorStepStore: TwoFactorStepStore {
         for item in previous where item.objectPath != created {
             try connection.delete(item, while: "replacing the previous two-factor step")
         }
+    }
+
+    /// Every waiting two-factor step in the keyring, of every environment (for `migrate`).
+    public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
+        let found = try connection.search([("xdg:schema", Self.schemaName)], loadSecrets: true, while: "listing two-factor steps")
+        var steps: [PendingTwoFactor] = []
+        for item in found.items.sorted(by: { $0.order > $1.order }) where item.schemaName == Self.schemaName {
+            guard let environment = item.attributes["auth-environment-id"] else { continue }
+            guard let payload = item.secret else {
+                try connection.ensureItemIsGone(item)
+                continue
+            }
+            if let step = PendingTwoFactor.decode(payload: payload, authEnvironmentID: environment),
+               !steps.contains(where: { $0.authEnvironmentID == environment }) {
+                steps.append(step)
+            }
+        }
+        return steps
     }
 
     @discardableResult

@@ -23,13 +23,14 @@ _portal_token_commands=(
     "refresh:ask Portal whether the session is live, and slide its expiry"
     "api:send an authenticated request to the Portal API"
     "logout:delete the stored Portal session"
+    "migrate:move every item from the other store into the named one"
     "help:show the help of a command"
 )
 
 # Settings flags: accepted before or after the command name.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data --to"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -37,6 +38,7 @@ _portal_token_command_options() {
         get | status | methods) echo "--format" ;;
         login) printf '%s\n' --email --google --apple --no-browser --timeout ;;
         api) printf '%s\n' -X --method --data -d ;;
+        migrate) echo "--to" ;;
     esac
 }
 
@@ -66,6 +68,8 @@ _portal_token_value() {
             mapfile -t COMPREPLY < <(compgen -W "true false" -- "$cur") ;;
         --format)
             mapfile -t COMPREPLY < <(compgen -W "json" -- "$cur") ;;
+        --to)
+            mapfile -t COMPREPLY < <(compgen -W "secret-service file" -- "$cur") ;;
         -X | --method)
             mapfile -t COMPREPLY < <(compgen -W "GET POST PUT PATCH DELETE HEAD OPTIONS" -- "$cur") ;;
         --config)
