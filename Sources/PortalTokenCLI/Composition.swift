@@ -182,15 +182,18 @@ enum Composition {
         return ClientAuthClient(api: api, transport: try transport(for: context))
     }
 
-    /// Where a waiting two-factor step is kept: beside the session, in the same backend.
+    /// Where a waiting two-factor step is kept: beside the session, in the same backend, every
+    /// write under the store lock (taken after the sign-in lock, never before it).
     static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
+        let store: any TwoFactorStepStore
         switch try backend ?? context.backendChoice().backend {
         case .file:
-            return EncryptedFileTwoFactorStepStore(try context.fileStore())
+            store = EncryptedFileTwoFactorStepStore(try context.fileStore())
         case .secretService:
-            return SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                                   allowPrompt: context.allowPrompt)
+            store = SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                                    allowPrompt: context.allowPrompt)
         }
+        return LockedTwoFactorStepStore(store, lock: try context.storeLock())
     }
 
     /// Held around a whole grant exchange or code check, the request included: long enough to

@@ -62,20 +62,8 @@ public final class SecretServiceSessionStore: SessionStore {
 
     /// Every Portal session in the keyring, of every environment (for `migrate` and `status`).
     public func allSessions() throws(StoreError) -> [PortalSession] {
-        let found = try connection.search([("xdg:schema", Self.schemaName)], loadSecrets: true, while: "listing Portal sessions")
-        var sessions: [PortalSession] = []
-        for item in found.items.sorted(by: { $0.order > $1.order }) where item.schemaName == Self.schemaName {
-            guard let environment = item.attributes["auth-environment-id"] else { continue }
-            guard let payload = item.secret else {
-                try connection.ensureItemIsGone(item)
-                continue
-            }
-            if let session = PortalSession.decode(payload: payload, authEnvironmentID: environment),
-               !sessions.contains(where: { $0.authEnvironmentID == environment }) {
-                sessions.append(session)
-            }
-        }
-        return sessions
+        try connection.newestPerEnvironment(schemaName: Self.schemaName, while: "listing Portal sessions",
+                                            decode: PortalSession.decode(payload:authEnvironmentID:))
     }
 
     @discardableResult
@@ -143,20 +131,8 @@ public final class SecretServiceTwoFactorStepStore: TwoFactorStepStore {
 
     /// Every waiting two-factor step in the keyring, of every environment (for `migrate`).
     public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
-        let found = try connection.search([("xdg:schema", Self.schemaName)], loadSecrets: true, while: "listing two-factor steps")
-        var steps: [PendingTwoFactor] = []
-        for item in found.items.sorted(by: { $0.order > $1.order }) where item.schemaName == Self.schemaName {
-            guard let environment = item.attributes["auth-environment-id"] else { continue }
-            guard let payload = item.secret else {
-                try connection.ensureItemIsGone(item)
-                continue
-            }
-            if let step = PendingTwoFactor.decode(payload: payload, authEnvironmentID: environment),
-               !steps.contains(where: { $0.authEnvironmentID == environment }) {
-                steps.append(step)
-            }
-        }
-        return steps
+        try connection.newestPerEnvironment(schemaName: Self.schemaName, while: "listing two-factor steps",
+                                            decode: PendingTwoFactor.decode(payload:authEnvironmentID:))
     }
 
     @discardableResult
@@ -166,5 +142,28 @@ public final class SecretServiceTwoFactorStepStore: TwoFactorStepStore {
         if steps.contains(where: \.isLocked) { throw connection.lockedError() }
         for item in steps { try connection.delete(item, while: "removing the two-factor step") }
         return !steps.isEmpty
+    }
+}
+
+extension SecretServiceConnection {
+    /// The newest readable record of one schema for each auth environment (the
+    /// `auth-environment-id` attribute), decoded.
+    func newestPerEnvironment<Record>(schemaName: String, while operation: String,
+                                      decode: (Secret, String) -> Record?) throws(StoreError) -> [Record] {
+        let found = try search([("xdg:schema", schemaName)], loadSecrets: true, while: operation)
+        var seen: Set<String> = []
+        var records: [Record] = []
+        for item in found.items.sorted(by: { $0.order > $1.order }) where item.schemaName == schemaName {
+            guard let environment = item.attributes["auth-environment-id"], !seen.contains(environment) else { continue }
+            guard let payload = item.secret else {
+                try ensureItemIsGone(item)
+                continue
+            }
+            if let record = decode(payload, environment) {
+                seen.insert(environment)
+                records.append(record)
+            }
+        }
+        return records
     }
 }
