@@ -71,7 +71,8 @@ public final class EncryptedFileStore: CredentialStore {
         self.warn = warn
     }
 
-    /// Whether a store file is there (of any state): `auto` consults it only then.
+    /// Whether a store file is there (of any state): with the keyring in use, `status` says the
+    /// file also holds items, and `migrate` has something to merge, only then.
     public static func exists(at path: String) -> Bool {
         var status = stat()
         return lstat(path, &status) == 0

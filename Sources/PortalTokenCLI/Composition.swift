@@ -8,9 +8,6 @@ import SessionBus
 /// The one place that picks concrete adapters for the settings in force.
 enum Composition {
     static let defaultKeyringTimeoutMilliseconds = 3000
-    /// The bound on asking the session bus whether a Secret Service provider is registered:
-    /// product contract §6 allows "never more than about 1 second" when there is none.
-    static let busQueryTimeoutMilliseconds = 1000
     /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
     /// hour should ask once.
     static let defaultKeyCacheTimeoutSeconds = 900
@@ -28,7 +25,8 @@ enum Composition {
         try settings.milliseconds(.keyringTimeout, default: defaultKeyringTimeoutMilliseconds)
     }
 
-    /// The session bus through sd-bus, bounded like the keyring; nil when there is none.
+    /// The session bus through sd-bus, bounded like the keyring; nil when there is none (no
+    /// address, no socket: known at once, well within the second product contract §6 allows).
     static func sessionBus(for context: Context) throws -> SessionBus? {
         SessionBus.connect(timeoutMilliseconds: try keyringTimeout(context.settings))
     }
@@ -36,7 +34,11 @@ enum Composition {
     /// What the session bus shows of the Secret Service: no bus, no provider, or a provider.
     /// The bus daemon answers, never the keyring, so a stalled keyring reads as present.
     static func secretServicePresence(for context: Context) throws -> SecretServicePresence {
-        guard let bus = try context.sessionBus() else { return .noBus }
+        try presence(on: try context.sessionBus())
+    }
+
+    private static func presence(on bus: SessionBus?) throws(StoreError) -> SecretServicePresence {
+        guard let bus else { return .noBus }
         return try bus.hasSecretServiceProvider() ? .provider : .noProvider
     }
 
@@ -45,8 +47,7 @@ enum Composition {
         let requested = try requestedBackend(context.settings)
         let bus = requested == .auto ? try context.sessionBus() : nil
         return try BackendChoice.decide(requested, requestedBy: context.settings.origin(of: .backend)) { () throws(StoreError) in
-            guard let bus else { return .noBus }
-            return try bus.hasSecretServiceProvider() ? .provider : .noProvider
+            try presence(on: bus)
         }
     }
 

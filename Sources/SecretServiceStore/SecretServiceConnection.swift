@@ -27,9 +27,8 @@ final class SecretServiceConnection {
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         if let service { return service }
-        // Where GLib would find no session bus at all, say so before loading libsecret: on a
-        // server or in a container this is the common case, and `auto` then falls back to the
-        // file without paying for libsecret and GLib.
+        // Where GLib would find no session bus at all, say so before loading libsecret: with
+        // `--backend secret-service` on a server or in a container, the error comes at once.
         if !Self.sessionBusMayExist() {
             throw StoreError(.unavailable, "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
                              hint: "run inside a desktop session or dbus-run-session, or use --backend file")
