@@ -12,6 +12,9 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
     /// `auto` with no session bus at all, after the store that created the file store (which
     /// alone announces the fallback): every later command must be silent on success.
     case autoWithoutBus = "auto-without-bus"
+    /// `auto` on a session bus of its own with no Secret Service provider on it: the file, as
+    /// without a bus, after the store that created it.
+    case autoWithoutProvider = "auto-without-provider"
 
     public var description: String { rawValue }
 
@@ -32,6 +35,10 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
             return file.merging(["PORTAL_TOKEN_BACKEND": rawValue]) { $1 }
         case .auto:
             return ["PORTAL_TOKEN_BACKEND": nil]
+        case .autoWithoutProvider:
+            // The bus's address comes from `prepare`, which starts it.
+            return file.merging(["PORTAL_TOKEN_BACKEND": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
+                                 "XDG_RUNTIME_DIR": directory.appendingPathComponent("run").path]) { $1 }
         case .autoWithoutBus:
             return file.merging([
                 "PORTAL_TOKEN_BACKEND": nil, "DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
@@ -42,16 +49,27 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
     }
 
     /// Brings the backend to the state the suites expect, once the environment is in place:
-    /// for `auto` without a bus, the file store exists (created by a store of an unrelated
-    /// credential, the one run that announces the fallback).
-    public func prepare(directory: URL, environment: [String: String]) throws {
-        guard self == .autoWithoutBus else { return }
+    /// for `auto` on the file, a bus without a provider where asked for, and the file store
+    /// created by a store of an unrelated credential (the one run that announces the fallback).
+    /// Returns what must stay alive while the backend is used (the private bus), and updates
+    /// the environment.
+    public func prepare(directory: URL, environment: inout [String: String]) throws -> AnyObject? {
+        guard self == .autoWithoutBus || self == .autoWithoutProvider else { return nil }
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("run"), withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
+        var bus: PrivateKeyring?
+        if self == .autoWithoutProvider {
+            let started = try PrivateKeyring(withKeyring: false)
+            environment["DBUS_SESSION_BUS_ADDRESS"] = started.busAddress
+            bus = started
+        } else {
+            environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        }
         let created = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=creates-the-file.tld\nusername=u\npassword=p\n",
                                                     environment: environment)
         guard created.exitCode == 0, created.stderr.hasPrefix("portal-token: using the encrypted file store: ") else {
             throw ContractFailure("creating the file store failed: \(created.exitCode) \(created.stderr)")
         }
+        return bus
     }
 }
