@@ -5,7 +5,7 @@
 # second run costs nothing.
 set -euo pipefail
 build=(pkg-config gcc libc6-dev libsystemd-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
-runtime=(git)
+runtime=(git libsystemd0)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff)
 

@@ -28,7 +28,7 @@ enum Composition {
     /// The session bus through sd-bus, bounded like the keyring; nil when there is none (no
     /// address, no socket: known at once, well within the second product contract §6 allows).
     static func sessionBus(for context: Context) throws -> SessionBus? {
-        SessionBus.connect(timeoutMilliseconds: try keyringTimeout(context.settings))
+        try SessionBus.connect(timeoutMilliseconds: try keyringTimeout(context.settings))
     }
 
     /// What the session bus shows of the Secret Service: no bus, no provider, or a provider.
@@ -142,7 +142,15 @@ enum Composition {
     /// One bounded sd-bus read of the default collection's `Locked` property, without libsecret:
     /// what a cached keyring answer costs before it is served.
     static func confirmKeyringUnlocked(_ context: Context) throws(StoreError) {
-        guard let bus = try? context.sessionBus() else {
+        let connected: SessionBus?
+        do {
+            connected = try context.sessionBus()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
+        }
+        guard let bus = connected else {
             throw StoreError(.unavailable, "no D-Bus session bus",
                              hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }

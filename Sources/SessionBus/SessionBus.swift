@@ -14,28 +14,39 @@ import PortalTokenCore
 ///
 /// Every call is bounded by `timeoutMilliseconds`; the bus daemon answers the first check itself,
 /// so a stopped keyring daemon cannot stall it.
+///
+/// libsystemd is loaded with dlopen when a bus is first asked for (see `SDBus`), like libsecret:
+/// linking it would map it and its own dependencies (libgcrypt, liblzma, libzstd, liblz4, libcap)
+/// at the start of every call, about 0.8 ms, the file backend and `--version` included.
 public final class SessionBus {
     public static let secretServiceName = "org.freedesktop.secrets"
     static let secretServicePath = "/org/freedesktop/secrets"
 
     private let bus: OpaquePointer
+    private let sd: SDBus
     public let timeoutMilliseconds: Int
 
     /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
-    /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to.
-    public static func connect(timeoutMilliseconds: Int) -> SessionBus? {
+    /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
+    /// cannot be loaded: whether there is a bus is then unknown, never taken as "no".
+    public static func connect(timeoutMilliseconds: Int) throws(StoreError) -> SessionBus? {
+        guard let sd = SDBus.loaded else {
+            throw StoreError(.unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
+                             hint: "install Debian's libsystemd0, or choose --backend file or --backend secret-service")
+        }
         var bus: OpaquePointer?
-        guard sd_bus_open_user(&bus) >= 0, let bus else { return nil }
-        return SessionBus(bus: bus, timeoutMilliseconds: timeoutMilliseconds)
+        guard sd.openUser(&bus) >= 0, let bus else { return nil }
+        return SessionBus(bus: bus, sd: sd, timeoutMilliseconds: timeoutMilliseconds)
     }
 
-    private init(bus: OpaquePointer, timeoutMilliseconds: Int) {
+    private init(bus: OpaquePointer, sd: SDBus, timeoutMilliseconds: Int) {
         self.bus = bus
+        self.sd = sd
         self.timeoutMilliseconds = timeoutMilliseconds
-        _ = sd_bus_set_method_call_timeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000)
+        _ = sd.setMethodCallTimeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000)
     }
 
-    deinit { sd_bus_flush_close_unref(bus) }
+    deinit { _ = sd.flushCloseUnref(bus) }
 
     // MARK: The provider
 
@@ -45,17 +56,17 @@ public final class SessionBus {
                              interface: "org.freedesktop.DBus", member: "NameHasOwner",
                              argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider") { reply throws(StoreError) in
             var value: Int32 = 0
-            try check(sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
+            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
             return value != 0
         }
         if owned { return true }
         return try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                         interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
                         while: "asking the session bus for activatable services") { reply throws(StoreError) in
-            try check(sd_bus_message_enter_container(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
+            try check(sd.messageEnterContainer(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
             while true {
                 var name: UnsafePointer<CChar>?
-                let read = sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "s")), &name)
+                let read = sd.messageReadBasic(reply, CChar(UInt8(ascii: "s")), &name)
                 try check(read, "reading the bus's answer")
                 guard read > 0, let name else { return false }
                 if strcmp(name, Self.secretServiceName) == 0 { return true }
@@ -73,14 +84,14 @@ public final class SessionBus {
                             interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
                             while: "asking the Secret Service for the default keyring") { reply throws(StoreError) -> String in
             var path: UnsafePointer<CChar>?
-            try check(sd_bus_message_read_basic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
+            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
             return path.map { String(cString: $0) } ?? "/"
         }
         guard path != "/" else { return true }
         var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
+        defer { sd.errorFree(&error) }
         var locked: Int32 = 0
-        let result = sd_bus_get_property_trivial(bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
+        let result = sd.getPropertyTrivial(bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
                                                  "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
         try check(result, "reading whether the keyring is locked", error: error)
         return locked != 0
@@ -93,16 +104,16 @@ public final class SessionBus {
                          while operation: String,
                          read: (OpaquePointer) throws(StoreError) -> T) throws(StoreError) -> T {
         var message: OpaquePointer?
-        try check(sd_bus_message_new_method_call(bus, &message, destination, path, interface, member), operation)
-        defer { sd_bus_message_unref(message) }
+        try check(sd.messageNewMethodCall(bus, &message, destination, path, interface, member), operation)
+        defer { _ = sd.messageUnref(message) }
         if let argument {
-            try check(argument.withCString { sd_bus_message_append_basic(message, CChar(UInt8(ascii: "s")), $0) }, operation)
+            try check(argument.withCString { sd.messageAppendBasic(message, CChar(UInt8(ascii: "s")), $0) }, operation)
         }
         var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
+        defer { sd.errorFree(&error) }
         var reply: OpaquePointer?
-        try check(sd_bus_call(bus, message, 0, &error, &reply), operation, error: error)
-        defer { sd_bus_message_unref(reply) }
+        try check(sd.call(bus, message, 0, &error, &reply), operation, error: error)
+        defer { _ = sd.messageUnref(reply) }
         guard let reply else { throw StoreError(.failed, "the session bus sent no reply while \(operation)") }
         return try read(reply)
     }
@@ -120,5 +131,60 @@ public final class SessionBus {
         }
         let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))
         throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
+    }
+}
+
+/// The sd-bus functions SessionBus uses, resolved once from libsystemd loaded with dlopen; nil
+/// when the library or a function is missing. Addresses in a library never unloaded: safe to
+/// share.
+struct SDBus: @unchecked Sendable {
+    static let soname = "libsystemd.so.0"
+    static let loaded: SDBus? = load()
+
+    typealias Bus = OpaquePointer
+    typealias Message = OpaquePointer
+    typealias Text = UnsafePointer<CChar>?
+
+    let openUser: @convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32
+    let setMethodCallTimeout: @convention(c) (Bus?, UInt64) -> Int32
+    let flushCloseUnref: @convention(c) (Bus?) -> Bus?
+    let messageNewMethodCall: @convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32
+    let messageUnref: @convention(c) (Message?) -> Message?
+    let messageAppendBasic: @convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32
+    let messageReadBasic: @convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32
+    let messageEnterContainer: @convention(c) (Message?, CChar, Text) -> Int32
+    let call: @convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?, UnsafeMutablePointer<Message?>?) -> Int32
+    let getPropertyTrivial: @convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+                                            UnsafeMutableRawPointer?) -> Int32
+    let errorFree: @convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void
+
+    private static func load() -> SDBus? {
+        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
+        func resolve<Function>(_ name: String, as _: Function.Type) -> Function? {
+            dlsym(library, name).map { unsafeBitCast($0, to: Function.self) }
+        }
+        guard let openUser = resolve("sd_bus_open_user", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
+              let setMethodCallTimeout = resolve("sd_bus_set_method_call_timeout", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
+              let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
+              let messageNewMethodCall = resolve("sd_bus_message_new_method_call",
+                                                 as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32).self),
+              let messageUnref = resolve("sd_bus_message_unref", as: (@convention(c) (Message?) -> Message?).self),
+              let messageAppendBasic = resolve("sd_bus_message_append_basic",
+                                               as: (@convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32).self),
+              let messageReadBasic = resolve("sd_bus_message_read_basic",
+                                             as: (@convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32).self),
+              let messageEnterContainer = resolve("sd_bus_message_enter_container", as: (@convention(c) (Message?, CChar, Text) -> Int32).self),
+              let call = resolve("sd_bus_call", as: (@convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?,
+                                                                       UnsafeMutablePointer<Message?>?) -> Int32).self),
+              let getPropertyTrivial = resolve("sd_bus_get_property_trivial",
+                                               as: (@convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+                                                                    UnsafeMutableRawPointer?) -> Int32).self),
+              let errorFree = resolve("sd_bus_error_free", as: (@convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void).self)
+        else { return nil }
+        return SDBus(openUser: openUser, setMethodCallTimeout: setMethodCallTimeout, flushCloseUnref: flushCloseUnref,
+                     messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
+                     messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
+                     messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,
+                     errorFree: errorFree)
     }
 }

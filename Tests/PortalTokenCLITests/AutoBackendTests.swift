@@ -211,3 +211,20 @@ struct AutoBackendTests {
         #expect(wrong.exitCode == 2 && wrong.stderr.contains("--to must be secret-service or file"))
     }
 }
+
+@Suite("auto backend, start-up")
+struct AutoBackendStartupTests {
+    @Test("libsystemd is not linked: it is loaded when the session bus is first asked")
+    func libsystemdIsNotLinked() throws {
+        let binary = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+                                  "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+        let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
+        #expect(dynamic.stdout.contains("(NEEDED)"))
+        #expect(!dynamic.stdout.contains("libsystemd"), "\(dynamic.stdout)")
+        // With the file chosen, the bus is never asked, so libsystemd is never mapped.
+        let traced = ProcessRunner.environment(["LD_DEBUG": "files", "PORTAL_TOKEN_BACKEND": "file"])
+        let version = try ProcessRunner.run(binary, ["--version"], environment: traced)
+        #expect(version.exitCode == 0)
+        #expect(!version.stderr.contains("libsystemd"))
+    }
+}
