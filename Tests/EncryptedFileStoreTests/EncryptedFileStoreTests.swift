@@ -12,6 +12,13 @@ struct EncryptedFileStoreContractTests {
         try check.run(on: makeStore(directory.storePath))
     }
 
+    @Test("the file keeps the session and two-factor step contract", arguments: RecordStoreContract.checks)
+    func recordContract(check: RecordStoreContractCheck) throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        try check.run(sessions: EncryptedFileSessionStore(store), steps: EncryptedFileTwoFactorStepStore(store))
+    }
+
     @Test("what one store wrote, a store opened afterwards reads unchanged")
     func reopens() throws {
         let directory = try TemporaryDirectory()

@@ -35,3 +35,14 @@ extension InProcessKeyringTests {
         }
     }
 }
+
+extension InProcessKeyringTests {
+    @Suite("session and two-factor step contract on the Secret Service", .serialized)
+    struct SecretServiceRecordContractTests {
+        @Test(arguments: RecordStoreContract.checks)
+        func contract(check: RecordStoreContractCheck) throws {
+            try check.run(sessions: SecretServiceSessionStore(timeoutMilliseconds: 15000, allowPrompt: false),
+                          steps: SecretServiceTwoFactorStepStore(timeoutMilliseconds: 15000, allowPrompt: false))
+        }
+    }
+}
