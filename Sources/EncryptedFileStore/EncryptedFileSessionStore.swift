@@ -14,14 +14,14 @@ public struct EncryptedFileSessionStore: SessionStore {
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
         guard let payload = try file.record(named: Self.recordName(authEnvironmentID)) else { return .absent }
-        guard let session = PortalSession.decode(payload: Secret(payload), authEnvironmentID: authEnvironmentID) else {
+        guard let session = PortalSession.decode(payload: payload, authEnvironmentID: authEnvironmentID) else {
             return .unreadable
         }
         return .present(session)
     }
 
     public func saveSession(_ session: PortalSession) throws(StoreError) {
-        let payload = session.payload.text
+        let payload = session.payload
         try file.withRecords { records throws(StoreError) in
             records[Self.recordName(session.authEnvironmentID)] = payload
         }
@@ -30,7 +30,7 @@ public struct EncryptedFileSessionStore: SessionStore {
     /// Every Portal session in the file, of every environment (for `migrate`).
     public func allSessions() throws(StoreError) -> [PortalSession] {
         try file.records(withPrefix: Self.recordName("")).compactMap { name, payload in
-            PortalSession.decode(payload: Secret(payload), authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
+            PortalSession.decode(payload: payload, authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
         }
     }
 
@@ -55,11 +55,11 @@ public struct EncryptedFileTwoFactorStepStore: TwoFactorStepStore {
 
     public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
         guard let payload = try file.record(named: Self.recordName(authEnvironmentID)) else { return nil }
-        return PendingTwoFactor.decode(payload: Secret(payload), authEnvironmentID: authEnvironmentID)
+        return PendingTwoFactor.decode(payload: payload, authEnvironmentID: authEnvironmentID)
     }
 
     public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        let payload = step.payload.text
+        let payload = step.payload
         try file.withRecords { records throws(StoreError) in
             records[Self.recordName(step.authEnvironmentID)] = payload
         }
@@ -68,7 +68,7 @@ public struct EncryptedFileTwoFactorStepStore: TwoFactorStepStore {
     /// Every waiting two-factor step in the file, of every environment (for `migrate`).
     public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
         try file.records(withPrefix: Self.recordName("")).compactMap { name, payload in
-            PendingTwoFactor.decode(payload: Secret(payload), authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
+            PendingTwoFactor.decode(payload: payload, authEnvironmentID: String(name.dropFirst(Self.recordName("").count)))
         }
     }
 

@@ -104,12 +104,12 @@ public final class EncryptedFileStore: CredentialStore {
     // MARK: Records
 
     /// The record of that name, or nil.
-    public func record(named name: String) throws(StoreError) -> String? {
+    public func record(named name: String) throws(StoreError) -> Secret? {
         try read().records[name]
     }
 
     /// Every record whose name starts with `prefix`, sorted by name.
-    public func records(withPrefix prefix: String) throws(StoreError) -> [(name: String, text: String)] {
+    public func records(withPrefix prefix: String) throws(StoreError) -> [(name: String, record: Secret)] {
         try read().records.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
@@ -144,7 +144,7 @@ public final class EncryptedFileStore: CredentialStore {
     /// A read-modify-write of the records, under the lock. The file is rewritten only when
     /// `body` changed something; an error thrown by `body` leaves the file as it was and is
     /// rethrown.
-    public func withRecords<T>(_ body: (inout [String: String]) throws(StoreError) -> T) throws(StoreError) -> T {
+    public func withRecords<T>(_ body: (inout [String: Secret]) throws(StoreError) -> T) throws(StoreError) -> T {
         var result: Result<T, StoreError>?
         try modify { payload in
             let before = payload.records

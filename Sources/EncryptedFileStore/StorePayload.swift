@@ -9,7 +9,7 @@ import PortalTokenCore
 ///      "credentials": [{"sequence": 2, "protocol": "https", "host": "example.com", "port": 8443,
 ///                       "path": "repo.git", "username": "alice", "password": "…",
 ///                       "passwordExpiresAt": 1767225600, "oauthRefreshToken": "…"}],
-///      "records": {"name": "opaque UTF-8 text"}}
+///      "records": {"name": "opaque UTF-8 text, kept as a Secret"}}
 ///
 /// `port`, `path`, `passwordExpiresAt` and `oauthRefreshToken` are left out when absent.
 /// Unknown members are skipped when reading, so a newer writer's additions do not break it.
@@ -23,7 +23,9 @@ struct StorePayload: Equatable {
 
     var entries: [Entry] = []
     var nextSequence: Int64 = 1
-    var records: [String: String] = [:]
+    /// Named records (Portal sessions, two-factor steps): secrets, kept in wipeable buffers from
+    /// the decrypted plaintext to the caller.
+    var records: [String: Secret] = [:]
 
     static let empty = StorePayload()
 
@@ -116,7 +118,7 @@ struct StorePayload: Equatable {
                 + (credential.path?.utf8.count ?? 0) + credential.username.utf8.count
                 + credential.password.byteCount + (credential.oauthRefreshToken?.byteCount ?? 0)
         }
-        for (name, text) in records { size += 8 + name.utf8.count + text.utf8.count }
+        for (name, record) in records { size += 8 + name.utf8.count + record.byteCount }
         return size * 6
     }
 
@@ -134,7 +136,7 @@ struct StorePayload: Equatable {
                 }
             case "records":
                 try reader.object { reader, name throws(JSONError) in
-                    records[name] = try reader.string()
+                    records[name] = try reader.secret()
                 }
             default:
                 try reader.skipValue()
