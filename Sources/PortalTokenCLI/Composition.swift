@@ -57,6 +57,11 @@ enum Composition {
         return (choice.backend.rawValue, choice.reason)
     }
 
+    /// The Secret Service as an item store, bounded like every keyring call.
+    static func keyringItems(for context: Context) throws -> SecretServiceItemStore {
+        SecretServiceItemStore(timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
+    }
+
     /// The git credential store of one backend, every write under the store lock.
     static func credentialStore(for context: Context, backend: BackendChoice.Backend) throws -> any CredentialStore {
         let lock = try context.storeLock()
@@ -76,8 +81,7 @@ enum Composition {
         case .file:
             return EncryptedFileSessionStore(try context.fileStore())
         case .secretService:
-            return SecretServiceSessionStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                             allowPrompt: context.allowPrompt)
+            return ItemSessionStore(try context.keyringItems())
         }
     }
 
@@ -199,8 +203,7 @@ enum Composition {
         case .file:
             store = EncryptedFileTwoFactorStepStore(try context.fileStore())
         case .secretService:
-            store = SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                                    allowPrompt: context.allowPrompt)
+            store = ItemTwoFactorStepStore(try context.keyringItems())
         }
         return LockedTwoFactorStepStore(store, lock: try context.storeLock())
     }

@@ -1,6 +1,7 @@
 import EncryptedFileStore
 import Glibc
 import PortalTokenCore
+import SecretServiceStore
 import SessionBus
 
 /// What a command runs with: the streams, the environment and the resolved settings, and the
@@ -66,6 +67,16 @@ final class Context {
         let bus = try Composition.sessionBus(for: self)
         connectedSessionBus = .some(bus)
         return bus
+    }
+
+    private var cachedKeyringItems: SecretServiceItemStore?
+
+    /// The Secret Service as an item store, one connection per run.
+    func keyringItems() throws -> SecretServiceItemStore {
+        if let cachedKeyringItems { return cachedKeyringItems }
+        let items = try Composition.keyringItems(for: self)
+        cachedKeyringItems = items
+        return items
     }
 
     private var cachedStoreLock: SessionFileLock?

@@ -137,9 +137,9 @@ extension Composition {
             contents.sessions = try EncryptedFileSessionStore(file).allSessions()
             contents.steps = try EncryptedFileTwoFactorStepStore(file).allSteps()
         case .secretService:
-            let timeout = try keyringTimeout(context.settings)
-            contents.sessions = try SecretServiceSessionStore(timeoutMilliseconds: timeout, allowPrompt: context.allowPrompt).allSessions()
-            contents.steps = try SecretServiceTwoFactorStepStore(timeoutMilliseconds: timeout, allowPrompt: context.allowPrompt).allSteps()
+            let items = try context.keyringItems()
+            contents.sessions = try ItemSessionStore(items).allSessions()
+            contents.steps = try ItemTwoFactorStepStore(items).allSteps()
         }
         return contents
     }

@@ -334,6 +334,14 @@ struct FoundItem {
     }
 
     var schemaName: String? { attributes["xdg:schema"] }
+
+    var label: String {
+        let lib = LibSecret.functions
+        guard let label = lib.itemGetLabel(pointer) else { return "" }
+        defer { lib.free(label) }
+        return String(cString: label)
+    }
+
     var isLocked: Bool { LibSecret.functions.itemGetLocked(pointer) }
 
     var objectPath: String {

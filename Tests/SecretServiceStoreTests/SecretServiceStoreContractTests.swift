@@ -41,8 +41,8 @@ extension InProcessKeyringTests {
     struct SecretServiceRecordContractTests {
         @Test(arguments: RecordStoreContract.checks)
         func contract(check: RecordStoreContractCheck) throws {
-            try check.run(sessions: SecretServiceSessionStore(timeoutMilliseconds: 15000, allowPrompt: false),
-                          steps: SecretServiceTwoFactorStepStore(timeoutMilliseconds: 15000, allowPrompt: false))
+            let items = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
+            try check.run(sessions: ItemSessionStore(items), steps: ItemTwoFactorStepStore(items))
         }
     }
 }
