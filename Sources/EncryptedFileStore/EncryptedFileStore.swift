@@ -108,11 +108,6 @@ public final class EncryptedFileStore: CredentialStore {
         try read().records[name]
     }
 
-    /// Every record whose name starts with `prefix`, sorted by name.
-    public func records(withPrefix prefix: String) throws(StoreError) -> [(name: String, record: Secret)] {
-        try read().records.filter { $0.key.hasPrefix(prefix) }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-    }
-
     /// Renames the store file to `<name>.migrated-<UTC time>` under the lock, once `migrate` has
     /// written everything it held to the other store, and returns the new path. Nothing is
     /// deleted: the old file stays readable with its passphrase.
@@ -164,7 +159,7 @@ public final class EncryptedFileStore: CredentialStore {
 
     // MARK: Reading
 
-    private func read() throws(StoreError) -> StorePayload {
+    func read() throws(StoreError) -> StorePayload {
         for _ in 0..<3 {
             guard let contents = try files.read() else { return .empty }
             switch try open(contents) {
@@ -267,7 +262,7 @@ public final class EncryptedFileStore: CredentialStore {
 
     /// Read-modify-write under the lock. `change` returns whether it changed anything; the file
     /// is written only then.
-    private func modify(_ change: (inout StorePayload) -> Bool) throws(StoreError) {
+    func modify(_ change: (inout StorePayload) -> Bool) throws(StoreError) {
         for _ in 0..<4 {
             // Unlock (maybe deriving) before taking the lock, so writers do not queue behind each
             // other's Argon2id; under the lock, check that the file still has the same key.
@@ -298,7 +293,9 @@ public final class EncryptedFileStore: CredentialStore {
                     continue
                 }
             }
-            guard change(&payload) else { return }
+            // Records of the first payload format become items with the first write of any kind.
+            let upgraded = payload.upgradeLegacyRecords()
+            guard change(&payload) || upgraded else { return }
             files.removeAbandonedTemporaryFiles()
             // A new file is keyed under the lock: it happens once, and a second process must
             // not create a file of its own beside it.

@@ -79,7 +79,7 @@ enum Composition {
     static func sessionStore(for context: Context, backend: BackendChoice.Backend) throws -> any SessionStore {
         switch backend {
         case .file:
-            return EncryptedFileSessionStore(try context.fileStore())
+            return ItemSessionStore(try context.fileStore())
         case .secretService:
             return ItemSessionStore(try context.keyringItems())
         }
@@ -201,7 +201,7 @@ enum Composition {
         let store: any TwoFactorStepStore
         switch try backend ?? context.backendChoice().backend {
         case .file:
-            store = EncryptedFileTwoFactorStepStore(try context.fileStore())
+            store = ItemTwoFactorStepStore(try context.fileStore())
         case .secretService:
             store = ItemTwoFactorStepStore(try context.keyringItems())
         }

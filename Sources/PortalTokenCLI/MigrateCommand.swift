@@ -134,8 +134,8 @@ extension Composition {
         switch backend {
         case .file:
             let file = try context.fileStore()
-            contents.sessions = try EncryptedFileSessionStore(file).allSessions()
-            contents.steps = try EncryptedFileTwoFactorStepStore(file).allSteps()
+            contents.sessions = try ItemSessionStore(file).allSessions()
+            contents.steps = try ItemTwoFactorStepStore(file).allSteps()
         case .secretService:
             let items = try context.keyringItems()
             contents.sessions = try ItemSessionStore(items).allSessions()

@@ -16,7 +16,7 @@ struct EncryptedFileStoreContractTests {
     func recordContract(check: RecordStoreContractCheck) throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath, kdf: cheapKDF)
-        try check.run(sessions: EncryptedFileSessionStore(store), steps: EncryptedFileTwoFactorStepStore(store))
+        try check.run(sessions: ItemSessionStore(store), steps: ItemTwoFactorStepStore(store))
     }
 
     @Test("what one store wrote, a store opened afterwards reads unchanged")
@@ -408,4 +408,48 @@ struct EncryptedFileRecordTests {
 
 extension Tag {
     @Tag static var compatibility: Self
+}
+
+@Suite("encrypted file store: items")
+struct EncryptedFileItemTests {
+    private let session = PortalSession(token: Secret("token-v1"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+                                        issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000)
+
+    @Test("a session and a step kept as records of the first payload format read as items, and become items on the next write")
+    func upgradesLegacyRecords() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        let step = PendingTwoFactor(userJWT: Secret("jwt"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+                                    expiresAt: 1_700_000_600, grantDigest: nil)
+        try store.withRecords { records throws(StoreError) in
+            records["portal-session:env-v1"] = session.payload
+            records["portal-two-factor:env-v1"] = step.payload
+        }
+        #expect(try store.record(named: "portal-session:env-v1") != nil, "the first-format record was not written as such")
+        let reopened = makeStore(directory.storePath, kdf: cheapKDF)
+        #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
+        #expect(try ItemTwoFactorStepStore(reopened).loadStep(authEnvironmentID: "env-v1") == step)
+        // Any write upgrades them; the items read the same afterwards.
+        try reopened.store(credential())
+        #expect(try reopened.record(named: "portal-session:env-v1") == nil)
+        #expect(try reopened.record(named: "item:io.portalhq.PortalToken.Session?auth-environment-id=env-v1&end-user-id=user-v1")
+            == session.payload)
+        #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
+        #expect(try ItemTwoFactorStepStore(reopened).allSteps() == [step])
+    }
+
+    @Test("item attributes survive any character, and a search matches a subset of them")
+    func awkwardAttributes() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        let awkward = "a?b&c=d%e f/é😀"
+        try store.replace(matching: ["k": awkward], with: StoredItem(schema: "test.Schema", attributes: ["k": awkward, "other": "x"],
+                                                                      label: "", secret: Secret("s1")))
+        let found = try store.search(schema: "test.Schema", attributes: ["k": awkward])
+        #expect(found.map(\.attributes) == [["k": awkward, "other": "x"]])
+        #expect(found.first?.secret == Secret("s1"))
+        #expect(try store.search(schema: "test.Other", attributes: [:]).isEmpty)
+        #expect(try store.delete(schema: "test.Schema", attributes: ["other": "x"]) == 1)
+        #expect(try store.search(schema: "test.Schema", attributes: [:]).isEmpty)
+    }
 }
