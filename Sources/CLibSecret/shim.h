@@ -192,6 +192,10 @@ static inline gboolean portal_secret_item_get_locked(void *fn, SecretItem *item)
     return ((gboolean (*)(SecretItem *))fn)(item);
 }
 
+static inline gchar *portal_secret_item_get_label(void *fn, SecretItem *item) {
+    return ((gchar *(*)(SecretItem *))fn)(item);
+}
+
 static inline guint64 portal_secret_item_get_modified(void *fn, SecretItem *item) {
     return ((guint64 (*)(SecretItem *))fn)(item);
 }

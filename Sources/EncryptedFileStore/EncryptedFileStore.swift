@@ -36,6 +36,7 @@ public final class EncryptedFileStore: CredentialStore {
     private let kdfParameters: KDFParameters
     private let passphraseSource: (PassphrasePurpose) throws(StoreError) -> Passphrase
     private let warn: (String) -> Void
+    private let created: () -> Void
 
     /// The key that opened the file last, so one process derives at most once per header.
     private var unlocked: UnlockedKey?
@@ -53,10 +54,13 @@ public final class EncryptedFileStore: CredentialStore {
     ///   - kdfParameters: the Argon2id cost new files get, and older files are raised to.
     ///   - passphrase: asked only when a key must be derived; throws when there is none.
     ///   - warn: receives one line for each damaged file moved aside.
+    ///   - created: called after the write that created the file, so that the fallback
+    ///     to the file is announced by that write alone (product contract §6).
     public init(path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
                 kdfParameters: KDFParameters = .recommended,
                 passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
-                warn: @escaping (String) -> Void) {
+                warn: @escaping (String) -> Void, created: @escaping () -> Void = {}) {
+        self.created = created
         precondition(Sodium.initialized, "libsodium failed to initialise")
         self.path = path
         files = StoreFileSystem(path: path)
@@ -67,7 +71,8 @@ public final class EncryptedFileStore: CredentialStore {
         self.warn = warn
     }
 
-    /// Whether a store file is there (of any state): `auto` consults it only then.
+    /// Whether a store file is there (of any state): with the keyring in use, `status` says the
+    /// file also holds items, and `migrate` has something to merge, only then.
     public static func exists(at path: String) -> Bool {
         var status = stat()
         return lstat(path, &status) == 0
@@ -99,14 +104,42 @@ public final class EncryptedFileStore: CredentialStore {
     // MARK: Records
 
     /// The record of that name, or nil.
-    public func record(named name: String) throws(StoreError) -> String? {
+    public func record(named name: String) throws(StoreError) -> Secret? {
         try read().records[name]
+    }
+
+    /// Renames the store file to `<name>.migrated-<UTC time>` under the lock, once `migrate` has
+    /// written everything it held to the other store, and returns the new path. Nothing is
+    /// deleted: the old file stays readable with its passphrase.
+    public func moveAsideAfterMigration() throws(StoreError) -> String {
+        let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+        defer { withExtendedLifetime(lock) {} }
+        var now = time(nil)
+        var parts = tm()
+        gmtime_r(&now, &parts)
+        let stamp = format2(Int(parts.tm_year) + 1900, width: 4) + format2(Int(parts.tm_mon) + 1) + format2(Int(parts.tm_mday))
+            + "T" + format2(Int(parts.tm_hour)) + format2(Int(parts.tm_min)) + format2(Int(parts.tm_sec)) + "Z"
+        for attempt in 1...100 {
+            let aside = "\(path).migrated-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
+            // link then unlink: unlike rename, link never replaces an earlier copy.
+            if link(path, aside) == 0 {
+                unlink(path)
+                return aside
+            }
+            guard errno == EEXIST else { break }
+        }
+        throw StoreError(.failed, "cannot move the store file \(path) aside: \(String(cString: strerror(errno)))")
+    }
+
+    private func format2(_ value: Int, width: Int = 2) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
     /// A read-modify-write of the records, under the lock. The file is rewritten only when
     /// `body` changed something; an error thrown by `body` leaves the file as it was and is
     /// rethrown.
-    public func withRecords<T>(_ body: (inout [String: String]) throws(StoreError) -> T) throws(StoreError) -> T {
+    public func withRecords<T>(_ body: (inout [String: Secret]) throws(StoreError) -> T) throws(StoreError) -> T {
         var result: Result<T, StoreError>?
         try modify { payload in
             let before = payload.records
@@ -126,7 +159,7 @@ public final class EncryptedFileStore: CredentialStore {
 
     // MARK: Reading
 
-    private func read() throws(StoreError) -> StorePayload {
+    func read() throws(StoreError) -> StorePayload {
         for _ in 0..<3 {
             guard let contents = try files.read() else { return .empty }
             switch try open(contents) {
@@ -230,7 +263,7 @@ public final class EncryptedFileStore: CredentialStore {
 
     /// Read-modify-write under the lock. `change` returns whether it changed anything; the file
     /// is written only then.
-    private func modify(_ change: (inout StorePayload) -> Bool) throws(StoreError) {
+    func modify(_ change: (inout StorePayload) -> Bool) throws(StoreError) {
         for _ in 0..<4 {
             // Unlock (maybe deriving) before taking the lock, so writers do not queue behind each
             // other's Argon2id; under the lock, check that the file still has the same key.
@@ -261,13 +294,16 @@ public final class EncryptedFileStore: CredentialStore {
                     continue
                 }
             }
-            guard change(&payload) else { return }
+            // Records of the first payload format become items with the first write of any kind.
+            let upgraded = payload.upgradeLegacyRecords()
+            guard change(&payload) || upgraded else { return }
             files.removeAbandonedTemporaryFiles()
             // A new file is keyed under the lock: it happens once, and a second process must
             // not create a file of its own beside it.
             let fileKey: UnlockedKey
             if let key { fileKey = key } else { fileKey = try newKey() }
             try write(payload, key: try strengthened(fileKey))
+            if current == nil { created() }
             return
         }
         throw raceError()

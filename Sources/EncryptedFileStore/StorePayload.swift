@@ -10,7 +10,7 @@ import PortalTokenCore
 ///                       "path": "repo.git", "username": "alice", "password": "…",
 ///                       "passwordExpiresAt": 1767225600, "oauthRefreshToken": "…",
 ///                       "authtype": "Bearer", "credential": "…"}],
-///      "records": {"name": "opaque UTF-8 text"}}
+///      "records": {"name": "opaque UTF-8 text, kept as a Secret"}}
 ///
 /// `port`, `path`, `passwordExpiresAt`, `oauthRefreshToken` and the `authtype`/`credential`
 /// pair (git 2.46+) are left out when absent.
@@ -25,7 +25,9 @@ struct StorePayload: Equatable {
 
     var entries: [Entry] = []
     var nextSequence: Int64 = 1
-    var records: [String: String] = [:]
+    /// Named records (Portal sessions, two-factor steps): secrets, kept in wipeable buffers from
+    /// the decrypted plaintext to the caller.
+    var records: [String: Secret] = [:]
 
     static let empty = StorePayload()
 
@@ -125,7 +127,7 @@ struct StorePayload: Equatable {
                 + credential.password.byteCount + (credential.oauthRefreshToken?.byteCount ?? 0)
                 + (credential.authType?.utf8.count ?? 0) + (credential.credential?.byteCount ?? 0)
         }
-        for (name, text) in records { size += 8 + name.utf8.count + text.utf8.count }
+        for (name, record) in records { size += 8 + name.utf8.count + record.byteCount }
         return size * 6
     }
 
@@ -143,7 +145,7 @@ struct StorePayload: Equatable {
                 }
             case "records":
                 try reader.object { reader, name throws(JSONError) in
-                    records[name] = try reader.string()
+                    records[name] = try reader.secret()
                 }
             default:
                 try reader.skipValue()

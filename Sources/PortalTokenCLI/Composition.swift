@@ -3,13 +3,11 @@ import KernelKeyring
 import PortalHTTP
 import PortalTokenCore
 import SecretServiceStore
+import SessionBus
 
 /// The one place that picks concrete adapters for the settings in force.
 enum Composition {
     static let defaultKeyringTimeoutMilliseconds = 3000
-    /// How long `auto` waits for the Secret Service before it uses the file: product contract
-    /// §6 allows "never more than about 1 second" when there is no bus or no provider.
-    static let autoProbeTimeoutMilliseconds = 1000
     /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
     /// hour should ask once.
     static let defaultKeyCacheTimeoutSeconds = 900
@@ -27,13 +25,29 @@ enum Composition {
         try settings.milliseconds(.keyringTimeout, default: defaultKeyringTimeoutMilliseconds)
     }
 
-    /// Which backend serves, and why. In `auto` this asks the Secret Service once, within
-    /// its bound.
+    /// The session bus through sd-bus, bounded like the keyring; nil when there is none (no
+    /// address, no socket: known at once, well within the second product contract §6 allows).
+    static func sessionBus(for context: Context) throws -> SessionBus? {
+        try SessionBus.connect(timeoutMilliseconds: try keyringTimeout(context.settings))
+    }
+
+    /// What the session bus shows of the Secret Service: no bus, no provider, or a provider.
+    /// The bus daemon answers, never the keyring, so a stalled keyring reads as present.
+    static func secretServicePresence(for context: Context) throws -> SecretServicePresence {
+        try presence(on: try context.sessionBus())
+    }
+
+    private static func presence(on bus: SessionBus?) throws(StoreError) -> SecretServicePresence {
+        guard let bus else { return .noBus }
+        return try bus.hasSecretServiceProvider() ? .provider : .noProvider
+    }
+
+    /// Which backend serves, and why: in `auto`, from what the session bus shows.
     static func backendChoice(for context: Context) throws -> BackendChoice {
         let requested = try requestedBackend(context.settings)
-        let probeTimeout = min(try keyringTimeout(context.settings), autoProbeTimeoutMilliseconds)
+        let bus = requested == .auto ? try context.sessionBus() : nil
         return try BackendChoice.decide(requested, requestedBy: context.settings.origin(of: .backend)) { () throws(StoreError) in
-            try SecretServiceStore(timeoutMilliseconds: probeTimeout, allowPrompt: false).probe()
+            try presence(on: bus)
         }
     }
 
@@ -43,29 +57,31 @@ enum Composition {
         return (choice.backend.rawValue, choice.reason)
     }
 
-    static func credentialStore(for context: Context) throws -> any CredentialStore {
-        let choice = try context.backendChoice()
-        switch choice.backend {
+    /// The Secret Service as an item store, bounded like every keyring call.
+    static func keyringItems(for context: Context) throws -> SecretServiceItemStore {
+        SecretServiceItemStore(timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
+    }
+
+    /// The git credential store of one backend, every write under the store lock.
+    static func credentialStore(for context: Context, backend: BackendChoice.Backend) throws -> any CredentialStore {
+        let lock = try context.storeLock()
+        switch backend {
         case .file:
-            return try context.fileStore()
+            return LockedCredentialStore(try context.fileStore(), lock: lock)
         case .secretService:
-            let keyring = SecretServiceStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                             allowPrompt: context.allowPrompt)
-            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
-            return CombinedCredentialStore(primary: keyring, secondary: try context.fileStore(), now: context.now)
+            return LockedCredentialStore(SecretServiceStore(timeoutMilliseconds: try keyringTimeout(context.settings),
+                                                            allowPrompt: context.allowPrompt), lock: lock)
         }
     }
 
-    static func sessionStore(for context: Context) throws -> any SessionStore {
-        let choice = try context.backendChoice()
-        switch choice.backend {
+    /// The Portal session store of one backend (its writes are locked by CachedSessionStore and
+    /// SessionService).
+    static func sessionStore(for context: Context, backend: BackendChoice.Backend) throws -> any SessionStore {
+        switch backend {
         case .file:
-            return EncryptedFileSessionStore(try context.fileStore())
+            return ItemSessionStore(try context.fileStore())
         case .secretService:
-            let keyring = SecretServiceSessionStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                                    allowPrompt: context.allowPrompt)
-            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
-            return CombinedSessionStore(primary: keyring, secondary: EncryptedFileSessionStore(try context.fileStore()))
+            return ItemSessionStore(try context.keyringItems())
         }
     }
 
@@ -92,19 +108,26 @@ enum Composition {
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             lockTimeoutMilliseconds: try keyringTimeout(context.settings),
             passphrase: source.passphrase(for:),
-            warn: { streams.printError("portal-token: warning: \($0)") })
+            warn: { streams.printError("portal-token: warning: \($0)") },
+            created: { [weak context] in
+                // The one announcement of the fallback (product contract §6): by the write that
+                // creates the file store, never again.
+                if let notice = (try? context?.backendChoice())??.fallbackNotice { streams.printError("portal-token: \(notice)") }
+            })
     }
 
-    /// The lock around each change to a stored session, shared by everything that changes one
-    /// in this process (it is reentrant).
-    static func sessionLock(for context: Context) throws -> SessionFileLock {
-        SessionFileLock(context: context, timeoutMilliseconds: max(try keyringTimeout(context.settings), 1000))
+    /// The cross-process lock around every write to either store (product contract §6), one per
+    /// run and reentrant, so a session change and a credential write in one process share it.
+    /// A holder's every keyring call is bounded, so waiting for a few of them is bounded too.
+    static func storeLock(for context: Context) throws -> SessionFileLock {
+        SessionFileLock(context: context, timeoutMilliseconds: max(4 * (try keyringTimeout(context.settings)), 1000))
     }
 
     /// The backend's session store behind a short-lived copy in the kernel keyring. Every
     /// change to a session, a sign-in's included, goes through it, so the copy never outlives
     /// what is stored.
-    static func cachedSessionStore(for context: Context, lock: SessionFileLock) throws -> CachedSessionStore {
+    static func cachedSessionStore(for context: Context) throws -> CachedSessionStore {
+        let choice = try context.backendChoice()
         // The store behind the cache: which backend was asked for, which file and which bus.
         let scope = [
             try requestedBackend(context.settings).rawValue,
@@ -112,10 +135,32 @@ enum Composition {
             context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
         ].joined(separator: "\u{0}")
         return CachedSessionStore(
-            cache: KernelKeyring(), lock: lock, scope: scope,
+            cache: KernelKeyring(), lock: try context.storeLock(), scope: scope,
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
-            now: context.now, store: { try sessionStore(for: context) })
+            now: context.now,
+            confirmUnlocked: choice.backend == .secretService ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil,
+            store: { try sessionStore(for: context, backend: choice.backend) })
+    }
+
+    /// One bounded sd-bus read of the default collection's `Locked` property, without libsecret:
+    /// what a cached keyring answer costs before it is served.
+    static func confirmKeyringUnlocked(_ context: Context) throws(StoreError) {
+        let connected: SessionBus?
+        do {
+            connected = try context.sessionBus()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
+        }
+        guard let bus = connected else {
+            throw StoreError(.unavailable, "no D-Bus session bus",
+                             hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+        }
+        if try bus.isDefaultCollectionLocked() {
+            throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
+        }
     }
 
     /// The Portal session of the configured auth environment, with the libcurl transport, the
@@ -124,9 +169,9 @@ enum Composition {
         let environmentID = try context.authEnvironmentID()
         let apiBase = try context.apiBase()
         let hook = SessionHook(context: context)
-        let lock = try sessionLock(for: context)
         return SessionService(
-            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context, lock: lock), lock: lock,
+            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context),
+            lock: try context.storeLock(),
             transport: try transport(for: context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run,
@@ -150,18 +195,17 @@ enum Composition {
         return ClientAuthClient(api: api, transport: try transport(for: context))
     }
 
-    /// Where a waiting two-factor step is kept: beside the session, in the same backend.
-    static func twoFactorStepStore(for context: Context) throws -> any TwoFactorStepStore {
-        let choice = try context.backendChoice()
-        switch choice.backend {
+    /// Where a waiting two-factor step is kept: beside the session, in the same backend, every
+    /// write under the store lock (taken after the sign-in lock, never before it).
+    static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
+        let store: any TwoFactorStepStore
+        switch try backend ?? context.backendChoice().backend {
         case .file:
-            return EncryptedFileTwoFactorStepStore(try context.fileStore())
+            store = ItemTwoFactorStepStore(try context.fileStore())
         case .secretService:
-            let keyring = SecretServiceTwoFactorStepStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                                          allowPrompt: context.allowPrompt)
-            guard choice.consultsFile, EncryptedFileStore.exists(at: try storeFilePath(context)) else { return keyring }
-            return CombinedTwoFactorStepStore(primary: keyring, secondary: EncryptedFileTwoFactorStepStore(try context.fileStore()))
+            store = ItemTwoFactorStepStore(try context.keyringItems())
         }
+        return LockedTwoFactorStepStore(store, lock: try context.storeLock())
     }
 
     /// Held around a whole grant exchange or code check, the request included: long enough to
@@ -176,11 +220,10 @@ enum Composition {
     /// stores of the backend in use, the locks, and the kernel keyring for results that could
     /// not be written.
     static func signInService(for context: Context, configuration: ClientAuthConfiguration) throws -> SignInService {
-        let lock = try sessionLock(for: context)
         return SignInService(
             configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
-            sessions: try cachedSessionStore(for: context, lock: lock), steps: try twoFactorStepStore(for: context),
-            sessionLock: lock, signInLock: try signInLock(for: context), memory: KernelKeyring(),
+            sessions: try cachedSessionStore(for: context), steps: try twoFactorStepStore(for: context),
+            sessionLock: try context.storeLock(), signInLock: try signInLock(for: context), memory: KernelKeyring(),
             now: context.now, trace: context.trace)
     }
 }

@@ -1,6 +1,8 @@
 import EncryptedFileStore
 import Glibc
 import PortalTokenCore
+import SecretServiceStore
+import SessionBus
 
 /// What a command runs with: the streams, the environment and the resolved settings, and the
 /// adapters that Composition picks for them.
@@ -50,20 +52,50 @@ final class Context {
 
     private var cachedBackendChoice: BackendChoice?
 
-    /// The backend in use and why (what `status` shows). Decided once per run; when `auto`
-    /// falls back to the file, this is where the one stderr line saying so is printed.
+    /// The backend in use and why (what `status` shows), decided once per run. Silent: the
+    /// fallback to the file is announced by the write that creates the file store.
     func backendChoice() throws -> BackendChoice {
         if let cachedBackendChoice { return cachedBackendChoice }
         let choice = try Composition.backendChoice(for: self)
-        if let notice = choice.fallbackNotice { streams.printError("portal-token: \(notice)") }
         cachedBackendChoice = choice
         return choice
     }
 
-    /// The store for git credentials, picked by the `backend` setting.
+    private var connectedSessionBus: SessionBus??
+
+    /// The session bus through sd-bus, connected once per run; nil when there is none.
+    func sessionBus() throws -> SessionBus? {
+        if let connectedSessionBus { return connectedSessionBus }
+        let bus = try Composition.sessionBus(for: self)
+        connectedSessionBus = .some(bus)
+        return bus
+    }
+
+    private var cachedKeyringItems: SecretServiceItemStore?
+
+    /// The Secret Service as an item store, one connection per run.
+    func keyringItems() throws -> SecretServiceItemStore {
+        if let cachedKeyringItems { return cachedKeyringItems }
+        let items = try Composition.keyringItems(for: self)
+        cachedKeyringItems = items
+        return items
+    }
+
+    private var cachedStoreLock: SessionFileLock?
+
+    /// The one cross-process lock around every write to either store, shared by everything in
+    /// this run (it is reentrant within the process).
+    func storeLock() throws -> SessionFileLock {
+        if let cachedStoreLock { return cachedStoreLock }
+        let lock = try Composition.storeLock(for: self)
+        cachedStoreLock = lock
+        return lock
+    }
+
+    /// The store for git credentials: the backend in use, and only it.
     func credentialStore() throws -> any CredentialStore {
         if let cachedCredentialStore { return cachedCredentialStore }
-        let store = try Composition.credentialStore(for: self)
+        let store = try Composition.credentialStore(for: self, backend: try backendChoice().backend)
         cachedCredentialStore = store
         return store
     }

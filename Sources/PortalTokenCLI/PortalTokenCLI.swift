@@ -13,7 +13,7 @@ public enum PortalTokenCLI {
         TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
-        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self,
+        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self, MigrateCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.

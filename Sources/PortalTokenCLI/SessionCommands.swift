@@ -13,9 +13,11 @@ struct StatusCommand: Command {
     static let summary = "Show the Portal session: end user, environment, backend and expiry"
     static let usage = "portal-token status [--format json]"
     static let details = """
-        Never prints the token and makes no network call. Exit 1 when not signed in.
-        expires-at slides forward with every request Portal accepts; the session never
-        lives past the 7-day cap.
+        Never prints the token and makes no network call: it compares the stored record with
+        the clock. Exit 1 when not signed in, or when the session has passed its 7-day cap.
+        expires-at slides forward with every request Portal accepts; past it, the next use
+        asks Portal. Also shows a two-factor step waiting for verify-totp, the backend in use
+        and why, and whether the other store also holds items (see migrate).
 
         """ + sessionSettings
 
@@ -31,41 +33,62 @@ struct StatusCommand: Command {
         let environmentID = try context.authEnvironmentID()
         let backend = try Composition.backendDescription(for: context)
         let session = try Composition.sessionService(for: context).restore()
+        let now = context.now()
+        let decision = session?.decision(at: now)
+        let step = try Composition.twoFactorStepStore(for: context).loadStep(authEnvironmentID: environmentID)
+            .flatMap { $0.isExpired(at: now) ? nil : $0 }
+        let otherStore = try Composition.otherStoreNotice(for: context)
+        let signedIn = session != nil && decision != .expired
         if json {
             var members: [String: JSONValue] = [
-                "signedIn": .bool(session != nil),
+                "signedIn": .bool(signedIn),
                 "authEnvironmentId": .string(environmentID),
                 "backend": .string(backend.name),
                 "backendReason": .string(backend.reason),
+                "twoFactorStepWaiting": .bool(step != nil),
             ]
             if let session {
                 members["endUserId"] = .string(session.endUserID)
                 members["issuedAt"] = session.issuedAt.map { .string(RFC3339.format($0)) } ?? .null
                 members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
                 members["capAt"] = session.capAt.map { .string(RFC3339.format($0)) } ?? .null
+                members["ended"] = .bool(decision == .expired)
+                members["nextUseAsksPortal"] = .bool(decision == .checkWithPortal)
             }
+            if let otherStore { members["otherStore"] = .string(otherStore) }
             context.streams.print(JSONValue.object(members).serialized)
-        } else if let session {
-            let unknown = "unknown (checked with Portal on next use)"
+        } else {
             // The end user ID comes from Portal or the store, the rest from settings: none
             // reaches the terminal with a control character in it.
             let show = { (text: String) in TerminalText.escaped(text) }
-            context.streams.print("""
-                signed in as \(show(session.endUserID))
-                  environment:  \(show(environmentID))
-                  backend:      \(backend.name) (\(show(backend.reason)))
-                  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)
-                  expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)
-                  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)
-                """)
-        } else {
-            context.streams.print("""
-                not signed in
-                  environment:  \(TerminalText.escaped(environmentID))
-                  backend:      \(backend.name) (\(TerminalText.escaped(backend.reason)))
-                """)
+            var lines: [String] = []
+            if let session {
+                let unknown = "unknown (checked with Portal on next use)"
+                switch decision {
+                case .expired:
+                    lines.append("the session of \(show(session.endUserID)) has ended: it passed its 7-day cap")
+                case .checkWithPortal:
+                    lines.append("signed in as \(show(session.endUserID)) (idle past expires-at: the next use asks Portal)")
+                default:
+                    lines.append("signed in as \(show(session.endUserID))")
+                }
+                lines += [
+                    "  environment:  \(show(environmentID))",
+                    "  backend:      \(backend.name) (\(show(backend.reason)))",
+                    "  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)",
+                    "  expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)",
+                    "  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)",
+                ]
+            } else {
+                lines += ["not signed in", "  environment:  \(show(environmentID))", "  backend:      \(backend.name) (\(show(backend.reason)))"]
+            }
+            if let step {
+                lines.append("  two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' before \(RFC3339.format(step.expiresAt))")
+            }
+            if let otherStore { lines.append("  note:         \(show(otherStore))") }
+            context.streams.print(lines.joined(separator: "\n"))
         }
-        if session == nil { throw SilentExit(code: .notSignedIn) }
+        if !signedIn { throw SilentExit(code: .notSignedIn) }
     }
 }
 

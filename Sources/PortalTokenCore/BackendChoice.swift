@@ -5,44 +5,53 @@ public enum RequestedBackend: String, Sendable, CaseIterable {
     case file
 }
 
-/// Which store keeps the credentials, and why (product contract §6). `status` prints it; the
-/// fallback from the Secret Service to the file announces itself in one stderr line.
+/// What the session bus shows of the Secret Service, which is all `auto` decides from (product
+/// contract §6): what exists, never how fast the keyring answers.
+public enum SecretServicePresence: Sendable, Equatable {
+    /// No session bus to connect to.
+    case noBus
+    /// A bus, but nothing owns or can activate `org.freedesktop.secrets` on it.
+    case noProvider
+    /// A provider owns the name, or the bus can start one.
+    case provider
+}
+
+/// Which store keeps the credentials, and why (product contract §6). One store is in use at a
+/// time: lookups never mix two. `status` prints the choice; the `store` or sign-in that creates
+/// the file store under `auto` announces it once.
 public struct BackendChoice: Sendable, Equatable {
-    public enum Backend: String, Sendable {
+    public enum Backend: String, Sendable, CaseIterable {
         case secretService = "secret-service"
         case file
+
+        /// The store that is not this one: where `migrate` looks for items left behind.
+        public var other: Backend { self == .file ? .secretService : .file }
     }
 
     public var backend: Backend
-    /// Why this backend is in use, in words fit for `status` and the fallback line.
+    /// Why this backend is in use, in words fit for `status` and the fallback notice.
     public var reason: String
-    /// Whether `auto` fell back to the file because the Secret Service could not serve.
+    /// Whether `auto` chose the file because there is no keyring to use.
     public var isFallback: Bool
-    /// Whether lookups also consult the encrypted file when it exists: in `auto` the file may
-    /// hold credentials stored while no keyring was there.
-    public var consultsFile: Bool
 
-    public init(backend: Backend, reason: String, isFallback: Bool = false, consultsFile: Bool = false) {
+    public init(backend: Backend, reason: String, isFallback: Bool = false) {
         self.backend = backend
         self.reason = reason
         self.isFallback = isFallback
-        self.consultsFile = consultsFile
     }
 
-    /// The one stderr line that says the file is used and why, when `auto` fell back.
+    /// The one stderr line that says the file is used and why; printed only by the write that
+    /// creates the file store.
     public var fallbackNotice: String? {
         isFallback ? "using the encrypted file store: \(reason)" : nil
     }
 
-    /// Decides the backend. `probe` connects to the Secret Service within its bound; only
-    /// `auto` calls it.
-    ///
-    /// A Secret Service that is missing or does not answer in time is a reason to use the file;
-    /// one that is there but locked, or that fails otherwise, is the user's to fix, never a
-    /// silent switch (exit 4).
+    /// Decides the backend. `presence` asks the session bus (never the keyring itself, so a
+    /// stalled keyring cannot make the file look right); only `auto` calls it. A failure to get
+    /// an answer from the bus is thrown (exit 4), never taken as "no keyring".
     public static func decide(
         _ requested: RequestedBackend, requestedBy origin: String,
-        probe: () throws(StoreError) -> Void
+        presence: () throws(StoreError) -> SecretServicePresence
     ) throws(StoreError) -> BackendChoice {
         switch requested {
         case .file:
@@ -50,12 +59,15 @@ public struct BackendChoice: Sendable, Equatable {
         case .secretService:
             return BackendChoice(backend: .secretService, reason: "chosen by \(origin)")
         case .auto:
-            do {
-                try probe()
-                return BackendChoice(backend: .secretService, reason: "the Secret Service answered",
-                                     consultsFile: true)
-            } catch where error.kind == .unavailable || error.kind == .timedOut {
-                return BackendChoice(backend: .file, reason: error.message, isFallback: true)
+            switch try presence() {
+            case .provider:
+                return BackendChoice(backend: .secretService,
+                                     reason: "a Secret Service provider is registered on the session bus")
+            case .noProvider:
+                return BackendChoice(backend: .file, reason: "no Secret Service provider is registered on the session bus",
+                                     isFallback: true)
+            case .noBus:
+                return BackendChoice(backend: .file, reason: "there is no D-Bus session bus", isFallback: true)
             }
         }
     }

@@ -9,7 +9,10 @@
 /// - Every change goes through here under the session lock: a save replaces the copy, a delete
 ///   drops it first. A miss fills the copy under the lock too, so a fill can never resurrect a
 ///   session another process has just removed.
-/// - The store itself is built only on a miss: a hit costs no D-Bus connection and no unlock.
+/// - The store itself is built only on a miss. A hit costs no unlock; when the store is the
+///   Secret Service, it costs one bounded check that the collection is still unlocked
+///   (`confirmUnlocked`), since a locked keyring must lock its cached answers too (product
+///   contract §6). A locked collection drops every cached session and is an error (exit 4).
 public final class CachedSessionStore: SessionStore {
     private let cache: any SecretCache
     private let lock: any SessionLock
@@ -17,14 +20,19 @@ public final class CachedSessionStore: SessionStore {
     private let timeoutSeconds: Int
     private let now: () -> Int64
     private let makeStore: () throws -> any SessionStore
+    private let confirmUnlocked: (() throws(StoreError) -> Void)?
     private var builtStore: (any SessionStore)?
 
     /// - Parameters:
     ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
     ///     never share a copy.
     ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
+    ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
+    ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
     public init(cache: any SecretCache, lock: any SessionLock, scope: String, timeoutSeconds: Int,
-                now: @escaping () -> Int64, store: @escaping () throws -> any SessionStore) {
+                now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil,
+                store: @escaping () throws -> any SessionStore) {
+        self.confirmUnlocked = confirmUnlocked
         self.cache = cache
         self.lock = lock
         self.scope = scope
@@ -46,15 +54,23 @@ public final class CachedSessionStore: SessionStore {
         }
     }
 
+    public static let namePrefix = "portal-token:session:"
+
     /// The cache entry's name: a recognisable prefix and a digest of the scope and environment.
     func name(for authEnvironmentID: String) -> String {
-        "portal-token:session:" + FNV1a.hex(scope + "\u{0}" + authEnvironmentID)
+        Self.namePrefix + FNV1a.hex(scope + "\u{0}" + authEnvironmentID)
     }
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
         if timeoutSeconds > 0, let copy = cache.read(name(for: authEnvironmentID)),
            let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
            session.decision(at: now()) == .handOut {
+            do {
+                try confirmUnlocked?()
+            } catch {
+                if error.kind == .locked { cache.dropAll(withPrefix: Self.namePrefix) }
+                throw error
+            }
             return .present(session)
         }
         let stored = try store().loadSession(authEnvironmentID: authEnvironmentID)
@@ -94,13 +110,7 @@ public final class CachedSessionStore: SessionStore {
     }
 
     private func withLock<Result>(_ body: () throws(StoreError) -> Result) throws(StoreError) -> Result {
-        do {
-            return try lock.withLock { try body() }
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.failed, "the session lock failed (\(type(of: error)))")
-        }
+        try lock.withStoreLock(body)
     }
 }
 

@@ -31,6 +31,9 @@ public struct StoreError: Error, Sendable, Equatable {
     public var message: String
     public var hint: String?
 
+    /// The hint every "keyring is locked" error carries.
+    public static let keyringLockedHint = "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
+
     public init(_ kind: Kind, _ message: String, hint: String? = nil) {
         self.kind = kind
         self.message = message
@@ -123,5 +126,45 @@ extension SecretPacking.Unpacked {
         credential.oauthRefreshToken = oauthRefreshToken
         credential.authType = authType
         credential.credential = self.credential
+    }
+}
+
+/// A credential store whose every write runs under the cross-process store lock (product
+/// contract §6): parallel `store`s of one slot leave one item, since each one's search, create
+/// and removal of the previous item happen while no other process writes.
+public struct LockedCredentialStore: CredentialStore {
+    public let store: any CredentialStore
+    public let lock: any SessionLock
+
+    public init(_ store: any CredentialStore, lock: any SessionLock) {
+        self.store = store
+        self.lock = lock
+    }
+
+    public func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] {
+        try store.lookup(query)
+    }
+
+    public func store(_ credential: Credential) throws(StoreError) {
+        try lock.withStoreLock { () throws(StoreError) in try store.store(credential) }
+    }
+
+    @discardableResult
+    public func erase(_ query: CredentialQuery) throws(StoreError) -> Int {
+        try lock.withStoreLock { () throws(StoreError) in try store.erase(query) }
+    }
+}
+
+extension SessionLock {
+    /// `withLock` for a body that throws only store errors; a failure of the lock itself is a
+    /// store error too (exit 4).
+    public func withStoreLock<Result>(_ body: () throws(StoreError) -> Result) throws(StoreError) -> Result {
+        do {
+            return try withLock { try body() }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the store lock failed (\(type(of: error)))")
+        }
     }
 }

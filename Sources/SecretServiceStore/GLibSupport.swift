@@ -46,4 +46,4 @@ func storeError(from error: UnsafeMutablePointer<GError>, while operation: Strin
     }
 }
 
-let lockedHint = "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
+let lockedHint = StoreError.keyringLockedHint

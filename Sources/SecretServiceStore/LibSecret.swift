@@ -47,7 +47,7 @@ enum LibSecret {
         private let collectionForAliasSyncFunction, collectionGetLockedFunction, collectionGetLabelFunction: UnsafeMutableRawPointer
         private let schemaNewvFunction, itemCreateSyncFunction, itemDeleteSyncFunction: UnsafeMutableRawPointer
         private let itemGetAttributesFunction, itemGetLockedFunction, itemGetModifiedFunction: UnsafeMutableRawPointer
-        private let itemGetCreatedFunction, itemGetSecretFunction: UnsafeMutableRawPointer
+        private let itemGetCreatedFunction, itemGetSecretFunction, itemGetLabelFunction: UnsafeMutableRawPointer
         private let valueNewFunction, valueGetFunction, valueUnrefFunction: UnsafeMutableRawPointer
 
         private struct MissingFunction: Error {}
@@ -106,6 +106,7 @@ enum LibSecret {
             itemGetModifiedFunction = try resolve("secret_item_get_modified")
             itemGetCreatedFunction = try resolve("secret_item_get_created")
             itemGetSecretFunction = try resolve("secret_item_get_secret")
+            itemGetLabelFunction = try resolve("secret_item_get_label")
             valueNewFunction = try resolve("secret_value_new")
             valueGetFunction = try resolve("secret_value_get")
             valueUnrefFunction = try resolve("secret_value_unref")
@@ -271,6 +272,10 @@ enum LibSecret {
 
         func itemGetCreated(_ item: UnsafeMutablePointer<SecretItem>) -> UInt {
             UInt(portal_secret_item_get_created(itemGetCreatedFunction, item))
+        }
+
+        func itemGetLabel(_ item: UnsafeMutablePointer<SecretItem>) -> UnsafeMutablePointer<gchar>? {
+            portal_secret_item_get_label(itemGetLabelFunction, item)
         }
 
         func itemGetSecret(_ item: UnsafeMutablePointer<SecretItem>) -> OpaquePointer? {

@@ -27,9 +27,8 @@ final class SecretServiceConnection {
 
     func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
         if let service { return service }
-        // Where GLib would find no session bus at all, say so before loading libsecret: on a
-        // server or in a container this is the common case, and `auto` then falls back to the
-        // file without paying for libsecret and GLib.
+        // Where GLib would find no session bus at all, say so before loading libsecret: with
+        // `--backend secret-service` on a server or in a container, the error comes at once.
         if !Self.sessionBusMayExist() {
             throw StoreError(.unavailable, "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
                              hint: "run inside a desktop session or dbus-run-session, or use --backend file")
@@ -96,10 +95,27 @@ final class SecretServiceConnection {
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         if allowPrompt { flags |= SECRET_SEARCH_UNLOCK.rawValue }
-        let list = try bounded(operation) { cancellable, error in
-            lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
+        // An item another process deletes between the search and the loading of its secret
+        // fails the whole call; it is gone, not an error, so the search is asked again.
+        for _ in 0..<4 {
+            var vanished = false
+            do {
+                let list = try bounded(operation, classify: { error in
+                    if Self.isVanishedItem(error) {
+                        lib.errorFree(error)
+                        vanished = true
+                        return StoreError(.failed, "")
+                    }
+                    return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+                }) { cancellable, error in
+                    lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
+                }
+                return ItemList(list)
+            } catch where vanished {
+                continue
+            }
         }
-        return ItemList(list)
+        throw StoreError(.timedOut, "items kept vanishing while \(operation)", hint: "another process is changing the keyring; try again")
     }
 
     /// The default collection, unlocked: with a prompt when a person is at a terminal, else an
@@ -145,6 +161,14 @@ final class SecretServiceConnection {
         }
     }
 
+    /// For an item a search returned without its secret: locked (the item, or its collection),
+    /// which throws; or deleted by another process between the search and the read, which is
+    /// "gone" (product contract §6) and returns.
+    func ensureItemIsGone(_ item: FoundItem) throws(StoreError) {
+        if item.isLocked { throw lockedError() }
+        try ensureDefaultCollectionIsNotLocked()
+    }
+
     /// The error for an item found locked.
     func lockedError() -> StoreError {
         let label = (try? defaultCollection().label) ?? "default"
@@ -175,13 +199,44 @@ final class SecretServiceConnection {
         return FoundItem(created).objectPath
     }
 
+    /// Deletes the item; one that another process deleted first counts as deleted.
     func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
-        _ = try bounded(operation) { cancellable, error in
-            LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
+        var vanished = false
+        do {
+            _ = try bounded(operation, classify: { error in
+                if Self.isVanishedItem(error) {
+                    LibSecret.functions.errorFree(error)
+                    vanished = true
+                    return StoreError(.failed, "")
+                }
+                return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+            }) { cancellable, error in
+                LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
+            }
+        } catch where vanished {
+            return
         }
     }
 
+    /// Whether the error says the item no longer exists.
+    static func isVanishedItem(_ error: UnsafeMutablePointer<GError>) -> Bool {
+        let lib = LibSecret.functions
+        if let remote = lib.dbusErrorGetRemoteError(error) {
+            defer { lib.free(remote) }
+            return vanishedItemErrors.contains(String(cString: remote))
+        }
+        // libsecret strips the remote name from some errors; gnome-keyring's text remains.
+        return String(cString: error.pointee.message).hasPrefix("No such secret item")
+    }
+
     /// Runs one libsecret call with a GCancellable that a timer cancels at the bound.
+    /// What the Secret Service answers for an object that no longer exists (gnome-keyring names
+    /// the first; other providers the generic D-Bus ones).
+    static let vanishedItemErrors: Set<String> = [
+        "org.freedesktop.Secret.Error.NoSuchObject", "org.freedesktop.DBus.Error.UnknownObject",
+        "org.freedesktop.DBus.Error.UnknownMethod",
+    ]
+
     func bounded<T>(
         _ operation: String,
         classify: ((UnsafeMutablePointer<GError>) -> StoreError)? = nil,
@@ -279,6 +334,14 @@ struct FoundItem {
     }
 
     var schemaName: String? { attributes["xdg:schema"] }
+
+    var label: String {
+        let lib = LibSecret.functions
+        guard let label = lib.itemGetLabel(pointer) else { return "" }
+        defer { lib.free(label) }
+        return String(cString: label)
+    }
+
     var isLocked: Bool { LibSecret.functions.itemGetLocked(pointer) }
 
     var objectPath: String {

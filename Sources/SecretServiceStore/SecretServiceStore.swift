@@ -67,9 +67,10 @@ public final class SecretServiceStore: CredentialStore {
             let found = try search(query, layout: layout, loadSecrets: true, while: "looking up a credential")
             for item in found.items where Self.isCredential(item, in: layout) {
                 // The item is there but its secret is not: a locked collection must never read as
-                // "nothing stored".
+                // "nothing stored"; an item deleted since the search is simply gone.
                 guard let credential = Self.credential(from: item, in: layout, loadingSecret: true) else {
-                    throw connection.lockedError()
+                    try connection.ensureItemIsGone(item)
+                    continue
                 }
                 if query.matches(credential) { matches.append((credential, item.order)) }
             }
@@ -115,7 +116,8 @@ public final class SecretServiceStore: CredentialStore {
             for item in found.items where Self.isCredential(item, in: layout) {
                 if item.isLocked { throw connection.lockedError() }
                 guard let credential = Self.credential(from: item, in: layout, loadingSecret: comparePassword) else {
-                    throw connection.lockedError()
+                    try connection.ensureItemIsGone(item)
+                    continue
                 }
                 if query.matches(credential) { doomed.append(item) }
             }

@@ -12,6 +12,13 @@ struct EncryptedFileStoreContractTests {
         try check.run(on: makeStore(directory.storePath))
     }
 
+    @Test("the file keeps the session and two-factor step contract", arguments: RecordStoreContract.checks)
+    func recordContract(check: RecordStoreContractCheck) throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        try check.run(sessions: ItemSessionStore(store), steps: ItemTwoFactorStepStore(store))
+    }
+
     @Test("what one store wrote, a store opened afterwards reads unchanged")
     func reopens() throws {
         let directory = try TemporaryDirectory()
@@ -45,7 +52,7 @@ struct EncryptedFileFormatTests {
         let store = makeStore(directory.storePath)
         try store.store(credential("git.example.org", user: "clear-user-name", password: "clear-pass-word",
                                    refreshToken: "clear-refresh-token"))
-        try store.withRecords { records throws(StoreError) in records["session"] = "clear-record-text" }
+        try store.withRecords { records throws(StoreError) in records["session"] = Secret("clear-record-text") }
         let bytes = try fileBytes(directory.storePath)
         for text in ["clear-user-name", "clear-pass-word", "clear-refresh-token", "clear-record-text",
                      "git.example.org", "https", "session", "correct horse"] {
@@ -88,7 +95,7 @@ struct EncryptedFileFormatTests {
         #expect(found == [Credential(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443),
                                      path: "repo.git", username: "fixture-user", password: Secret("fixture-password"),
                                      passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("fixture-refresh"))])
-        #expect(try store.record(named: "fixture-record") == "{\"kept\":true}")
+        #expect(try store.record(named: "fixture-record") == Secret("{\"kept\":true}"))
     }
 
     @Test("the next write raises a file's KDF parameters to this build's, and it still opens")
@@ -347,13 +354,13 @@ struct EncryptedFileRecordTests {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath)
         try store.store(credential())
-        let previous = try store.withRecords { records throws(StoreError) -> String? in
-            defer { records["session:env-1"] = "{\"token\":\"t\",\"ünïcode\":\"\\n\"}" }
+        let previous = try store.withRecords { records throws(StoreError) -> Secret? in
+            defer { records["session:env-1"] = Secret("{\"token\":\"t\",\"ünïcode\":\"\\n\"}") }
             return records["session:env-1"]
         }
         #expect(previous == nil)
         let reopened = makeStore(directory.storePath)
-        #expect(try reopened.record(named: "session:env-1") == "{\"token\":\"t\",\"ünïcode\":\"\\n\"}")
+        #expect(try reopened.record(named: "session:env-1") == Secret("{\"token\":\"t\",\"ünïcode\":\"\\n\"}"))
         #expect(try reopened.record(named: "other") == nil)
         #expect(try reopened.lookup(query()).count == 1)
     }
@@ -365,23 +372,23 @@ struct EncryptedFileRecordTests {
         let store = makeStore(directory.storePath)
         try store.store(Credential(protocolName: "https", host: CredentialHost(server: "example.com"), path: awkward,
                                    username: awkward, password: Secret(awkward), oauthRefreshToken: Secret(awkward)))
-        try store.withRecords { records throws(StoreError) in records[awkward] = awkward }
+        try store.withRecords { records throws(StoreError) in records[awkward] = Secret(awkward) }
         let reopened = makeStore(directory.storePath)
         let found = try reopened.lookup(query())
         #expect(found.count == 1)
         #expect(found.first?.username == awkward && found.first?.path == awkward)
         #expect(found.first?.password.text == awkward && found.first?.oauthRefreshToken?.text == awkward)
-        #expect(try reopened.record(named: awkward) == awkward)
+        #expect(try reopened.record(named: awkward) == Secret(awkward))
     }
 
     @Test("a transaction that changes nothing does not rewrite the file")
     func unchangedNotWritten() throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath)
-        try store.withRecords { records throws(StoreError) in records["a"] = "1" }
+        try store.withRecords { records throws(StoreError) in records["a"] = Secret("1") }
         let before = try fileBytes(directory.storePath)
         let count = try store.withRecords { records throws(StoreError) -> Int in
-            records["a"] = "1"
+            records["a"] = Secret("1")
             return records.count
         }
         #expect(count == 1)
@@ -392,11 +399,11 @@ struct EncryptedFileRecordTests {
     func errorAborts() throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath)
-        try store.withRecords { records throws(StoreError) in records["a"] = "1" }
+        try store.withRecords { records throws(StoreError) in records["a"] = Secret("1") }
         let before = try fileBytes(directory.storePath)
         #expect(throws: StoreError(.failed, "changed my mind")) {
             try store.withRecords { records throws(StoreError) in
-                records["a"] = "2"
+                records["a"] = Secret("2")
                 throw StoreError(.failed, "changed my mind")
             }
         }
@@ -406,7 +413,7 @@ struct EncryptedFileRecordTests {
     @Test("concurrent transactions from several stores lose no update")
     func concurrentTransactions() async throws {
         let directory = try TemporaryDirectory()
-        try makeStore(directory.storePath, kdf: cheapKDF).withRecords { records throws(StoreError) in records["counter"] = "0" }
+        try makeStore(directory.storePath, kdf: cheapKDF).withRecords { records throws(StoreError) in records["counter"] = Secret("0") }
         let path = directory.storePath
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
@@ -414,17 +421,61 @@ struct EncryptedFileRecordTests {
                     let store = makeStore(path, kdf: cheapKDF, lockTimeoutMilliseconds: 20_000)
                     for _ in 0..<5 {
                         try store.withRecords { records throws(StoreError) in
-                            records["counter"] = String(Int(records["counter"]!)! + 1)
+                            records["counter"] = Secret(String(Int(records["counter"]!.text)! + 1))
                         }
                     }
                 }
             }
             try await group.waitForAll()
         }
-        #expect(try makeStore(path, kdf: cheapKDF).record(named: "counter") == "40")
+        #expect(try makeStore(path, kdf: cheapKDF).record(named: "counter") == Secret("40"))
     }
 }
 
 extension Tag {
     @Tag static var compatibility: Self
+}
+
+@Suite("encrypted file store: items")
+struct EncryptedFileItemTests {
+    private let session = PortalSession(token: Secret("token-v1"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+                                        issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000)
+
+    @Test("a session and a step kept as records of the first payload format read as items, and become items on the next write")
+    func upgradesLegacyRecords() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        let step = PendingTwoFactor(userJWT: Secret("jwt"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+                                    expiresAt: 1_700_000_600, grantDigest: nil)
+        try store.withRecords { records throws(StoreError) in
+            records["portal-session:env-v1"] = session.payload
+            records["portal-two-factor:env-v1"] = step.payload
+        }
+        #expect(try store.record(named: "portal-session:env-v1") != nil, "the first-format record was not written as such")
+        let reopened = makeStore(directory.storePath, kdf: cheapKDF)
+        #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
+        #expect(try ItemTwoFactorStepStore(reopened).loadStep(authEnvironmentID: "env-v1") == step)
+        // Any write upgrades them; the items read the same afterwards.
+        try reopened.store(credential())
+        #expect(try reopened.record(named: "portal-session:env-v1") == nil)
+        #expect(try reopened.record(named: "item:io.portalhq.PortalToken.Session?auth-environment-id=env-v1&end-user-id=user-v1")
+            == session.payload)
+        #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
+        #expect(try ItemTwoFactorStepStore(reopened).allSteps() == [step])
+    }
+
+    @Test("item attributes survive any character, and a search matches a subset of them")
+    func awkwardAttributes() throws {
+        let directory = try TemporaryDirectory()
+        let store = makeStore(directory.storePath, kdf: cheapKDF)
+        let awkward = "a?b&c=d%e f/é😀"
+        try store.replace(matching: ["k": awkward], with: StoredItem(schema: "test.Schema", attributes: ["k": awkward, "other": "x"],
+                                                                      label: "", secret: Secret("s1")))
+        let found = try store.search(schema: "test.Schema", attributes: ["k": awkward])
+        #expect(found.map(\.attributes) == [["k": awkward, "other": "x"]])
+        #expect(found.first?.secret == Secret("s1"))
+        #expect(try store.search(schema: "test.Other", attributes: [:]).isEmpty)
+        #expect(try store.delete(schema: "test.Schema", attributes: ["other": "x"]) == 1)
+        #expect(try store.search(schema: "test.Schema", attributes: [:]).isEmpty)
+    }
 }

@@ -40,13 +40,21 @@ struct KeyringFailureTests {
             expectStorageError(result, mentioning: "no Secret Service provider")
             #expect(result.duration < 1.0)
         }
-        // auto uses the file instead, and says why (product contract §6).
+        // auto uses the file instead (product contract §6): a get before the file exists is
+        // silent; the store that creates it says so, once; every later command is silent.
         environment["PORTAL_TOKEN_BACKEND"] = nil
-        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
-        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
-        #expect(fallback.stderr == "portal-token: using the encrypted file store: no Secret Service provider is running on the session bus\n",
-                "\(fallback.stderr)")
-        #expect(fallback.duration < 1.0)
+        let before = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        #expect(before.exitCode == 0 && before.stdout.isEmpty && before.stderr.isEmpty, "\(before.stderr)")
+        #expect(before.duration < 1.0)
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "no provider passphrase"
+        let created = try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment)
+        #expect(created.exitCode == 0)
+        #expect(created.stderr == "portal-token: using the encrypted file store: no Secret Service provider is registered on the session bus\n",
+                "\(created.stderr)")
+        for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
+            let later = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
+            #expect(later.exitCode == 0 && later.stderr.isEmpty, "\(operation): \(later.stderr)")
+        }
     }
 
     @Test("a stopped keyring daemon gives exit 4 at the configured bound")
@@ -61,13 +69,13 @@ struct KeyringFailureTests {
         expectStorageError(result, mentioning: "did not answer within 800 ms")
         #expect(result.duration < 2.5)
 
-        // auto takes a keyring that does not answer in time as no keyring (product contract §6),
-        // and says so; the file it falls back to holds nothing yet.
+        // auto decides from what is registered on the bus, not from how fast the keyring answers
+        // (product contract §6): the same exit 4, and no file store.
         environment["PORTAL_TOKEN_BACKEND"] = nil
-        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
-        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
-        #expect(fallback.stderr == "portal-token: using the encrypted file store: the Secret Service did not answer within 800 ms while connecting to the Secret Service\n")
-        #expect(fallback.duration < 2.5)
+        let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
+        expectStorageError(auto, mentioning: "did not answer within 800 ms")
+        #expect(auto.duration < 2.5)
+        #expect(!FileManager.default.fileExists(atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
     }
 
     @Test("a locked collection is exit 4 naming the lock, never 'nothing found'")
@@ -85,7 +93,7 @@ struct KeyringFailureTests {
         }
     }
 
-    @Test("without libsecret installed, the Secret Service is exit 4 naming it, and auto uses the file")
+    @Test("without libsecret installed, the Secret Service is exit 4 naming it, under auto too")
     func libsecretMissing() throws {
         // A keyring that works: only the library is missing (dlopen fails as if not installed).
         let keyring = try PrivateKeyring(withKeyring: true)
@@ -100,11 +108,11 @@ struct KeyringFailureTests {
             expectStorageError(result, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
             #expect(result.stderr.hasSuffix("\nhint: install Debian's libsecret-1-0, or use --backend file\n"), "\(result.stderr)")
         }
-        // auto takes it as no keyring (product contract §6) and says why; the file holds nothing yet.
+        // auto sees a registered provider and uses it, so the missing library is the same error,
+        // never a switch to the file (product contract §6).
         environment["PORTAL_TOKEN_BACKEND"] = nil
-        let fallback = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
-        #expect(fallback.exitCode == 0 && fallback.stdout.isEmpty)
-        #expect(fallback.stderr == "portal-token: using the encrypted file store: libsecret (libsecret-1.so.0) could not be loaded\n",
-                "\(fallback.stderr)")
+        let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        expectStorageError(auto, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
+        #expect(!FileManager.default.fileExists(atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
     }
 }

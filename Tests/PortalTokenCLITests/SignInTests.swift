@@ -283,6 +283,11 @@ struct SignInTests {
         // No terminal: enrollment is never shown.
         #expect(!handled.stderr.contains("GEZD") && !handled.stderr.contains("otpauth"))
         #expect(try harness.run(["get"]).exitCode == 1)
+        // status tells of the waiting step (product contract §3), still not signed in.
+        let waiting = try harness.run(["status"])
+        #expect(waiting.exitCode == 1)
+        #expect(waiting.stdout.contains("two-factor:   a step for end-user-2fa is waiting; run 'portal-token verify-totp' before "),
+                "\(waiting.stdout)")
         // Delivered again: the waiting step, no second exchange.
         #expect(try harness.run(["redirect", link]).stderr.contains("needs a two-factor code"))
 

@@ -15,10 +15,19 @@ private final class Fixture {
     let clock = Locked<Int64>(issued)
     let storesBuilt = Locked(0)
 
-    func cached(timeoutSeconds: Int = 900) -> CachedSessionStore {
-        let inner = self.inner, clock = self.clock, built = self.storesBuilt
+    /// What the lock check says before a copy is served: nil when unlocked.
+    let lockCheck = Locked<StoreError?>(nil)
+    let lockChecks = Locked(0)
+
+    func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> CachedSessionStore {
+        let inner = self.inner, clock = self.clock, built = self.storesBuilt, lockCheck = self.lockCheck, checks = self.lockChecks
         return CachedSessionStore(cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
-                                  now: { clock.value }, store: { built.update { $0 += 1 }; return inner })
+                                  now: { clock.value },
+                                  confirmUnlocked: checksLock ? { () throws(StoreError) in
+                                      checks.update { $0 += 1 }
+                                      if let error = lockCheck.value { throw error }
+                                  } : nil,
+                                  store: { built.update { $0 += 1 }; return inner })
     }
 }
 
@@ -31,6 +40,41 @@ struct CachedSessionStoreTests {
         let fresh = fixture.cached()
         #expect(try fresh.loadSession(authEnvironmentID: "env-1") == .present(session()))
         #expect(fixture.storesBuilt.value == 1, "only the saving process opened the store")
+    }
+
+    @Test("a copy from a store with a lock is served only once the check says unlocked")
+    func hitChecksTheLock() throws {
+        let fixture = Fixture()
+        try fixture.cached(checksLock: true).saveSession(session())
+        #expect(try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1") == .present(session()))
+        #expect(fixture.lockChecks.value == 1)
+        #expect(fixture.storesBuilt.value == 1, "an unlocked hit opened the store")
+    }
+
+    @Test("a locked store drops every cached session and the hit is an error, never a stale answer")
+    func lockedDropsTheCache() throws {
+        let fixture = Fixture()
+        try fixture.cached(checksLock: true).saveSession(session())
+        fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
+        #expect(throws: StoreError(.locked, "the default keyring is locked")) {
+            try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1")
+        }
+        #expect(fixture.cache.names.isEmpty, "the cached session survived the lock")
+        // Unlocked again: the store is read, and the copy kept anew.
+        fixture.lockCheck.update { $0 = nil }
+        #expect(try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1") == .present(session()))
+        #expect(fixture.cache.names.count == 1)
+    }
+
+    @Test("a check that cannot answer (a stalled keyring) is an error, and the copy is kept")
+    func stalledCheckKeepsTheCopy() throws {
+        let fixture = Fixture()
+        try fixture.cached(checksLock: true).saveSession(session())
+        fixture.lockCheck.update { $0 = StoreError(.timedOut, "the Secret Service did not answer within 800 ms") }
+        #expect(throws: StoreError(.timedOut, "the Secret Service did not answer within 800 ms")) {
+            try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1")
+        }
+        #expect(fixture.cache.names.count == 1)
     }
 
     @Test("a miss reads the store and keeps a copy until expiresAt, at most the timeout")

@@ -6,6 +6,8 @@ import Foundation
 public final class GitHarness: @unchecked Sendable {
     public let directory: URL
     public private(set) var environment: [String: String]
+    /// What the backend needs kept alive while the harness lives (a private session bus).
+    private var backendState: AnyObject?
 
     public init(backend: TestBackend, extraEnvironment: [String: String?] = [:]) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-git-\(UUID().uuidString)")
@@ -36,6 +38,7 @@ public final class GitHarness: @unchecked Sendable {
         for (name, value) in backend.environment(directory: directory) { changes[name] = value }
         for (name, value) in extraEnvironment { changes[name] = value }
         environment = ProcessRunner.environment(changes)
+        backendState = try backend.prepare(directory: directory, environment: &environment)
     }
 
     deinit { try? FileManager.default.removeItem(at: directory) }

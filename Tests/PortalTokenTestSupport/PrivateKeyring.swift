@@ -67,6 +67,18 @@ public final class PrivateKeyring {
         guard result.exitCode == 0 else { throw ContractFailure("locking failed: \(result.stderr)") }
     }
 
+    /// Stops the keyring daemon and starts it again unlocked with its password, as a user
+    /// unlocking a locked keyring would (the Secret Service's own Unlock needs a prompt). Items
+    /// survive: gnome-keyring keeps them in the keyring file under XDG_DATA_HOME.
+    public func restartKeyringUnlocked() throws {
+        if let pid = keyringPID {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, nil, 0)
+            keyringPID = nil
+        }
+        try startKeyring()
+    }
+
     public func stopKeyring() { if let pid = keyringPID { kill(pid, SIGSTOP) } }
     public func continueKeyring() { if let pid = keyringPID { kill(pid, SIGCONT) } }
 

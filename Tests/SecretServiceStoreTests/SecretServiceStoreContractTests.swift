@@ -35,3 +35,14 @@ extension InProcessKeyringTests {
         }
     }
 }
+
+extension InProcessKeyringTests {
+    @Suite("session and two-factor step contract on the Secret Service", .serialized)
+    struct SecretServiceRecordContractTests {
+        @Test(arguments: RecordStoreContract.checks)
+        func contract(check: RecordStoreContractCheck) throws {
+            let items = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
+            try check.run(sessions: ItemSessionStore(items), steps: ItemTwoFactorStepStore(items))
+        }
+    }
+}

@@ -3,15 +3,7 @@
 # answering from a private gnome-keyring that holds one stored credential, in one hyperfine run.
 # Prints the medians, the ratio portal-token / C helper, and portal-token's peak RSS.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-contrib/deps.sh test
-bin=$(contrib/build-release.sh 2>/dev/null)
-helpers=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-helpers.XXXXXX")
-trap 'rm -rf "$helpers"' EXIT
-contrib/build-git-helpers.sh "$helpers"
-
-export PORTAL_TOKEN_BIN=$bin C_HELPER=$helpers/git-credential-libsecret
+. "$(dirname "$0")/with-c-helper.sh"
 exec contrib/bench/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"

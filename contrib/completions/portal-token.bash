@@ -30,28 +30,26 @@ _portal_token_commands=(
     "refresh:ask Portal whether the session is live, and slide its expiry"
     "api:send an authenticated request to the Portal API"
     "logout:delete the stored Portal session"
+    "migrate:move every item from the other store into the named one"
     "help:show the help of a command"
 )
 
 # Settings flags: accepted before or after the command name.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data -H --header --token-var --end-user"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --email --timeout -X --method -d --data -H --header --token-var --end-user --to"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
     case $1 in
         get | status | methods | token | list) echo "--format" ;;
-        login) printf '%s
-' --email --google --apple --with-token --end-user --no-browser --timeout ;;
+        login) printf '%s\n' --email --google --apple --with-token --end-user --no-browser --timeout ;;
         exec) echo "--token-var" ;;
         setup-git) echo "--unset" ;;
-        doctor) printf '%s
-' --format --network ;;
-        redirect) printf '%s
-' --dbus-activated - ;;
-        api) printf '%s
-' -X --method --data -d -H --header ;;
+        doctor) printf '%s\n' --format --network ;;
+        redirect) printf '%s\n' --dbus-activated - ;;
+        api) printf '%s\n' -X --method --data -d -H --header ;;
+        migrate) echo "--to" ;;
     esac
 }
 
@@ -81,6 +79,8 @@ _portal_token_value() {
             mapfile -t COMPREPLY < <(compgen -W "true false" -- "$cur") ;;
         --format)
             mapfile -t COMPREPLY < <(compgen -W "json" -- "$cur") ;;
+        --to)
+            mapfile -t COMPREPLY < <(compgen -W "secret-service file" -- "$cur") ;;
         -X | --method)
             mapfile -t COMPREPLY < <(compgen -W "GET POST PUT PATCH DELETE HEAD OPTIONS" -- "$cur") ;;
         --config)

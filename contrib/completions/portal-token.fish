@@ -7,7 +7,7 @@
 #     install -Dm644 portal-token.fish /usr/share/fish/vendor_completions.d/portal-token.fish
 # fish loads it the next time portal-token is completed.
 
-set -l commands get store erase capability token exec exec-credential list setup-git doctor login redirect verify-totp methods status refresh api logout help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor login redirect verify-totp methods status refresh api logout migrate help
 
 # The body of --data: a JSON document, @FILE, or @- for stdin.
 function __portal_token_data
@@ -44,6 +44,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a statu
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a refresh -d 'Ask Portal whether the session is live, and slide its expiry'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -d 'Send an authenticated request to the Portal API'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
 
@@ -52,7 +53,7 @@ complete -c portal-token -l env -x -d 'Auth environment ID'
 complete -c portal-token -l api-host -x -a 'api.portalhq.io localhost 127.0.0.1' -d 'Portal API host'
 complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL'
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction'
-complete -c portal-token -l backend -x -d 'Storage backend' -a "auto\t'the Secret Service when it answers, else the encrypted file' secret-service\t'the desktop keyring only' file\t'the encrypted file only'"
+complete -c portal-token -l backend -x -d 'Storage backend' -a "auto\t'the Secret Service when a provider is registered, else the encrypted file' secret-service\t'the desktop keyring only' file\t'the encrypted file only'"
 complete -c portal-token -l config -r -F -d 'Config file'
 complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted'
 complete -c portal-token -s h -l help -d 'Show help'
@@ -84,3 +85,6 @@ complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x 
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s d -l data -x -a '(__portal_token_data)' -d 'Request body: JSON, @FILE, or @- for stdin'
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x -d "Add a request header: 'Name: value'"
 complete -c portal-token -n "__fish_seen_subcommand_from api" -a /api/v3/clients/me -d 'API path'
+
+# migrate
+complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file' -d 'The store to move every item into'

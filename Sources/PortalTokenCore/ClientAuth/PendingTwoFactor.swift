@@ -66,29 +66,27 @@ public protocol TwoFactorStepStore {
     func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool
 }
 
-/// The keyring first, then the encrypted file, as `CombinedSessionStore` does for sessions.
-public struct CombinedTwoFactorStepStore: TwoFactorStepStore {
-    public let primary: any TwoFactorStepStore
-    public let secondary: any TwoFactorStepStore
+/// A two-factor step store whose every write runs under the cross-process store lock, like
+/// every other write to a store (product contract §6).
+public struct LockedTwoFactorStepStore: TwoFactorStepStore {
+    public let store: any TwoFactorStepStore
+    public let lock: any SessionLock
 
-    public init(primary: any TwoFactorStepStore, secondary: any TwoFactorStepStore) {
-        self.primary = primary
-        self.secondary = secondary
+    public init(_ store: any TwoFactorStepStore, lock: any SessionLock) {
+        self.store = store
+        self.lock = lock
     }
 
     public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
-        if let step = try primary.loadStep(authEnvironmentID: authEnvironmentID) { return step }
-        return try secondary.loadStep(authEnvironmentID: authEnvironmentID)
+        try store.loadStep(authEnvironmentID: authEnvironmentID)
     }
 
     public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        try primary.saveStep(step)
+        try lock.withStoreLock { () throws(StoreError) in try store.saveStep(step) }
     }
 
     @discardableResult
     public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
-        let fromPrimary = try primary.deleteStep(authEnvironmentID: authEnvironmentID)
-        let fromSecondary = try secondary.deleteStep(authEnvironmentID: authEnvironmentID)
-        return fromPrimary || fromSecondary
+        try lock.withStoreLock { () throws(StoreError) in try store.deleteStep(authEnvironmentID: authEnvironmentID) }
     }
 }

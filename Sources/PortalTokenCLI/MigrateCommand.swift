@@ -1,0 +1,183 @@
+import EncryptedFileStore
+import KernelKeyring
+import PortalTokenCore
+import SecretServiceStore
+
+/// Everything one backend holds for portal-token: git credentials, Portal sessions and waiting
+/// two-factor steps.
+struct StoreContents {
+    var credentials: [Credential] = []
+    var sessions: [PortalSession] = []
+    var steps: [PendingTwoFactor] = []
+
+    var isEmpty: Bool { credentials.isEmpty && sessions.isEmpty && steps.isEmpty }
+    var itemCount: Int { credentials.count + sessions.count + steps.count }
+}
+
+struct MigrateCommand: Command {
+    static let name = "migrate"
+    static let summary = "Move every item from the other store into the named one"
+    static let usage = "portal-token migrate --to secret-service|file"
+    static let details = """
+        One store is in use at a time. When the other one also holds items (a file left from
+        a time without a keyring, say), migrate copies each git credential, Portal session and
+        waiting two-factor step into the store named by --to; where that store already holds
+        the same credential slot, or a session at least as recent, the one already there is
+        kept. Only once everything is written is the other store moved aside: the encrypted
+        file is renamed to <file>.migrated-<UTC time> (it still opens with its passphrase);
+        keyring items are deleted. Prints what it did on stderr.
+        """
+
+    let destination: BackendChoice.Backend
+
+    init(arguments: inout ArgumentReader) throws(CLIError) {
+        guard let to = try arguments.option("to") else {
+            throw .usage("'migrate' needs --to secret-service or --to file", hint: "see 'portal-token migrate --help'")
+        }
+        guard let destination = BackendChoice.Backend(rawValue: to) else {
+            throw .usage("--to must be secret-service or file")
+        }
+        self.destination = destination
+    }
+
+    func run(in context: Context) throws {
+        let source = destination.other
+        let streams = context.streams
+        guard try Composition.storeExists(source, for: context) else {
+            streams.printError("portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds nothing")
+            return
+        }
+        if destination == .secretService, try Composition.secretServicePresence(for: context) != .provider {
+            throw StoreError(.unavailable, "no Secret Service provider is registered on the session bus",
+                             hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
+        }
+        let (moved, kept, aside) = try context.storeLock().withLock { () throws -> (Int, Int, String) in
+            let contents = try Composition.contents(of: source, for: context)
+            let (moved, kept) = try Self.merge(contents, into: destination, context: context)
+            // Everything is in the destination now: only then does the source go.
+            let aside = try Composition.clear(source, holding: contents, for: context)
+            return (moved, kept, aside)
+        }
+        KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix)
+        streams.printError("portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
+            + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
+    }
+
+    /// Writes each item where the destination holds nothing newer; returns how many were
+    /// written and how many were kept as they were.
+    private static func merge(_ contents: StoreContents, into destination: BackendChoice.Backend,
+                              context: Context) throws -> (moved: Int, kept: Int) {
+        var moved = 0, kept = 0
+        let credentials = try Composition.credentialStore(for: context, backend: destination)
+        for credential in contents.credentials {
+            let slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
+                                       path: credential.path, username: credential.username)
+            if try credentials.lookup(slot).contains(where: { $0.occupiesSameSlot(as: credential) }) {
+                kept += 1
+            } else {
+                try credentials.store(credential)
+                moved += 1
+            }
+        }
+        let sessions = try Composition.sessionStore(for: context, backend: destination)
+        for session in contents.sessions {
+            if case .present(let present) = try sessions.loadSession(authEnvironmentID: session.authEnvironmentID),
+               present.isAtLeastAsRecent(as: session) {
+                kept += 1
+            } else {
+                try sessions.saveSession(session)
+                moved += 1
+            }
+        }
+        let steps = try Composition.twoFactorStepStore(for: context, backend: destination)
+        for step in contents.steps {
+            if let present = try steps.loadStep(authEnvironmentID: step.authEnvironmentID), present.expiresAt >= step.expiresAt {
+                kept += 1
+            } else {
+                try steps.saveStep(step)
+                moved += 1
+            }
+        }
+        return (moved, kept)
+    }
+}
+
+extension PortalSession {
+    /// Whether this record is as recent as `other`: its last known activity, else its
+    /// sign-in, is not older.
+    func isAtLeastAsRecent(as other: PortalSession) -> Bool {
+        (lastActivityAt ?? issuedAt ?? 0) >= (other.lastActivityAt ?? other.issuedAt ?? 0)
+    }
+}
+
+extension Composition {
+    /// Whether a backend may hold anything: the file exists; the keyring is registered on the bus.
+    static func storeExists(_ backend: BackendChoice.Backend, for context: Context) throws -> Bool {
+        switch backend {
+        case .file: return EncryptedFileStore.exists(at: try storeFilePath(context))
+        case .secretService: return try secretServicePresence(for: context) == .provider
+        }
+    }
+
+    /// The store in words, for messages.
+    static func storeDescription(_ backend: BackendChoice.Backend, for context: Context) throws -> String {
+        switch backend {
+        case .file: return "the encrypted file store at \(try storeFilePath(context))"
+        case .secretService: return "the Secret Service"
+        }
+    }
+
+    /// Everything a backend holds.
+    static func contents(of backend: BackendChoice.Backend, for context: Context) throws -> StoreContents {
+        var contents = StoreContents()
+        contents.credentials = try credentialStore(for: context, backend: backend).lookup(CredentialQuery())
+        switch backend {
+        case .file:
+            let file = try context.fileStore()
+            contents.sessions = try ItemSessionStore(file).allSessions()
+            contents.steps = try ItemTwoFactorStepStore(file).allSteps()
+        case .secretService:
+            let items = try context.keyringItems()
+            contents.sessions = try ItemSessionStore(items).allSessions()
+            contents.steps = try ItemTwoFactorStepStore(items).allSteps()
+        }
+        return contents
+    }
+
+    /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what
+    /// was done, in words.
+    static func clear(_ backend: BackendChoice.Backend, holding contents: StoreContents, for context: Context) throws -> String {
+        switch backend {
+        case .file:
+            return "moved the encrypted file aside to \(try context.fileStore().moveAsideAfterMigration())"
+        case .secretService:
+            let credentials = try credentialStore(for: context, backend: .secretService)
+            for credential in contents.credentials {
+                try credentials.erase(CredentialQuery(protocolName: credential.protocolName, host: credential.host,
+                                                      path: credential.path, username: credential.username,
+                                                      password: credential.password))
+            }
+            let sessions = try sessionStore(for: context, backend: .secretService)
+            for session in contents.sessions { try sessions.deleteSession(authEnvironmentID: session.authEnvironmentID) }
+            let steps = try twoFactorStepStore(for: context, backend: .secretService)
+            for step in contents.steps { try steps.deleteStep(authEnvironmentID: step.authEnvironmentID) }
+            return "deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the Secret Service"
+        }
+    }
+
+    /// A sentence for `status` when the store not in use also holds items, or nil. The file is
+    /// judged by its existence (opening it would need its passphrase); the keyring is asked
+    /// only when it is registered and not in use.
+    static func otherStoreNotice(for context: Context) throws -> String? {
+        let inUse = try context.backendChoice().backend
+        let other = inUse.other
+        switch other {
+        case .file:
+            guard EncryptedFileStore.exists(at: try storeFilePath(context)) else { return nil }
+        case .secretService:
+            guard try secretServicePresence(for: context) == .provider,
+                  let contents = try? contents(of: .secretService, for: context), !contents.isEmpty else { return nil }
+        }
+        return "\(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \(inUse.rawValue)' merges them"
+    }
+}

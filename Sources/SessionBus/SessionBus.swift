@@ -1,0 +1,190 @@
+import CSDBus
+import Glibc
+import PortalTokenCore
+
+/// The user's D-Bus session bus through libsystemd's sd-bus: the checks that run on every
+/// invocation, without loading libsecret or GLib (GLib's start-up alone costs about 6 ms a
+/// process; one sd-bus property read, whole process included, about 3 ms).
+///
+/// - Whether a Secret Service provider is registered (`org.freedesktop.secrets` has an owner or
+///   is activatable), which is how `auto` decides (product contract §6): from what exists, never
+///   from how fast the keyring answers.
+/// - Whether the default collection is locked (the Secret Service API's `ReadAlias` and the
+///   collection's `Locked` property), which a cached answer must check before it is served.
+///
+/// Every call is bounded by `timeoutMilliseconds`; the bus daemon answers the first check itself,
+/// so a stopped keyring daemon cannot stall it.
+///
+/// libsystemd is loaded with dlopen when a bus is first asked for (see `SDBus`), like libsecret:
+/// linking it would map it and its own dependencies (libgcrypt, liblzma, libzstd, liblz4, libcap)
+/// at the start of every call, about 0.8 ms, the file backend and `--version` included.
+public final class SessionBus {
+    public static let secretServiceName = "org.freedesktop.secrets"
+    static let secretServicePath = "/org/freedesktop/secrets"
+
+    private let bus: OpaquePointer
+    private let sd: SDBus
+    public let timeoutMilliseconds: Int
+
+    /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
+    /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
+    /// cannot be loaded: whether there is a bus is then unknown, never taken as "no".
+    public static func connect(timeoutMilliseconds: Int) throws(StoreError) -> SessionBus? {
+        guard let sd = SDBus.loaded else {
+            throw StoreError(.unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
+                             hint: "install Debian's libsystemd0, or choose --backend file or --backend secret-service")
+        }
+        var bus: OpaquePointer?
+        guard sd.openUser(&bus) >= 0, let bus else { return nil }
+        return SessionBus(bus: bus, sd: sd, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    private init(bus: OpaquePointer, sd: SDBus, timeoutMilliseconds: Int) {
+        self.bus = bus
+        self.sd = sd
+        self.timeoutMilliseconds = timeoutMilliseconds
+        _ = sd.setMethodCallTimeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000)
+    }
+
+    deinit { _ = sd.flushCloseUnref(bus) }
+
+    // MARK: The provider
+
+    /// Whether a Secret Service provider owns its name now, or the bus can start one.
+    public func hasSecretServiceProvider() throws(StoreError) -> Bool {
+        let owned = try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                             interface: "org.freedesktop.DBus", member: "NameHasOwner",
+                             argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider") { reply throws(StoreError) in
+            var value: Int32 = 0
+            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
+            return value != 0
+        }
+        if owned { return true }
+        return try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                        interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
+                        while: "asking the session bus for activatable services") { reply throws(StoreError) in
+            try check(sd.messageEnterContainer(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
+            while true {
+                var name: UnsafePointer<CChar>?
+                let read = sd.messageReadBasic(reply, CChar(UInt8(ascii: "s")), &name)
+                try check(read, "reading the bus's answer")
+                guard read > 0, let name else { return false }
+                if strcmp(name, Self.secretServiceName) == 0 { return true }
+            }
+        }
+    }
+
+    // MARK: The default collection
+
+    /// Whether the Secret Service's default collection is locked: one `ReadAlias("default")` and
+    /// one read of the collection's `Locked` property. No default collection counts as locked
+    /// (nothing can be read from it).
+    public func isDefaultCollectionLocked() throws(StoreError) -> Bool {
+        let path = try call(destination: Self.secretServiceName, path: Self.secretServicePath,
+                            interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
+                            while: "asking the Secret Service for the default keyring") { reply throws(StoreError) -> String in
+            var path: UnsafePointer<CChar>?
+            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
+            return path.map { String(cString: $0) } ?? "/"
+        }
+        guard path != "/" else { return true }
+        var error = sd_bus_error()
+        defer { sd.errorFree(&error) }
+        var locked: Int32 = 0
+        let result = sd.getPropertyTrivial(bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
+                                                 "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
+        try check(result, "reading whether the keyring is locked", error: error)
+        return locked != 0
+    }
+
+    // MARK: Calls
+
+    /// One bounded method call with at most one string argument; `read` decodes the reply.
+    private func call<T>(destination: String, path: String, interface: String, member: String, argument: String?,
+                         while operation: String,
+                         read: (OpaquePointer) throws(StoreError) -> T) throws(StoreError) -> T {
+        var message: OpaquePointer?
+        try check(sd.messageNewMethodCall(bus, &message, destination, path, interface, member), operation)
+        defer { _ = sd.messageUnref(message) }
+        if let argument {
+            try check(argument.withCString { sd.messageAppendBasic(message, CChar(UInt8(ascii: "s")), $0) }, operation)
+        }
+        var error = sd_bus_error()
+        defer { sd.errorFree(&error) }
+        var reply: OpaquePointer?
+        try check(sd.call(bus, message, 0, &error, &reply), operation, error: error)
+        defer { _ = sd.messageUnref(reply) }
+        guard let reply else { throw StoreError(.failed, "the session bus sent no reply while \(operation)") }
+        return try read(reply)
+    }
+
+    private func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
+        guard result < 0 else { return }
+        if -result == ETIMEDOUT {
+            throw StoreError(.timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
+                             hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+        }
+        if let name = error?.name.map({ String(cString: $0) }),
+           name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner" {
+            throw StoreError(.unavailable, "no Secret Service provider is running on the session bus",
+                             hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file")
+        }
+        let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))
+        throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
+    }
+}
+
+/// The sd-bus functions SessionBus uses, resolved once from libsystemd loaded with dlopen; nil
+/// when the library or a function is missing. Addresses in a library never unloaded: safe to
+/// share.
+struct SDBus: @unchecked Sendable {
+    static let soname = "libsystemd.so.0"
+    static let loaded: SDBus? = load()
+
+    typealias Bus = OpaquePointer
+    typealias Message = OpaquePointer
+    typealias Text = UnsafePointer<CChar>?
+
+    let openUser: @convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32
+    let setMethodCallTimeout: @convention(c) (Bus?, UInt64) -> Int32
+    let flushCloseUnref: @convention(c) (Bus?) -> Bus?
+    let messageNewMethodCall: @convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32
+    let messageUnref: @convention(c) (Message?) -> Message?
+    let messageAppendBasic: @convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32
+    let messageReadBasic: @convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32
+    let messageEnterContainer: @convention(c) (Message?, CChar, Text) -> Int32
+    let call: @convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?, UnsafeMutablePointer<Message?>?) -> Int32
+    let getPropertyTrivial: @convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+                                            UnsafeMutableRawPointer?) -> Int32
+    let errorFree: @convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void
+
+    private static func load() -> SDBus? {
+        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
+        func resolve<Function>(_ name: String, as _: Function.Type) -> Function? {
+            dlsym(library, name).map { unsafeBitCast($0, to: Function.self) }
+        }
+        guard let openUser = resolve("sd_bus_open_user", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
+              let setMethodCallTimeout = resolve("sd_bus_set_method_call_timeout", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
+              let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
+              let messageNewMethodCall = resolve("sd_bus_message_new_method_call",
+                                                 as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32).self),
+              let messageUnref = resolve("sd_bus_message_unref", as: (@convention(c) (Message?) -> Message?).self),
+              let messageAppendBasic = resolve("sd_bus_message_append_basic",
+                                               as: (@convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32).self),
+              let messageReadBasic = resolve("sd_bus_message_read_basic",
+                                             as: (@convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32).self),
+              let messageEnterContainer = resolve("sd_bus_message_enter_container", as: (@convention(c) (Message?, CChar, Text) -> Int32).self),
+              let call = resolve("sd_bus_call", as: (@convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?,
+                                                                       UnsafeMutablePointer<Message?>?) -> Int32).self),
+              let getPropertyTrivial = resolve("sd_bus_get_property_trivial",
+                                               as: (@convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+                                                                    UnsafeMutableRawPointer?) -> Int32).self),
+              let errorFree = resolve("sd_bus_error_free", as: (@convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void).self)
+        else { return nil }
+        return SDBus(openUser: openUser, setMethodCallTimeout: setMethodCallTimeout, flushCloseUnref: flushCloseUnref,
+                     messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
+                     messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
+                     messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,
+                     errorFree: errorFree)
+    }
+}

@@ -1,0 +1,230 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// The default `auto` backend tells the truth (product contract §6): it decides from what is
+/// registered on the session bus, uses one store at a time, fails with exit 4 when the keyring
+/// it chose cannot serve, and never serves a cached answer from a locked keyring. Each test
+/// that stops or locks a keyring has a bus of its own.
+@Suite("auto backend")
+struct AutoBackendTests {
+    /// A world on a private bus and keyring, configured for a Portal environment whose API
+    /// nobody answers (nothing here needs it), with the keyring bound at 800 ms.
+    private func world(_ keyring: PrivateKeyring, apiPort: UInt16 = 9) -> [String: String] {
+        var environment = keyring.environment
+        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = "env-auto"
+        environment["PORTAL_API_HOST"] = "127.0.0.1:\(apiPort)"
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "auto backend passphrase"
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = nil
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        return environment
+    }
+
+    private let portalOrigin = "protocol=http\nhost=127.0.0.1:9\n"
+
+    private func storePath(_ keyring: PrivateKeyring) -> String {
+        keyring.directory.appendingPathComponent("data/portal-token/store").path
+    }
+
+    @Test("a stopped keyring daemon is exit 4 within the bound for every command, and no file store is created")
+    func stoppedKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        let adopt = try ProcessRunner.portalToken(["store"], stdin: portalOrigin + "username=U\npassword=token-stop\n",
+                                                  environment: environment)
+        #expect(adopt.exitCode == 0, "\(adopt.stderr)")
+        // Served once, so the session also sits in the kernel-keyring cache.
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-stop\n")
+        keyring.stopKeyring()
+        defer { keyring.continueKeyring() }
+        let credential = "protocol=https\nhost=stopped.tld\nusername=u\npassword=p\n"
+        let runs: [(String, [String], String)] = [
+            ("get", ["get"], "protocol=https\nhost=stopped.tld\n"), ("script-mode get", ["get"], ""),
+            ("store", ["store"], credential), ("erase", ["erase"], credential),
+            ("session erase", ["erase"], portalOrigin + "username=U\npassword=token-stop\n"),
+            ("logout", ["logout"], ""), ("status", ["status"], ""), ("refresh", ["refresh"], ""),
+        ]
+        for (name, arguments, input) in runs {
+            let result = try ProcessRunner.portalToken(arguments, stdin: input, environment: environment, timeout: 20)
+            #expect(result.exitCode == 4, "\(name): \(result.exitCode) \(result.stderr)")
+            #expect(result.stdout.isEmpty, "\(name)")
+            #expect(result.stderr.hasPrefix("portal-token: error: "), "\(name): \(result.stderr)")
+            #expect(result.stderr.contains("did not answer within 800 ms"), "\(name): \(result.stderr)")
+            #expect(!result.stderr.contains("encrypted file"), "\(name): \(result.stderr)")
+            #expect(result.duration < 2.5, "\(name) took \(result.duration) s")
+        }
+        #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
+        // Nothing was deleted: once the daemon runs again, the session is there.
+        keyring.continueKeyring()
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-stop\n")
+    }
+
+    @Test("a session cached in the kernel keyring is not served once the collection is locked, and is again once unlocked")
+    func lockedCollectionLocksTheCache() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        #expect(try ProcessRunner.portalToken(["store"], stdin: portalOrigin + "username=U\npassword=token-lock\n",
+                                              environment: environment).exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-lock\n")
+        try keyring.lockLoginCollection()
+        for arguments in [["get"], ["status"], ["refresh"]] {
+            let locked = try ProcessRunner.portalToken(arguments, stdin: "", environment: environment)
+            #expect(locked.exitCode == 4, "\(arguments): \(locked.exitCode) \(locked.stderr)")
+            #expect(locked.stdout.isEmpty, "\(arguments)")
+            #expect(locked.stderr.contains("is locked"), "\(arguments): \(locked.stderr)")
+            #expect(locked.stderr.contains("\nhint: unlock it"), "\(arguments): \(locked.stderr)")
+            #expect(locked.duration < 1.0, "\(arguments) took \(locked.duration) s")
+        }
+        try keyring.restartKeyringUnlocked()
+        let unlocked = try ProcessRunner.portalToken(["get"], stdin: "", environment: environment)
+        #expect(unlocked.exitCode == 0 && unlocked.stdout == "token-lock\n", "\(unlocked.stderr)")
+        #expect(unlocked.stderr.isEmpty)
+    }
+
+    @Test("20 concurrent stores of one slot leave exactly one item, and each exits 0")
+    func concurrentStores() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = world(keyring)
+        environment["BIN"] = ProcessRunner.portalTokenPath
+        let result = try ProcessRunner.run("/bin/sh", ["-c", """
+            for i in $(seq 20); do
+                (printf 'protocol=https\\nhost=race.tld\\nusername=u\\npassword=pw-%s\\n' "$i" | "$BIN" store; echo "exit=$?") &
+            done
+            wait
+            secret-tool search --all protocol https server race.tld 2>/dev/null | grep -c '^\\[/'
+            """], environment: environment, timeout: 60)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.filter { $0 == "exit=0" }.count == 20, "\(result.stdout) \(result.stderr)")
+        #expect(lines.last == "1", "items left: \(result.stdout)")
+        #expect(result.stderr.isEmpty, "\(result.stderr)")
+        let get = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=race.tld\n", environment: environment)
+        #expect(get.stdout.hasPrefix("username=u\npassword=pw-"))
+    }
+
+    @Test("20 concurrent session erases with the token each exit 0 or 3, and the hook runs once")
+    func concurrentSessionErases() throws {
+        let portal = try PortalHarness(backend: .auto)
+        #expect(try portal.adopt(token: "token-erase", endUserID: "U").exitCode == 0)
+        var environment = portal.git.environment
+        environment["BIN"] = ProcessRunner.portalTokenPath
+        environment["ERRORS"] = portal.git.directory.appendingPathComponent("erase-errors").path
+        environment["REQUEST"] = portal.portalOrigin + "username=U\npassword=token-erase\n"
+        let result = try ProcessRunner.run("/bin/sh", ["-c", """
+            for i in $(seq 20); do
+                (printf '%s' "$REQUEST" | "$BIN" erase 2>"$ERRORS.$i"; echo "exit=$?") &
+            done
+            wait
+            cat "$ERRORS".* | grep 'portal-token: error' >&2
+            rm -f "$ERRORS".*
+            """], environment: environment, timeout: 60)
+        let codes = result.stdout.split(separator: "\n").map(String.init)
+        #expect(!result.stderr.contains("portal-token: error: keyring"), "\(result.stderr)")
+        #expect(codes.count == 20, "\(result.stdout)")
+        #expect(codes.allSatisfy { $0 == "exit=0" || $0 == "exit=3" }, "\(codes) \(result.stderr)")
+        #expect(portal.hookRuns.filter { !$0.hasPrefix("hook read stdin") } == ["unauthorized U \(portal.environmentID)"])
+        #expect(try portal.git.portalToken(["get"]).exitCode == 1)
+    }
+
+    @Test("status past the 7-day cap says the session has ended and exits 1, without running the hook")
+    func statusPastTheCap() throws {
+        let portal = try PortalHarness(backend: .auto)
+        #expect(try portal.adopt(token: "token-cap", endUserID: "U").exitCode == 0)
+        let status = try portal.portalToken(["status"], clockShift: 8 * 24 * 3600)
+        #expect(status.exitCode == 1, "\(status.stderr)")
+        #expect(status.stdout.hasPrefix("the session of U has ended: it passed its 7-day cap\n"), "\(status.stdout)")
+        let json = try portal.portalToken(["status", "--format", "json"], clockShift: 8 * 24 * 3600)
+        #expect(json.exitCode == 1)
+        #expect(json.stdout.contains("\"signedIn\":false") && json.stdout.contains("\"ended\":true"), "\(json.stdout)")
+        #expect(portal.hookRuns.isEmpty)
+        #expect(portal.server.requests.isEmpty)
+        // Within the cap, past the idle window: still signed in, and the next use asks Portal.
+        let idle = try portal.portalToken(["status"], clockShift: 25 * 3600)
+        #expect(idle.exitCode == 0)
+        #expect(idle.stdout.hasPrefix("signed in as U (idle past expires-at: the next use asks Portal)\n"), "\(idle.stdout)")
+    }
+
+    @Test("a file left from a fallback is named by status, and migrate merges it into the keyring with nothing lost")
+    func migrateFileIntoKeyring() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        func run(_ arguments: [String], _ input: String = "", _ environment: [String: String]) throws -> ProcessResult {
+            try ProcessRunner.portalToken(arguments, stdin: input, environment: environment)
+        }
+        // The file, from a time without a keyring: two credentials and a session.
+        #expect(try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-file-a\n", file).exitCode == 0)
+        #expect(try run(["store"], "protocol=https\nhost=b.tld\nusername=u\npassword=from-file-b\n", file).exitCode == 0)
+        #expect(try run(["store"], portalOrigin + "username=U\npassword=token-file\n", file).exitCode == 0)
+        // The keyring, since: a newer password for a.tld.
+        #expect(try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-keyring-a\n", environment).exitCode == 0)
+
+        // auto uses the keyring alone, and status says the file also holds items.
+        #expect(try run(["get"], "protocol=https\nhost=b.tld\n", environment).stdout.isEmpty)
+        let before = try run(["status"], "", environment)
+        #expect(before.exitCode == 1)
+        #expect(before.stdout.contains("backend:      secret-service (a Secret Service provider is registered on the session bus)"))
+        #expect(before.stdout.contains("note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
+                "\(before.stdout)")
+
+        let migrated = try run(["migrate", "--to", "secret-service"], "", environment)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        #expect(migrated.stdout.isEmpty)
+        #expect(migrated.stderr.hasPrefix("portal-token: moved 2 items to the secret-service store (kept 1 newer one already there); moved the encrypted file aside to \(storePath(keyring)).migrated-"),
+                "\(migrated.stderr)")
+
+        #expect(try run(["get"], "protocol=https\nhost=a.tld\n", environment).stdout == "username=u\npassword=from-keyring-a\n")
+        #expect(try run(["get"], "protocol=https\nhost=b.tld\n", environment).stdout == "username=u\npassword=from-file-b\n")
+        #expect(try run(["get"], "", environment).stdout == "token-file\n")
+        #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: (storePath(keyring) as NSString).deletingLastPathComponent)
+        #expect(aside.contains { $0.hasPrefix("store.migrated-") }, "\(aside)")
+        let after = try run(["status"], "", environment)
+        #expect(after.exitCode == 0 && !after.stdout.contains("note:"), "\(after.stdout)")
+        let again = try run(["migrate", "--to", "secret-service"], "", environment)
+        #expect(again.exitCode == 0 && again.stderr.contains("nothing to migrate"), "\(again.stderr)")
+    }
+
+    @Test("migrate --to file moves the keyring's items into the file, deleting them only once written")
+    func migrateKeyringIntoFile() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=k.tld\nusername=u\npassword=from-keyring\n",
+                                              environment: environment).exitCode == 0)
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
+                "\(migrated.stderr)")
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
+            == "username=u\npassword=from-keyring\n")
+        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: environment).stdout.isEmpty)
+    }
+
+    @Test("migrate needs --to naming a store")
+    func migrateUsage() throws {
+        let missing = try ProcessRunner.portalToken(["migrate"])
+        #expect(missing.exitCode == 2 && missing.stderr.contains("'migrate' needs --to secret-service or --to file"))
+        let wrong = try ProcessRunner.portalToken(["migrate", "--to", "cloud"])
+        #expect(wrong.exitCode == 2 && wrong.stderr.contains("--to must be secret-service or file"))
+    }
+}
+
+@Suite("auto backend, start-up")
+struct AutoBackendStartupTests {
+    @Test("libsystemd is not linked: it is loaded when the session bus is first asked")
+    func libsystemdIsNotLinked() throws {
+        let binary = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+                                  "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+        let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
+        #expect(dynamic.stdout.contains("(NEEDED)"))
+        #expect(!dynamic.stdout.contains("libsystemd"), "\(dynamic.stdout)")
+        // With the file chosen, the bus is never asked, so libsystemd is never mapped.
+        let traced = ProcessRunner.environment(["LD_DEBUG": "files", "PORTAL_TOKEN_BACKEND": "file"])
+        let version = try ProcessRunner.run(binary, ["--version"], environment: traced)
+        #expect(version.exitCode == 0)
+        #expect(!version.stderr.contains("libsystemd"))
+    }
+}
