@@ -123,7 +123,10 @@ enum FileReading {
     /// The whole file, up to `limit` bytes. With `regularOnly`, anything but a regular file (a
     /// FIFO, a device) is refused at once, never waited on (product contract §6); without it (a
     /// request body given as @FILE, which may be a shell's `<(…)`), a pipe is read like a file.
-    static func contents(of path: String, limit: Int = 1 << 20, regularOnly: Bool = true) throws(Failure) -> [UInt8] {
+    /// The config file's bound, and the default one.
+    static let defaultLimit = 1 << 20
+
+    static func contents(of path: String, limit: Int = defaultLimit, regularOnly: Bool = true) throws(Failure) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regularOnly ? O_NONBLOCK : 0))
         if descriptor < 0 { throw errno == ENOENT ? .missing : .unreadable(errno: errno) }
         defer { close(descriptor) }

@@ -161,10 +161,10 @@ public enum PortalTokenCLI {
         return Settings(flags: flags, environment: environment, configFile: values, configPath: path)
     }
 
-    static func describe(_ failure: FileReading.Failure) -> String {
+    static func describe(_ failure: FileReading.Failure, limit: Int = FileReading.defaultLimit) -> String {
         switch failure {
         case .missing: return "no such file"
-        case .tooLarge: return "larger than 1 MiB"
+        case .tooLarge: return "larger than \(limit >> 20) MiB"
         case .notRegular: return "not a regular file"
         case .unreadable(let number): return String(cString: strerror(number))
         }
