@@ -27,6 +27,8 @@ struct SessionHook {
     var executable: String? {
         if let configured = try? Self.configuredPath(context.settings, environment: context.environment) { return configured }
         let path = context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/hooks/on-session-invalidated"
+        // A relative HOME makes a relative default: never looked up in the current directory.
+        guard path.hasPrefix("/") else { return nil }
         // Anything there is the hook: one that is not executable is reported when it would run.
         var information = stat()
         return lstat(path, &information) == 0 ? path : nil

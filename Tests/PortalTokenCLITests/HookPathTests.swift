@@ -37,6 +37,28 @@ struct HookPathTests {
         #expect(portal.server.requests.isEmpty)
     }
 
+    @Test("with a relative HOME, the default hook path is relative too: never looked up in the current directory")
+    func relativeHomeDefault() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-planted-\(UUID().uuidString)")
+        let hooks = directory.appendingPathComponent("home/.config/portal-token/hooks")
+        try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marker = directory.appendingPathComponent("ran")
+        try writeExecutableScript("#!/bin/sh\ntouch '\(marker.path)'\n", to: hooks.appendingPathComponent("on-session-invalidated"))
+        portal.server.registerLiveToken("token-relative-home")
+        #expect(try portal.adopt(token: "token-relative-home").exitCode == 0)
+        portal.server.revoke("token-relative-home")
+        var environment = portal.git.environment
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = nil
+        environment["XDG_CONFIG_HOME"] = nil
+        environment["HOME"] = "home"
+        let result = try ProcessRunner.run("/bin/sh", ["-c", "cd '\(directory.path)' && exec '\(ProcessRunner.portalTokenPath)' refresh"],
+                                           environment: environment)
+        #expect(result.exitCode == 3, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+    }
+
     @Test("a ~/ hook path is expanded with HOME and runs")
     func homePath() throws {
         let portal = try PortalHarness(backend: .file)
