@@ -40,6 +40,7 @@ struct SessionHook {
         if let failure = outcome.failureMessage(path: executable) {
             context.streams.printError("portal-token: warning: \(failure)")
             if outcome == .notExecutable { context.streams.printError("hint: make it executable: chmod +x \(executable)") }
+            if case .writableByOthers = outcome { context.streams.printError("hint: restrict it with 'chmod go-w \(executable)'") }
         }
     }
 }

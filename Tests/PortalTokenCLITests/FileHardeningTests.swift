@@ -84,6 +84,31 @@ struct FileHardeningTests {
         #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
     }
 
+    @Test("a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to run and the host to trust")
+    func configOthersMayWrite() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        let config = world.home + "/shared-config"
+        try "backend = file\n".write(toFile: config, atomically: false, encoding: .utf8)
+        for mode in [0o666, 0o664, 0o646] as [mode_t] {
+            chmod(config, mode)
+            let result = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+            #expect(result.exitCode == 2, "\(result.stderr)")
+            #expect(result.stderr.contains("portal-token: error: cannot read the config file \(config): it is writable by other users (mode \(String(mode, radix: 8)))"))
+            #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(config)'"))
+            #expect(result.stdout.isEmpty)
+            Self.expectQuick(result)
+        }
+        chmod(config, 0o644)
+        #expect(try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config]).stdout
+                == "username=alice\npassword=pw\n")
+        try #require(geteuid() == 0, "giving the file away needs root")
+        chown(config, 65534, 65534)
+        let foreign = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+        #expect(foreign.exitCode == 2)
+        #expect(foreign.stderr.contains("cannot read the config file \(config): it belongs to another user (uid 65534)"))
+    }
+
     @Test("a sparse 48 GiB store file is moved aside like a damaged one, without a crash")
     func oversizedStore() throws {
         let world = try FileBackendWorld()

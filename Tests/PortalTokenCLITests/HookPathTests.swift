@@ -96,6 +96,37 @@ struct HookPathTests {
         #expect(!result.stderr.contains("errno"))
     }
 
+    @Test("a hook that others may write, or that another user owns, is reported and never run: it would run their code as you")
+    func hookOthersMayWrite() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hooks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marker = directory.appendingPathComponent("ran")
+        let hook = directory.appendingPathComponent("hook")
+        try writeExecutableScript("#!/bin/sh\ntouch '\(marker.path)'\n", to: hook)
+        chmod(hook.path, 0o777)
+        let writable = try Self.endSession(portal, token: "token-writable", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(writable.exitCode == 3)
+        #expect(writable.stderr.contains("portal-token: warning: the on-session-invalidated hook \(hook.path) is writable by other users (mode 777); it was not run"))
+        #expect(writable.stderr.contains("hint: restrict it with 'chmod go-w \(hook.path)'"))
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+
+        chmod(hook.path, 0o755)
+        try #require(geteuid() == 0, "giving the hook away needs root")
+        chown(hook.path, 65534, 65534)
+        let foreign = try Self.endSession(portal, token: "token-foreign", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(foreign.exitCode == 3)
+        #expect(foreign.stderr.contains("portal-token: warning: the on-session-invalidated hook \(hook.path) belongs to another user (uid 65534); it was not run"))
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+
+        // The control: the same hook, owned by the user and closed to others, runs.
+        chown(hook.path, 0, 0)
+        let own = try Self.endSession(portal, token: "token-own", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(own.exitCode == 3, "\(own.stderr)")
+        #expect(FileManager.default.fileExists(atPath: marker.path))
+    }
+
     @Test("the default hook that exists but is not executable is reported, not skipped silently")
     func defaultNotExecutable() throws {
         let portal = try PortalHarness(backend: .file)
