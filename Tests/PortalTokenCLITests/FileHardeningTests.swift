@@ -57,6 +57,30 @@ struct FileHardeningTests {
         Self.expectQuick(result)
     }
 
+    @Test("the session lock, too: a symlink at its name is not followed, and anything but a regular file of the user's own is refused, each with a hint")
+    func sessionLockSymlinkAndOwner() throws {
+        let world = try FileBackendWorld()
+        let runtime = world.home + "/runtime"
+        #expect(mkdir(runtime, 0o700) == 0 && mkdir(runtime + "/portal-token", 0o700) == 0)
+        let lock = runtime + "/portal-token/sessions.lock"
+        let target = world.home + "/planted-target"
+        #expect(symlink(target, lock) == 0)
+        let environment: [String: String?] = ["XDG_RUNTIME_DIR": runtime, "PORTAL_AUTH_ENVIRONMENT_ID": "env-local"]
+        let result = try world.run(["logout", "--backend", "file"], "", environment)
+        #expect(result.exitCode == 4, "\(result.stderr)")
+        #expect(result.stderr.contains("portal-token: error: the lock file \(lock) is a symbolic link"))
+        #expect(result.stderr.contains("hint: remove it; portal-token creates the lock file itself"))
+        #expect(!FileManager.default.fileExists(atPath: target))
+        Self.expectQuick(result)
+
+        unlink(lock)
+        #expect(mkfifo(lock, 0o666) == 0)
+        let fifo = try world.run(["logout", "--backend", "file"], "", environment)
+        #expect(fifo.exitCode == 4)
+        #expect(fifo.stderr.contains("portal-token: error: the lock file \(lock) is not a regular file of your own"))
+        Self.expectQuick(fifo)
+    }
+
     @Test("a FIFO at the store's, the passphrase's or the config's path is refused at once")
     func fifos() throws {
         let world = try FileBackendWorld()
