@@ -238,6 +238,18 @@ private struct Diagnosis {
         guard access(path, X_OK) == 0 else {
             return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
         }
+        var status = stat()
+        if stat(path, &status) == 0 {
+            if status.st_uid != geteuid() && status.st_uid != 0 {
+                return Check(name: "hook", ok: false, detail: "\(path) belongs to another user (uid \(status.st_uid)), so it is not run",
+                             hint: "use a hook of your own")
+            }
+            if status.st_mode & 0o022 != 0 {
+                return Check(name: "hook", ok: false,
+                             detail: "\(path) is writable by other users (mode \(String(status.st_mode & 0o7777, radix: 8))), so it is not run",
+                             hint: "chmod go-w \(path)")
+            }
+        }
         return Check(name: "hook", ok: true, detail: "\(path) (executable)")
     }
 
