@@ -67,9 +67,8 @@ public struct HookRunner: HookLauncher {
             return errno == ENOENT || errno == ENOTDIR ? .missing : .couldNotStart(errorNumber: errno)
         }
         if information.st_mode & S_IFMT != S_IFREG || access(executable, X_OK) != 0 { return .notExecutable }
-        // As ssh treats its config: a hook another user owns or may write would run their code.
-        if information.st_uid != geteuid() && information.st_uid != 0 { return .foreignOwner(uid: information.st_uid) }
-        if information.st_mode & 0o022 != 0 { return .writableByOthers(mode: information.st_mode & 0o7777) }
+        // A hook another user owns or may write would run their code.
+        if let refusal = HookOutcome.untrusted(owner: information.st_uid, mode: information.st_mode, user: geteuid()) { return refusal }
         let environment = Self.environment(variables: variables, parent: parentEnvironment)
         var ends: [Int32] = [-1, -1]
         // pipe2 is a GNU extension Swift's Glibc module does not export.

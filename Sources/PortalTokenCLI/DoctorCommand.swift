@@ -239,15 +239,14 @@ private struct Diagnosis {
             return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
         }
         var status = stat()
-        if stat(path, &status) == 0 {
-            if status.st_uid != geteuid() && status.st_uid != 0 {
+        if stat(path, &status) == 0, let refusal = HookOutcome.untrusted(owner: status.st_uid, mode: status.st_mode, user: geteuid()) {
+            switch refusal {
+            case .writableByOthers(let mode):
+                return Check(name: "hook", ok: false, detail: "\(path) is writable by other users (mode \(String(mode, radix: 8))), so it is not run",
+                             hint: "chmod go-w \(path)")
+            default:
                 return Check(name: "hook", ok: false, detail: "\(path) belongs to another user (uid \(status.st_uid)), so it is not run",
                              hint: "use a hook of your own")
-            }
-            if status.st_mode & 0o022 != 0 {
-                return Check(name: "hook", ok: false,
-                             detail: "\(path) is writable by other users (mode \(String(status.st_mode & 0o7777, radix: 8))), so it is not run",
-                             hint: "chmod go-w \(path)")
             }
         }
         return Check(name: "hook", ok: true, detail: "\(path) (executable)")

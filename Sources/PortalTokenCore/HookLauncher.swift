@@ -51,6 +51,14 @@ public enum HookOutcome: Sendable, Equatable {
 
     public var succeeded: Bool { self == .exited(status: 0) }
 
+    /// Why a hook with this owner and mode must not run, as ssh judges its config: another
+    /// user (other than root) owns it, or group or others may write it. Nil when it may run.
+    public static func untrusted(owner: UInt32, mode: UInt32, user: UInt32) -> HookOutcome? {
+        if owner != user && owner != 0 { return .foreignOwner(uid: owner) }
+        if mode & 0o022 != 0 { return .writableByOthers(mode: mode & 0o7777) }
+        return nil
+    }
+
     /// One line for stderr when the hook failed, naming how; nil on success.
     public var failureMessage: String? {
         switch self {
