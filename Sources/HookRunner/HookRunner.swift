@@ -67,6 +67,8 @@ public struct HookRunner: HookLauncher {
             return errno == ENOENT || errno == ENOTDIR ? .missing : .couldNotStart(errorNumber: errno)
         }
         if information.st_mode & S_IFMT != S_IFREG || access(executable, X_OK) != 0 { return .notExecutable }
+        // A hook another user owns or may write would run their code.
+        if let refusal = HookOutcome.untrusted(owner: information.st_uid, mode: information.st_mode, user: geteuid()) { return refusal }
         let environment = Self.environment(variables: variables, parent: parentEnvironment)
         var ends: [Int32] = [-1, -1]
         // pipe2 is a GNU extension Swift's Glibc module does not export.

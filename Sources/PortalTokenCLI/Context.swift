@@ -150,18 +150,28 @@ enum ProcessEnvironment {
 }
 
 enum FileReading {
-    enum Failure: Error { case missing, unreadable(errno: Int32), tooLarge, notRegular }
+    enum Failure: Error { case missing, unreadable(errno: Int32), tooLarge, notRegular, foreignOwner(uid: uid_t), writableByOthers(mode: mode_t) }
 
     /// The whole file, up to `limit` bytes. With `regularOnly`, anything but a regular file (a
     /// FIFO, a device) is refused at once, never waited on (product contract §6); without it (a
     /// request body given as @FILE, which may be a shell's `<(…)`), a pipe is read like a file.
-    static func contents(of path: String, limit: Int = 1 << 20, regularOnly: Bool = true) throws(Failure) -> [UInt8] {
+    /// The config file's bound, and the default one.
+    static let defaultLimit = 1 << 20
+
+    /// With `ownOnly`, a file another user owns, or that group or others may write, is refused
+    /// as ssh refuses such a config: whoever can write it chooses what runs and where the token goes.
+    static func contents(of path: String, limit: Int = defaultLimit, regularOnly: Bool = true,
+                         ownOnly: Bool = false) throws(Failure) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regularOnly ? O_NONBLOCK : 0))
         if descriptor < 0 { throw errno == ENOENT ? .missing : .unreadable(errno: errno) }
         defer { close(descriptor) }
         if regularOnly {
             var status = stat()
             guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw .notRegular }
+            if ownOnly {
+                if status.st_uid != geteuid() && status.st_uid != 0 { throw .foreignOwner(uid: status.st_uid) }
+                if status.st_mode & 0o022 != 0 { throw .writableByOthers(mode: status.st_mode & 0o7777) }
+            }
             if Int64(status.st_size) > Int64(limit) { throw .tooLarge }
         }
         var bytes: [UInt8] = []

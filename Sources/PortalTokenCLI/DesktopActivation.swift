@@ -17,6 +17,9 @@ final class DesktopActivation {
     private let complete: Completion
     private let streams: StandardStreams
     private var lastActivity = DesktopActivation.monotonicMicroseconds()
+    /// Whether an `Open` call came: a launcher that ignores `DBusActivatable` starts the
+    /// handler directly, from the entry's `Exec=` line, and then none ever comes.
+    private(set) var receivedOpen = false
 
     init(streams: StandardStreams, complete: @escaping Completion) {
         self.streams = streams
@@ -87,6 +90,7 @@ final class DesktopActivation {
     /// `Open(as uris, a{sv} platform_data)`: each URI completes a sign-in, in order. The reply
     /// comes once they are done; the first failure is its error.
     private func open(_ message: OpaquePointer) -> Int32 {
+        receivedOpen = true
         var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
         guard SessionBusLibrary.functions.readStrv(message, &strings) >= 0, let strings else {
             return reply(to: message, error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))

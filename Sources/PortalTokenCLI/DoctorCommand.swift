@@ -238,6 +238,17 @@ private struct Diagnosis {
         guard access(path, X_OK) == 0 else {
             return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
         }
+        var status = stat()
+        if stat(path, &status) == 0, let refusal = HookOutcome.untrusted(owner: status.st_uid, mode: status.st_mode, user: geteuid()) {
+            switch refusal {
+            case .writableByOthers(let mode):
+                return Check(name: "hook", ok: false, detail: "\(path) is writable by other users (mode \(String(mode, radix: 8))), so it is not run",
+                             hint: "chmod go-w \(path)")
+            default:
+                return Check(name: "hook", ok: false, detail: "\(path) belongs to another user (uid \(status.st_uid)), so it is not run",
+                             hint: "use a hook of your own")
+            }
+        }
         return Check(name: "hook", ok: true, detail: "\(path) (executable)")
     }
 

@@ -151,21 +151,26 @@ public enum PortalTokenCLI {
         let path = explicitPath ?? configHome + "/portal-token/config"
         var values: [String: String] = [:]
         do {
-            let bytes = try FileReading.contents(of: path)
+            let bytes = try FileReading.contents(of: path, ownOnly: true)
             values = try Settings.parseConfigFile(String(decoding: bytes, as: UTF8.self), path: path)
         } catch FileReading.Failure.missing where explicitPath == nil {
             // No config file is the ordinary case.
+        } catch FileReading.Failure.writableByOthers(let mode) {
+            throw CLIError.usage("cannot read the config file \(path): it is writable by other users (mode \(String(mode, radix: 8)))",
+                                 hint: "restrict it with 'chmod go-w \(path)'")
         } catch let failure as FileReading.Failure {
             throw CLIError.usage("cannot read the config file \(path): \(describe(failure))")
         }
         return Settings(flags: flags, environment: environment, configFile: values, configPath: path)
     }
 
-    static func describe(_ failure: FileReading.Failure) -> String {
+    static func describe(_ failure: FileReading.Failure, limit: Int = FileReading.defaultLimit) -> String {
         switch failure {
         case .missing: return "no such file"
-        case .tooLarge: return "larger than 1 MiB"
+        case .tooLarge: return "larger than \(limit >> 20) MiB"
         case .notRegular: return "not a regular file"
+        case .foreignOwner(let uid): return "it belongs to another user (uid \(uid))"
+        case .writableByOthers(let mode): return "it is writable by other users (mode \(String(mode, radix: 8)))"
         case .unreadable(let number): return String(cString: strerror(number))
         }
     }

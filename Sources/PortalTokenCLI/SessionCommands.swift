@@ -153,9 +153,9 @@ struct APICommand: Command {
         usage error: percent-encode it (%20). The response body goes to stdout, ending with a
         newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
         (exit 3). The method is GET, or POST when --data is given. --data @FILE reads the
-        body from FILE (@- for stdin); it must be JSON. -H (--header) adds a header, and may
-        be repeated; the headers portal-token sets itself (Authorization, Host, Accept,
-        Content-Type, Content-Length, User-Agent, X-Portal-Trace-Id) are refused.
+        body from FILE (@- for stdin), at most 8 MiB; it must be JSON. -H (--header) adds a
+        header, and may be repeated; the headers portal-token sets itself (Authorization,
+        Host, Accept, Content-Type, Content-Length, User-Agent, X-Portal-Trace-Id) are refused.
 
         """ + sessionSettings
 
@@ -229,23 +229,23 @@ struct APICommand: Command {
         String(path.prefix { $0 != "?" && $0 != "#" })
     }
 
+    /// The most a request body may hold, from a file or from stdin: an endless stream
+    /// (`yes | portal-token api -d @- …`) is refused rather than read for ever.
+    static let maximumBodyBytes = 8 << 20
+
     private func readBody(_ data: String, _ context: Context) throws -> [UInt8] {
         var bytes: [UInt8]
         if data == "@-" {
-            bytes = []
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let count = chunk.withUnsafeMutableBytes { read(context.streams.input, $0.baseAddress, $0.count) }
-                if count < 0 && errno == EINTR { continue }
-                if count <= 0 { break }
-                bytes += chunk[0..<count]
+            bytes = context.streams.readAll(limit: Self.maximumBodyBytes)
+            guard bytes.count <= Self.maximumBodyBytes else {
+                throw CLIError.usage("cannot read the request body from stdin: \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))")
             }
         } else if data.hasPrefix("@") {
             let file = String(data.dropFirst())
             do {
-                bytes = try FileReading.contents(of: file, limit: 8 << 20, regularOnly: false)
+                bytes = try FileReading.contents(of: file, limit: Self.maximumBodyBytes, regularOnly: false)
             } catch {
-                throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error))")
+                throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))")
             }
         } else {
             bytes = Array(data.utf8)

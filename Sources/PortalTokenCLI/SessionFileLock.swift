@@ -54,9 +54,18 @@ final class SessionFileLock: SessionLock {
 
     private func open() throws -> Int32 {
         try makeDirectories(for: path)
+        // O_NOFOLLOW: a symlink planted at the lock's name must not make portal-token create or
+        // lock a file elsewhere; O_NONBLOCK: a FIFO there must not hang the open.
         let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        let hint = "remove it; portal-token creates the lock file itself"
         guard descriptor >= 0 else {
+            if errno == ELOOP { throw StoreError(.failed, "the lock file \(path) is a symbolic link", hint: hint) }
             throw StoreError(.failed, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else {
+            close(descriptor)
+            throw StoreError(.failed, "the lock file \(path) is not a regular file of your own", hint: hint)
         }
         return descriptor
     }

@@ -27,6 +27,8 @@ struct SessionHook {
     var executable: String? {
         if let configured = try? Self.configuredPath(context.settings, environment: context.environment) { return configured }
         let path = context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/hooks/on-session-invalidated"
+        // A relative HOME makes a relative default: never looked up in the current directory.
+        guard path.hasPrefix("/") else { return nil }
         // Anything there is the hook: one that is not executable is reported when it would run.
         var information = stat()
         return lstat(path, &information) == 0 ? path : nil
@@ -38,6 +40,7 @@ struct SessionHook {
         if let failure = outcome.failureMessage(path: executable) {
             context.streams.printError("portal-token: warning: \(failure)")
             if outcome == .notExecutable { context.streams.printError("hint: make it executable: chmod +x \(executable)") }
+            if case .writableByOthers = outcome { context.streams.printError("hint: restrict it with 'chmod go-w \(executable)'") }
         }
     }
 }

@@ -244,7 +244,8 @@ struct RedirectCommand: Command {
         runs; its grant works once, so prefer -. --dbus-activated is how the desktop
         handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
         session bus (org.freedesktop.Application.Open), never from the command line, and
-        leaves after 10 idle seconds.
+        leaves after 10 idle seconds; started by a launcher that ignores DBusActivatable, it
+        receives no URL and says so (exit 2).
 
         Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
         delivered again resolves to the session it produced, with nothing sent, while that
@@ -276,9 +277,20 @@ struct RedirectCommand: Command {
         case .argument(let url): text = Secret(url)
         case .standardInput: text = readLine(context)
         case .sessionBus:
-            try DesktopActivation(streams: context.streams) { url in
+            let handler = DesktopActivation(streams: context.streams) { url in
                 try complete(url, configuration: configuration, context: context, notifies: true)
-            }.serve()
+            }
+            try handler.serve()
+            // Started from the entry's Exec= line rather than by the bus: the URL went nowhere,
+            // and the person waiting in the browser must hear so rather than nothing.
+            if !handler.receivedOpen && context.environment["DBUS_STARTER_ADDRESS"] == nil {
+                DesktopLauncher.notify("Portal sign-in did not finish",
+                                       "The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token redirect -",
+                                       environment: context.environment)
+                throw CLIError("no redirect URL arrived: the desktop handler was started without D-Bus activation, so the launcher kept the URL",
+                               hint: "use a launcher that honours DBusActivatable (GIO: gio open, GNOME, browsers), or copy the URL the browser was sent to and run 'portal-token redirect -'",
+                               exitCode: .usage)
+            }
             return
         }
         try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)

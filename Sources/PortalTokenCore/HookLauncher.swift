@@ -44,8 +44,20 @@ public enum HookOutcome: Sendable, Equatable {
     case missing
     /// Something is at the hook's path, but it is not an executable file.
     case notExecutable
+    /// The hook belongs to a user other than this one or root: it would run their code.
+    case foreignOwner(uid: UInt32)
+    /// Group or others may write the hook: it would run whatever they put there.
+    case writableByOthers(mode: UInt32)
 
     public var succeeded: Bool { self == .exited(status: 0) }
+
+    /// Why a hook with this owner and mode must not run, as ssh judges its config: another
+    /// user (other than root) owns it, or group or others may write it. Nil when it may run.
+    public static func untrusted(owner: UInt32, mode: UInt32, user: UInt32) -> HookOutcome? {
+        if owner != user && owner != 0 { return .foreignOwner(uid: owner) }
+        if mode & 0o022 != 0 { return .writableByOthers(mode: mode & 0o7777) }
+        return nil
+    }
 
     /// One line for stderr when the hook failed, naming how; nil on success.
     public var failureMessage: String? {
@@ -58,6 +70,9 @@ public enum HookOutcome: Sendable, Equatable {
         case .statusUnavailable: return "the on-session-invalidated hook ended with an unknown status"
         case .missing: return "the on-session-invalidated hook does not exist"
         case .notExecutable: return "the on-session-invalidated hook is not an executable file; it was not run"
+        case .foreignOwner(let uid): return "the on-session-invalidated hook belongs to another user (uid \(uid)); it was not run"
+        case .writableByOthers(let mode):
+            return "the on-session-invalidated hook is writable by other users (mode \(String(mode, radix: 8))); it was not run"
         }
     }
 

@@ -35,6 +35,22 @@ struct APICommandTests {
         #expect(request.bearerToken == "token-api")
     }
 
+    @Test("a request body on stdin (--data @-) past 8 MiB is a usage error (exit 2), as from a file, and nothing is sent")
+    func oversizedBodyOnStdin() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api")
+        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        // Valid JSON, so only the bound can refuse it.
+        let body = #"{"a":""# + String(repeating: "x", count: 9 << 20) + #""}"#
+        let result = try portal.git.portalToken(["api", "-d", "@-", "/api/v3/clients/me"], stdin: body)
+        #expect(result.exitCode == 2, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("portal-token: error: cannot read the request body from stdin: larger than 8 MiB"))
+        #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
+        // One within the bound goes through.
+        let small = try portal.git.portalToken(["api", "-X", "GET", "-d", "@-", "/api/v3/clients/me"], stdin: #"{"a":1}"#)
+        #expect(small.exitCode == 0, "\(small.stderr)")
+    }
+
     @Test("-H refuses Authorization, Host and malformed headers before anything is sent", arguments: [
         "Authorization: Bearer other", "host: evil.example", "HOST:x", "Content-Length: 5", "accept: text/html", "X-Portal-Trace-Id: 1", "no colon here", ": empty name",
         "Bad Name: x", "X-Split: a\r\nX-Injected: 1",

@@ -73,6 +73,21 @@ struct DesktopActivationTests {
         #expect(failure?.name == "org.freedesktop.DBus.Error.ServiceUnknown")
     }
 
+    @Test("started by a launcher that ignores DBusActivatable, the handler that receives no URL says so (exit 2, a notification)")
+    func startedWithoutActivation() throws {
+        let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback", extraEnvironment: ["DISPLAY": ":99"])
+        let bus = try PrivateApplicationBus(environment: harness.environment)
+        // What a launcher that runs the entry's Exec= line does: no DBUS_STARTER_ADDRESS, no URL.
+        let handler = try harness.start(["redirect", "--dbus-activated"],
+                                        ["DBUS_SESSION_BUS_ADDRESS": bus.address, "DBUS_STARTER_ADDRESS": nil])
+        let result = try handler.finish(timeout: 20)
+        #expect(result.exitCode == 2, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("portal-token: error: no redirect URL arrived: the desktop handler was started without D-Bus activation"))
+        #expect(result.stderr.contains("hint: ") && result.stderr.contains("portal-token redirect -"))
+        #expect(harness.launched("notify-send").first?.contains("Portal sign-in did not finish") == true)
+        #expect(harness.portal.server.requests.isEmpty)
+    }
+
     @Test("without a session bus to serve, --dbus-activated is a configuration error (exit 2) with a hint")
     func noBus() throws {
         let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback")

@@ -57,6 +57,30 @@ struct FileHardeningTests {
         Self.expectQuick(result)
     }
 
+    @Test("the session lock, too: a symlink at its name is not followed, and anything but a regular file of the user's own is refused, each with a hint")
+    func sessionLockSymlinkAndOwner() throws {
+        let world = try FileBackendWorld()
+        let runtime = world.home + "/runtime"
+        #expect(mkdir(runtime, 0o700) == 0 && mkdir(runtime + "/portal-token", 0o700) == 0)
+        let lock = runtime + "/portal-token/sessions.lock"
+        let target = world.home + "/planted-target"
+        #expect(symlink(target, lock) == 0)
+        let environment: [String: String?] = ["XDG_RUNTIME_DIR": runtime, "PORTAL_AUTH_ENVIRONMENT_ID": "env-local"]
+        let result = try world.run(["logout", "--backend", "file"], "", environment)
+        #expect(result.exitCode == 4, "\(result.stderr)")
+        #expect(result.stderr.contains("portal-token: error: the lock file \(lock) is a symbolic link"))
+        #expect(result.stderr.contains("hint: remove it; portal-token creates the lock file itself"))
+        #expect(!FileManager.default.fileExists(atPath: target))
+        Self.expectQuick(result)
+
+        unlink(lock)
+        #expect(mkfifo(lock, 0o666) == 0)
+        let fifo = try world.run(["logout", "--backend", "file"], "", environment)
+        #expect(fifo.exitCode == 4)
+        #expect(fifo.stderr.contains("portal-token: error: the lock file \(lock) is not a regular file of your own"))
+        Self.expectQuick(fifo)
+    }
+
     @Test("a FIFO at the store's, the passphrase's or the config's path is refused at once")
     func fifos() throws {
         let world = try FileBackendWorld()
@@ -82,6 +106,31 @@ struct FileHardeningTests {
         #expect(config.stderr.contains("portal-token: error: cannot read the config file \(fifo): not a regular file"))
         Self.expectQuick(config)
         #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
+    }
+
+    @Test("a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to run and the host to trust")
+    func configOthersMayWrite() throws {
+        let world = try FileBackendWorld()
+        try Self.stored(world)
+        let config = world.home + "/shared-config"
+        try "backend = file\n".write(toFile: config, atomically: false, encoding: .utf8)
+        for mode in [0o666, 0o664, 0o646] as [mode_t] {
+            chmod(config, mode)
+            let result = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+            #expect(result.exitCode == 2, "\(result.stderr)")
+            #expect(result.stderr.contains("portal-token: error: cannot read the config file \(config): it is writable by other users (mode \(String(mode, radix: 8)))"))
+            #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(config)'"))
+            #expect(result.stdout.isEmpty)
+            Self.expectQuick(result)
+        }
+        chmod(config, 0o644)
+        #expect(try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config]).stdout
+                == "username=alice\npassword=pw\n")
+        try #require(geteuid() == 0, "giving the file away needs root")
+        chown(config, 65534, 65534)
+        let foreign = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+        #expect(foreign.exitCode == 2)
+        #expect(foreign.stderr.contains("cannot read the config file \(config): it belongs to another user (uid 65534)"))
     }
 
     @Test("a sparse 48 GiB store file is moved aside like a damaged one, without a crash")

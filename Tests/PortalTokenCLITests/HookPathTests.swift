@@ -37,6 +37,28 @@ struct HookPathTests {
         #expect(portal.server.requests.isEmpty)
     }
 
+    @Test("with a relative HOME, the default hook path is relative too: never looked up in the current directory")
+    func relativeHomeDefault() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-planted-\(UUID().uuidString)")
+        let hooks = directory.appendingPathComponent("home/.config/portal-token/hooks")
+        try FileManager.default.createDirectory(at: hooks, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marker = directory.appendingPathComponent("ran")
+        try writeExecutableScript("#!/bin/sh\ntouch '\(marker.path)'\n", to: hooks.appendingPathComponent("on-session-invalidated"))
+        portal.server.registerLiveToken("token-relative-home")
+        #expect(try portal.adopt(token: "token-relative-home").exitCode == 0)
+        portal.server.revoke("token-relative-home")
+        var environment = portal.git.environment
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = nil
+        environment["XDG_CONFIG_HOME"] = nil
+        environment["HOME"] = "home"
+        let result = try ProcessRunner.run("/bin/sh", ["-c", "cd '\(directory.path)' && exec '\(ProcessRunner.portalTokenPath)' refresh"],
+                                           environment: environment)
+        #expect(result.exitCode == 3, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+    }
+
     @Test("a ~/ hook path is expanded with HOME and runs")
     func homePath() throws {
         let portal = try PortalHarness(backend: .file)
@@ -72,6 +94,37 @@ struct HookPathTests {
         #expect(result.exitCode == 3)
         #expect(result.stderr.contains("portal-token: warning: the on-session-invalidated hook \(missing) does not exist"))
         #expect(!result.stderr.contains("errno"))
+    }
+
+    @Test("a hook that others may write, or that another user owns, is reported and never run: it would run their code as you")
+    func hookOthersMayWrite() throws {
+        let portal = try PortalHarness(backend: .file)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hooks-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let marker = directory.appendingPathComponent("ran")
+        let hook = directory.appendingPathComponent("hook")
+        try writeExecutableScript("#!/bin/sh\ntouch '\(marker.path)'\n", to: hook)
+        chmod(hook.path, 0o777)
+        let writable = try Self.endSession(portal, token: "token-writable", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(writable.exitCode == 3)
+        #expect(writable.stderr.contains("portal-token: warning: the on-session-invalidated hook \(hook.path) is writable by other users (mode 777); it was not run"))
+        #expect(writable.stderr.contains("hint: restrict it with 'chmod go-w \(hook.path)'"))
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+
+        chmod(hook.path, 0o755)
+        try #require(geteuid() == 0, "giving the hook away needs root")
+        chown(hook.path, 65534, 65534)
+        let foreign = try Self.endSession(portal, token: "token-foreign", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(foreign.exitCode == 3)
+        #expect(foreign.stderr.contains("portal-token: warning: the on-session-invalidated hook \(hook.path) belongs to another user (uid 65534); it was not run"))
+        #expect(!FileManager.default.fileExists(atPath: marker.path))
+
+        // The control: the same hook, owned by the user and closed to others, runs.
+        chown(hook.path, 0, 0)
+        let own = try Self.endSession(portal, token: "token-own", ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path])
+        #expect(own.exitCode == 3, "\(own.stderr)")
+        #expect(FileManager.default.fileExists(atPath: marker.path))
     }
 
     @Test("the default hook that exists but is not executable is reported, not skipped silently")

@@ -333,6 +333,21 @@ struct DoctorTests {
         #expect(result.stdout.contains("hint: chmod +x"))
     }
 
+    @Test("doctor reports a hook that others may write as a problem, since it is never run")
+    func writableHook() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let scratch = try ScratchFolder("doctor")
+        try scratch.write("hook", "#!/bin/sh\n")
+        chmod(scratch.path + "/hook", 0o777)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = scratch.path + "/hook"
+        let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
+        #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("problem hook: \(scratch.path)/hook is writable by other users (mode 777), so it is not run"), "\(result.stdout)")
+        #expect(result.stdout.contains("hint: chmod go-w \(scratch.path)/hook"))
+    }
+
     @Test("doctor reports a relative hook path as a problem, where other commands refuse it")
     func relativeHook() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
