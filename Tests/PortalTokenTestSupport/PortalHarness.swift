@@ -10,7 +10,7 @@ public final class PortalHarness: @unchecked Sendable {
     public let hookLog: URL
     public let hookEnvironment: URL
 
-    public init(backend: TestBackend, extraEnvironment: [String: String?] = [:]) throws {
+    public init(backend: TestBackend, git gitVersion: RealGit = .debian12, extraEnvironment: [String: String?] = [:]) throws {
         server = try FakePortalServer()
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hook-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -33,7 +33,7 @@ public final class PortalHarness: @unchecked Sendable {
             "PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path,
         ]
         for (name, value) in extraEnvironment { environment[name] = value }
-        git = try GitHarness(backend: backend, extraEnvironment: environment)
+        git = try GitHarness(backend: backend, git: gitVersion, extraEnvironment: environment)
     }
 
     deinit {
