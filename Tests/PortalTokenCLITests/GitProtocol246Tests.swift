@@ -134,16 +134,12 @@ struct GitProtocol246PortalTests {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-S")
         #expect(try portal.adopt(token: "token-S").exitCode == 0)
-        func expiry(_ result: ProcessResult) -> Int64? {
-            result.stdout.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
-                .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
-        }
-        let before = try #require(expiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin)))
+        let before = try #require(passwordExpiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin).stdout))
         // Ten hours later, git 2.46+ approves the credential it used, without a username.
         let approve = try portal.portalToken(["store"], stdin: "capability[]=authtype\n" + portal.portalOrigin
                                              + "authtype=Bearer\ncredential=token-S\nephemeral=1\n", clockShift: 10 * 3600)
         #expect(approve.exitCode == 0 && approve.stderr.isEmpty)
-        let after = try #require(expiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600)))
+        let after = try #require(passwordExpiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600).stdout))
         #expect(after >= before + 10 * 3600 - 120)
         #expect(portal.hookRuns.isEmpty)
         #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
@@ -192,11 +188,6 @@ struct GitProtocol246RealGitPortalTests {
     private func fill(_ portal: PortalHarness, environment: [String: String]? = nil) throws -> ProcessResult {
         let ask = portal.git.git == .current ? "capability[]=authtype\n" : ""
         return try portal.git.credential("fill", ask + portal.portalOrigin, environment: environment)
-    }
-
-    private func expiry(_ output: String) -> Int64? {
-        output.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
-            .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
     }
 
     @Test("git fill gets the token: from git 2.47 as an ephemeral Bearer credential, from git 2.39 as a password",
@@ -248,18 +239,21 @@ struct GitProtocol246RealGitPortalTests {
         let portal = try PortalHarness(backend: backend, git: gitVersion)
         portal.server.registerLiveToken("token-S")
         #expect(try portal.adopt(token: "token-S").exitCode == 0)
-        let before = try #require(expiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin).stdout))
+        let before = try #require(passwordExpiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin).stdout))
         let answer = try fill(portal).stdout
         // Ten hours later, the request succeeded and git approves the credential it used.
-        var later = portal.git.environment
-        later["LD_PRELOAD"] = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"])
-        later["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = String(10 * 3600)
-        let approve = try portal.git.credential("approve", answer, environment: later)
+        let approve = try portal.git.credential("approve", answer, environment: try portal.environment(clockShift: 10 * 3600))
         #expect(approve.exitCode == 0 && approve.stdout.isEmpty && approve.stderr.isEmpty, "\(approve.stderr)")
-        let after = try #require(expiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600).stdout))
+        let after = try #require(passwordExpiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600).stdout))
         #expect(after >= before + 10 * 3600 - 120)
         #expect(portal.hookRuns.isEmpty)
         #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
         #expect(try portal.git.portalToken(["get"]).stdout == "token-S\n")
     }
+}
+
+/// The `password_expiry_utc` of a credential-protocol answer.
+private func passwordExpiry(_ output: String) -> Int64? {
+    output.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
+        .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
 }

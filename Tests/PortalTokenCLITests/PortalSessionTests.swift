@@ -199,10 +199,7 @@ struct PortalSessionTests {
         let portal = try PortalHarness(backend: backend, git: gitVersion)
         #expect(try portal.adopt(token: "token-git").exitCode == 0)
         // The session passed its cap: the helper ends it, and the hook writes to its stdout.
-        var environment = portal.git.environment
-        environment["LD_PRELOAD"] = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"])
-        environment["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = String(8 * 24 * hour)
-        let fill = try portal.git.credential("fill", portal.portalOrigin, environment: environment)
+        let fill = try portal.git.credential("fill", portal.portalOrigin, environment: try portal.environment(clockShift: 8 * 24 * hour))
         #expect(portal.hookRuns.count == 1)
         #expect(!fill.stdout.contains("hook-"))
         #expect(fill.stdout.contains("username=askpass-username"))
