@@ -184,10 +184,11 @@ struct GitProtocol246PortalTests {
 /// request succeeds (approve) or is refused (reject).
 @Suite("git 2.46+ protocol: Portal hosts through real git")
 struct GitProtocol246RealGitPortalTests {
-    /// What `git credential fill` answers for the Portal origin, asked as each git asks.
-    private func fill(_ portal: PortalHarness, environment: [String: String]? = nil) throws -> ProcessResult {
-        let ask = portal.git.git == .current ? "capability[]=authtype\n" : ""
-        return try portal.git.credential("fill", ask + portal.portalOrigin, environment: environment)
+    /// What `git credential fill` answers for the Portal origin, asked as each git's HTTP
+    /// transport asks: git 2.47 announces every capability it has.
+    private func fill(_ portal: PortalHarness) throws -> ProcessResult {
+        let ask = portal.git.git == .current ? "capability[]=authtype\ncapability[]=state\n" : ""
+        return try portal.git.credential("fill", ask + portal.portalOrigin)
     }
 
     @Test("git fill gets the token: from git 2.47 as an ephemeral Bearer credential, from git 2.39 as a password",
