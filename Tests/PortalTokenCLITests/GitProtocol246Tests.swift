@@ -186,9 +186,9 @@ struct GitProtocol246PortalTests {
 struct GitProtocol246RealGitPortalTests {
     /// What `git credential fill` answers for the Portal origin, asked as each git's HTTP
     /// transport asks: git 2.47 announces every capability it has.
-    private func fill(_ portal: PortalHarness) throws -> ProcessResult {
+    private func fill(_ portal: PortalHarness, environment: [String: String]? = nil) throws -> ProcessResult {
         let ask = portal.git.git == .current ? "capability[]=authtype\ncapability[]=state\n" : ""
-        return try portal.git.credential("fill", ask + portal.portalOrigin)
+        return try portal.git.credential("fill", ask + portal.portalOrigin, environment: environment)
     }
 
     @Test("git fill gets the token: from git 2.47 as an ephemeral Bearer credential, from git 2.39 as a password",
@@ -210,6 +210,28 @@ struct GitProtocol246RealGitPortalTests {
             #expect(!plain.stdout.contains("credential="))
         case .debian12:
             #expect(result.stdout == portal.portalOrigin + "username=U-1\npassword=token-B\n")
+        }
+        #expect(portal.hookRuns.isEmpty)
+    }
+
+    @Test("23 h and 25 h after the last activity git fill gets the token, with an expiry git 2.47 accepts",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func fillAcrossIdleWindow(backend: TestBackend, gitVersion: RealGit) throws {
+        let portal = try PortalHarness(backend: backend, git: gitVersion)
+        portal.server.registerLiveToken("token-I")
+        #expect(try portal.adopt(token: "token-I").exitCode == 0)
+        let adopted = Int64(Date().timeIntervalSince1970)
+        // git 2.47 drops a credential whose password_expiry_utc has passed by its own (here
+        // shifted) clock and asks the user instead: the answer must hold a later expiry.
+        for (hours, checks) in [(Int64(23), 0), (25, 1)] {
+            let result = try fill(portal, environment: try portal.environment(clockShift: hours * 3600))
+            #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(hours) h: \(result.stderr)")
+            #expect(result.stdout.contains("token-I") && !result.stdout.contains("askpass"), "\(hours) h: \(result.stdout)")
+            #expect(portal.requests(to: "/api/v3/clients/me").count == checks)
+            if gitVersion == .current {
+                let expiry = try #require(passwordExpiry(result.stdout))
+                #expect(expiry > adopted + hours * 3600)
+            }
         }
         #expect(portal.hookRuns.isEmpty)
     }
