@@ -14,6 +14,13 @@ trap cleanup EXIT
 echo "== building git's C libsecret helper (interoperation peer)"
 contrib/build-git-helpers.sh "$work/git-helpers"
 
+echo "== fetching a current git (Debian trixie's 2.47) to drive beside Debian 12's"
+# Kept under .build, so later runs reuse it; the suite runs every real-git scenario with both.
+if ! git_current=$(contrib/testing/current-git.sh "$root/.build/testing/current-git"); then
+    echo "test.sh: error: git 2.47 could not be fetched from Debian's archive; the suite needs it" >&2
+    exit 1
+fi
+
 echo "== building the wall-clock shim that expiry tests run portal-token under"
 cc -shared -fPIC -O2 -o "$work/wallclock-shift.so" contrib/testing/wallclock-shift.c -ldl
 
@@ -36,6 +43,7 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config" \
     GIT_CREDENTIAL_LIBSECRET="$work/git-helpers/git-credential-libsecret" \
     GIT_CREDENTIAL_LIBSECRET_CURRENT="$work/git-helpers/git-credential-libsecret-current" \
+    GIT_CURRENT="$git_current" \
     PORTAL_TOKEN_RELEASE_BIN="$release_bin" \
     PORTAL_TOKEN_TEST_CLOCK_SHIM="$work/wallclock-shift.so" \
     PORTAL_TOKEN_TEST_HIDE_SHIM="$work/hide-library.so" \

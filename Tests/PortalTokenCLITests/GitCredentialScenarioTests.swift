@@ -3,7 +3,8 @@ import PortalTokenTestSupport
 import Testing
 
 /// Every scenario of git's own credential-helper test suite (t/lib-credential.sh), run with real
-/// `git credential fill/approve/reject` against portal-token on each backend.
+/// `git credential fill/approve/reject` against portal-token on each backend, with Debian 12's
+/// git 2.39 and with a current git 2.47.
 @Suite("git credential scenarios")
 struct GitCredentialScenarioTests {
     /// Runs `git credential fill` and checks git's answer, and what askpass was asked.
@@ -29,9 +30,9 @@ struct GitCredentialScenarioTests {
                 "reject: \(result.exitCode) \(result.stderr)", sourceLocation: sourceLocation)
     }
 
-    @Test("a stored password is retrieved", arguments: TestBackend.allCases)
-    func storeThenRetrieve(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("a stored password is retrieved", arguments: TestBackend.allCases, RealGit.allCases)
+    func storeThenRetrieve(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try expectFill(git, "protocol=https\nhost=\(host)\n",
                        stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
@@ -41,9 +42,9 @@ struct GitCredentialScenarioTests {
                        stdout: "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
     }
 
-    @Test("protocol, host, username and path must each match", arguments: TestBackend.allCases)
-    func requiresMatchingAttributes(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("protocol, host, username and path must each match", arguments: TestBackend.allCases, RealGit.allCases)
+    func requiresMatchingAttributes(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
         try expectFill(git, "protocol=http\nhost=\(host)\n",
@@ -72,9 +73,9 @@ struct GitCredentialScenarioTests {
                        config: useHttpPath)
     }
 
-    @Test("store overwrites the credential of the same user", arguments: TestBackend.allCases)
-    func overwriteOnStore(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("store overwrites the credential of the same user", arguments: TestBackend.allCases, RealGit.allCases)
+    func overwriteOnStore(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user\npassword=old\n")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user\npassword=new\n")
@@ -82,9 +83,9 @@ struct GitCredentialScenarioTests {
                        stdout: "protocol=https\nhost=\(host)\nusername=user\npassword=new\n")
     }
 
-    @Test("reject forgets a host", arguments: TestBackend.allCases)
-    func forgetHost(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("reject forgets a host", arguments: TestBackend.allCases, RealGit.allCases)
+    func forgetHost(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
         try reject(git, "protocol=https\nhost=\(host)\n")
@@ -93,9 +94,9 @@ struct GitCredentialScenarioTests {
                        askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
     }
 
-    @Test("several users on one host; forgetting one keeps the other", arguments: TestBackend.allCases)
-    func multipleUsers(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("several users on one host; forgetting one keeps the other", arguments: TestBackend.allCases, RealGit.allCases)
+    func multipleUsers(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user1\npassword=pass1\n")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user2\npassword=pass2\n")
@@ -111,9 +112,9 @@ struct GitCredentialScenarioTests {
                        stdout: "protocol=https\nhost=\(host)\nusername=user2\npassword=pass2\n")
     }
 
-    @Test("an erase carrying a different password leaves the stored one", arguments: TestBackend.allCases)
-    func eraseWithDifferentPassword(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("an erase carrying a different password leaves the stored one", arguments: TestBackend.allCases, RealGit.allCases)
+    func eraseWithDifferentPassword(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user\npassword=current\n")
         try reject(git, "protocol=https\nhost=\(host)\nusername=user\npassword=stale\n")
@@ -124,18 +125,18 @@ struct GitCredentialScenarioTests {
         #expect(gone.exitCode == 0 && gone.stdout.isEmpty)
     }
 
-    @Test("an empty username and password are stored and returned", arguments: TestBackend.allCases)
-    func emptyUsernameAndPassword(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("an empty username and password are stored and returned", arguments: TestBackend.allCases, RealGit.allCases)
+    func emptyUsernameAndPassword(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("sso")
         try approve(git, "protocol=https\nhost=\(host)\nusername=\npassword=\n")
         try expectFill(git, "protocol=https\nhost=\(host)\n",
                        stdout: "protocol=https\nhost=\(host)\nusername=\npassword=\n")
     }
 
-    @Test("erase removes every match", arguments: TestBackend.allCases)
-    func eraseRemovesEveryMatch(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("erase removes every match", arguments: TestBackend.allCases, RealGit.allCases)
+    func eraseRemovesEveryMatch(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user1\npassword=pass1\n")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user2\npassword=pass2\n")
@@ -145,26 +146,29 @@ struct GitCredentialScenarioTests {
                        askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
     }
 
-    @Test("a 1 KiB wwwauth[] value that embeds host= does not confuse host matching", arguments: TestBackend.allCases)
-    func longWWWAuthenticate(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+    @Test("a 1 KiB wwwauth[] value that embeds host= does not confuse host matching", arguments: TestBackend.allCases, RealGit.allCases)
+    func longWWWAuthenticate(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         let decoy = GitHarness.uniqueHost("decoy")
         try approve(git, "protocol=https\nhost=\(decoy)\nusername=decoy\npassword=decoy-pass\n")
         let challenge = "Bearer realm=\"\nhost=\(decoy)\" " + String(repeating: "a", count: 1024)
-        // git 2.39 does not forward wwwauth[] yet, so it is given to the helper as newer git sends it.
+        // git 2.39 does not forward wwwauth[] (git 2.47 does, through the fill below), so it is also
+        // given to the helper as newer git sends it.
         let input = "capability[]=authtype\nprotocol=https\nhost=\(host)\nwwwauth[]=\(challenge.replacingOccurrences(of: "\n", with: " "))\n"
         let direct = try git.portalToken(["get"], stdin: input)
         #expect(direct.exitCode == 0 && direct.stdout.isEmpty && direct.stderr.isEmpty)
+        // git 2.47 hands the challenge back to its caller with the answer.
+        let echoed = gitVersion == .current ? "wwwauth[]=\(challenge.replacingOccurrences(of: "\n", with: " "))\n" : ""
         try expectFill(git, input,
-                       stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
+                       stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n" + echoed,
                        askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
     }
 
     @Test("password_expiry_utc and oauth_refresh_token round-trip; an expired password is never returned",
-          arguments: TestBackend.allCases)
-    func expiryAndRefreshToken(backend: TestBackend) throws {
-        let git = try GitHarness(backend: backend)
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func expiryAndRefreshToken(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("oauth")
         let future = Int64(Date().timeIntervalSince1970) + 3600
         // git 2.39 drops these two attributes itself, so they are given to the helper directly,
@@ -182,5 +186,146 @@ struct GitCredentialScenarioTests {
         try expectFill(git, "protocol=https\nhost=\(expired)\n",
                        stdout: "protocol=https\nhost=\(expired)\nusername=askpass-username\npassword=askpass-password\n",
                        askpass: ["Username for 'https://\(expired)':", "Password for 'https://askpass-username@\(expired)':"])
+        // What git itself makes of the stored attributes: git 2.47 hands both to its caller,
+        // git 2.39 drops them.
+        try expectFill(git, "protocol=https\nhost=\(host)\n",
+                       stdout: "protocol=https\nhost=\(host)\nusername=u\npassword=live\n"
+                           + (gitVersion == .current ? "oauth_refresh_token=refresh-1\npassword_expiry_utc=\(future)\n" : ""))
+    }
+
+    @Test("a password's expiry is stored through git approve and returned by git fill; a new one overwrites",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func passwordExpiryThroughGit(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
+        let host = GitHarness.uniqueHost("expiry")
+        let origin = "protocol=https\nhost=\(host)\n"
+        // git 2.39 drops password_expiry_utc on the way in and on the way out: the password alone
+        // is stored and returned, as git's own helpers did before 2.41.
+        let expiry = { (value: String) in gitVersion == .current ? "password_expiry_utc=\(value)\n" : "" }
+        try approve(git, origin + "username=user-expiry\npassword=pass\npassword_expiry_utc=9999999999\n")
+        try expectFill(git, origin + "username=user-expiry\n",
+                       stdout: origin + "username=user-expiry\npassword=pass\n" + expiry("9999999999"))
+        if gitVersion == .debian12 {
+            let stored = try git.portalToken(["get"], stdin: origin + "username=user-expiry\n")
+            #expect(stored.stdout == "username=user-expiry\npassword=pass\n")
+        }
+
+        try approve(git, origin + "username=user-expiry-overwrite\npassword=pass1\npassword_expiry_utc=9999999998\n")
+        try approve(git, origin + "username=user-expiry-overwrite\npassword=pass2\npassword_expiry_utc=9999999999\n")
+        try expectFill(git, origin + "username=user-expiry-overwrite\n",
+                       stdout: origin + "username=user-expiry-overwrite\npassword=pass2\n" + expiry("9999999999"))
+        try reject(git, origin + "username=user-expiry-overwrite\npassword=pass2\n")
+        try expectFill(git, origin + "username=user-expiry-overwrite\n",
+                       stdout: origin + "username=user-expiry-overwrite\npassword=askpass-password\n",
+                       askpass: ["Password for 'https://user-expiry-overwrite@\(host)':"])
+    }
+
+    @Test("an OAuth refresh token is stored through git approve and returned by git fill",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func refreshTokenThroughGit(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
+        let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("oauth"))\n"
+        try approve(git, origin + "username=user4\npassword=pass\noauth_refresh_token=xyzzy\n")
+        try expectFill(git, origin + "username=user4\n",
+                       stdout: origin + "username=user4\npassword=pass\n"
+                           + (gitVersion == .current ? "oauth_refresh_token=xyzzy\n" : ""))
+        // git 2.39 never passed the refresh token to the helper: nothing of it was stored.
+        let stored = try git.portalToken(["get"], stdin: origin + "username=user4\n")
+        #expect(stored.stdout == "username=user4\npassword=pass\n" + (gitVersion == .current ? "oauth_refresh_token=xyzzy\n" : ""))
+    }
+
+    @Test("authtype and credential are stored and returned only to a caller with the capability; ephemeral ones are not stored",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func authtypeThroughGit(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
+        let host = GitHarness.uniqueHost("git")
+        let origin = "protocol=https\nhost=\(host)\n"
+        let asked = { (user: String?) -> (stdout: String, askpass: [String]) in
+            guard let user else {
+                return (origin + "username=askpass-username\npassword=askpass-password\n",
+                        ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+            }
+            return (origin + "username=\(user)\npassword=askpass-password\n", ["Password for 'https://\(user)@\(host)':"])
+        }
+        let none = asked(nil)
+        let barbaz = asked("barbaz")
+        // In the order of git's own helper_test_authtype.
+        try approve(git, "capability[]=authtype\nauthtype=Bearer\ncredential=random-token\n" + origin)
+        if gitVersion == .current {
+            try expectFill(git, "capability[]=authtype\n" + origin,
+                           stdout: "capability[]=authtype\nauthtype=Bearer\ncredential=random-token\n" + origin)
+        } else {
+            // git 2.39 knows neither the capability nor authtype and credential: its approve of a
+            // credential without a username and password stores nothing, so fill asks.
+            try expectFill(git, "capability[]=authtype\n" + origin, stdout: none.stdout, askpass: none.askpass)
+        }
+        try expectFill(git, origin, stdout: none.stdout, askpass: none.askpass)
+        try approve(git, "capability[]=authtype\nauthtype=Bearer\ncredential=other-token\n" + origin + "username=foobar\n")
+        if gitVersion == .current {
+            try expectFill(git, "capability[]=authtype\n" + origin + "username=foobar\n",
+                           stdout: "capability[]=authtype\nauthtype=Bearer\ncredential=other-token\n" + origin + "username=foobar\n")
+        } else {
+            try expectFill(git, "capability[]=authtype\n" + origin + "username=foobar\n",
+                           stdout: origin + "username=foobar\npassword=askpass-password\n",
+                           askpass: ["Password for 'https://foobar@\(host)':"])
+        }
+        try expectFill(git, "capability[]=authtype\n" + origin + "username=barbaz\n", stdout: barbaz.stdout, askpass: barbaz.askpass)
+
+        if gitVersion == .current {
+            // After a 401, git 2.47 rejects the credential it used, as fill gave it: it goes.
+            let used = try git.credential("fill", "capability[]=authtype\n" + origin + "username=foobar\n").stdout
+            try reject(git, used)
+            let gone = asked("foobar")
+            try expectFill(git, "capability[]=authtype\n" + origin + "username=foobar\n", stdout: gone.stdout, askpass: gone.askpass)
+        }
+
+        let other = GitHarness.uniqueHost("git2")
+        let otherOrigin = "protocol=https\nhost=\(other)\n"
+        let otherAsked = (origin: otherOrigin + "username=askpass-username\npassword=askpass-password\n",
+                          askpass: ["Username for 'https://\(other)':", "Password for 'https://askpass-username@\(other)':"])
+        try approve(git, "capability[]=authtype\nauthtype=Bearer\ncredential=git2-token\n" + otherOrigin + "ephemeral=1\n")
+        try expectFill(git, "capability[]=authtype\n" + otherOrigin, stdout: otherAsked.origin, askpass: otherAsked.askpass)
+        try approve(git, "capability[]=authtype\n" + otherOrigin + "username=barbaz\npassword=secret\nephemeral=1\n")
+        if gitVersion == .current {
+            try expectFill(git, "capability[]=authtype\n" + otherOrigin, stdout: otherAsked.origin, askpass: otherAsked.askpass)
+        } else {
+            // git 2.39 does not know ephemeral and hands the password on to be stored.
+            try expectFill(git, "capability[]=authtype\n" + otherOrigin, stdout: otherOrigin + "username=barbaz\npassword=secret\n")
+        }
+    }
+
+    @Test("what git fill gave, with every capability git has, is approved after a success and goes on a reject",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func fillApproveRejectCycle(backend: TestBackend, gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: backend, git: gitVersion)
+        let host = GitHarness.uniqueHost("cycle")
+        let origin = "protocol=https\nhost=\(host)\n"
+        let ask = "capability[]=authtype\ncapability[]=state\n" + origin
+        try approve(git, origin + "username=u\npassword=p1\n")
+        // git 2.47 passes portal-token's state on, and only the capability portal-token answered
+        // with; git 2.39 knows neither.
+        let served = gitVersion == .current
+            ? "capability[]=state\n" + origin + "username=u\npassword=p1\nstate[]=portal-token:served\n"
+            : origin + "username=u\npassword=p1\n"
+        try expectFill(git, ask, stdout: served)
+        try approve(git, served)
+        try expectFill(git, ask, stdout: served)
+        try reject(git, served)
+        try expectFill(git, origin, stdout: origin + "username=askpass-username\npassword=askpass-password\n",
+                       askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+    }
+
+    @Test("git credential capability is git's own: git 2.47 lists authtype and state, git 2.39 has no such operation",
+          arguments: RealGit.allCases)
+    func gitCapability(gitVersion: RealGit) throws {
+        let git = try GitHarness(backend: .secretService, git: gitVersion)
+        let result = try git.credential("capability", "")
+        switch gitVersion {
+        case .current:
+            #expect(result.exitCode == 0 && result.stderr.isEmpty)
+            #expect(result.stdout == "version 0\ncapability authtype\ncapability state\n")
+        case .debian12:
+            #expect(result.exitCode != 0 && result.stdout.isEmpty)
+        }
     }
 }

@@ -2,9 +2,10 @@ import Foundation
 import PortalTokenTestSupport
 import Testing
 
-/// git 2.46+'s side of the credential protocol, at the protocol level: only git 2.39 is
-/// installed, so these feed the binary the exact lines a git 2.46+ client sends
-/// (git-credential(1), gitcredentials(7)) and check the exact lines back.
+/// git 2.46+'s side of the credential protocol, at the protocol level: these feed the binary the
+/// exact lines a git 2.46+ client sends (git-credential(1), gitcredentials(7)) and check the exact
+/// lines back. The same exchanges through a real git 2.47 are in GitCredentialScenarioTests and
+/// in the "through real git" suite below.
 @Suite("git 2.46+ protocol")
 struct GitProtocol246CLITests {
     @Test("capability prints version 0 and the supported capabilities, under either name")
@@ -133,16 +134,12 @@ struct GitProtocol246PortalTests {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-S")
         #expect(try portal.adopt(token: "token-S").exitCode == 0)
-        func expiry(_ result: ProcessResult) -> Int64? {
-            result.stdout.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
-                .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
-        }
-        let before = try #require(expiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin)))
+        let before = try #require(passwordExpiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin).stdout))
         // Ten hours later, git 2.46+ approves the credential it used, without a username.
         let approve = try portal.portalToken(["store"], stdin: "capability[]=authtype\n" + portal.portalOrigin
                                              + "authtype=Bearer\ncredential=token-S\nephemeral=1\n", clockShift: 10 * 3600)
         #expect(approve.exitCode == 0 && approve.stderr.isEmpty)
-        let after = try #require(expiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600)))
+        let after = try #require(passwordExpiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600).stdout))
         #expect(after >= before + 10 * 3600 - 120)
         #expect(portal.hookRuns.isEmpty)
         #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
@@ -179,4 +176,107 @@ struct GitProtocol246PortalTests {
         #expect(again.exitCode == 0)
         #expect(portal.hookRuns.count == 1)
     }
+}
+
+/// Portal hosts through real `git credential fill/approve/reject`: git 2.47 asks with
+/// capability[]=authtype and gets the session's token as an ephemeral Bearer credential; git 2.39
+/// gets it as a password. Each git then hands back exactly what its fill gave, as it does after a
+/// request succeeds (approve) or is refused (reject).
+@Suite("git 2.46+ protocol: Portal hosts through real git")
+struct GitProtocol246RealGitPortalTests {
+    /// What `git credential fill` answers for the Portal origin, asked as each git's HTTP
+    /// transport asks: git 2.47 announces every capability it has.
+    private func fill(_ portal: PortalHarness, environment: [String: String]? = nil) throws -> ProcessResult {
+        let ask = portal.git.git == .current ? "capability[]=authtype\ncapability[]=state\n" : ""
+        return try portal.git.credential("fill", ask + portal.portalOrigin, environment: environment)
+    }
+
+    @Test("git fill gets the token: from git 2.47 as an ephemeral Bearer credential, from git 2.39 as a password",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func fillAnswer(backend: TestBackend, gitVersion: RealGit) throws {
+        let portal = try PortalHarness(backend: backend, git: gitVersion)
+        #expect(try portal.adopt(token: "token-B", endUserID: "U-1").exitCode == 0)
+        let result = try fill(portal)
+        #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(result.stderr)")
+        switch gitVersion {
+        case .current:
+            let prefix = "capability[]=authtype\nauthtype=Bearer\ncredential=token-B\nephemeral=1\n" + portal.portalOrigin + "username=U-1\n"
+            #expect(result.stdout.hasPrefix(prefix), "\(result.stdout)")
+            #expect(result.stdout.dropFirst(prefix.count).wholeMatch(of: /password_expiry_utc=\d+\n/) != nil, "\(result.stdout)")
+            #expect(!result.stdout.contains("password="))
+            // Without the capability, git 2.47 gets a password, with its expiry.
+            let plain = try portal.git.credential("fill", portal.portalOrigin)
+            #expect(plain.stdout.hasPrefix(portal.portalOrigin + "username=U-1\npassword=token-B\npassword_expiry_utc="))
+            #expect(!plain.stdout.contains("credential="))
+        case .debian12:
+            #expect(result.stdout == portal.portalOrigin + "username=U-1\npassword=token-B\n")
+        }
+        #expect(portal.hookRuns.isEmpty)
+    }
+
+    @Test("23 h and 25 h after the last activity git fill gets the token, with an expiry git 2.47 accepts",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func fillAcrossIdleWindow(backend: TestBackend, gitVersion: RealGit) throws {
+        let portal = try PortalHarness(backend: backend, git: gitVersion)
+        portal.server.registerLiveToken("token-I")
+        #expect(try portal.adopt(token: "token-I").exitCode == 0)
+        let adopted = Int64(Date().timeIntervalSince1970)
+        // git 2.47 drops a credential whose password_expiry_utc has passed by its own (here
+        // shifted) clock and asks the user instead: the answer must hold a later expiry.
+        for (hours, checks) in [(Int64(23), 0), (25, 1)] {
+            let result = try fill(portal, environment: try portal.environment(clockShift: hours * 3600))
+            #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(hours) h: \(result.stderr)")
+            #expect(result.stdout.contains("token-I") && !result.stdout.contains("askpass"), "\(hours) h: \(result.stdout)")
+            #expect(portal.requests(to: "/api/v3/clients/me").count == checks)
+            if gitVersion == .current {
+                let expiry = try #require(passwordExpiry(result.stdout))
+                #expect(expiry > adopted + hours * 3600)
+            }
+        }
+        #expect(portal.hookRuns.isEmpty)
+    }
+
+    @Test("git reject of what git fill gave ends the session: the hook once, the error on git's stderr",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func rejectEndsSession(backend: TestBackend, gitVersion: RealGit) throws {
+        let portal = try PortalHarness(backend: backend, git: gitVersion)
+        #expect(try portal.adopt(token: "token-R", endUserID: "U-2").exitCode == 0)
+        let answer = try fill(portal).stdout
+        #expect(answer.contains("token-R"))
+        let reject = try portal.git.credential("reject", answer)
+        // git reports nothing of a helper's failure on reject but what the helper printed, and
+        // exits 0 itself.
+        #expect(reject.exitCode == 0 && reject.stdout.isEmpty)
+        #expect(reject.stderr.contains("portal-token: error: the Portal session of U-2 has ended"), "\(reject.stderr)")
+        #expect(!reject.stderr.contains("token-R"))
+        #expect(portal.hookRuns == ["unauthorized U-2 \(portal.environmentID)"])
+        #expect(try portal.git.portalToken(["get"]).exitCode == 1)
+        // A second reject of the same credential finds no session: no second hook run.
+        let again = try portal.git.credential("reject", answer)
+        #expect(again.exitCode == 0 && portal.hookRuns.count == 1)
+    }
+
+    @Test("git approve of what git fill gave slides the session's expiry, with no request to Portal",
+          arguments: TestBackend.allCases, RealGit.allCases)
+    func approveSlides(backend: TestBackend, gitVersion: RealGit) throws {
+        let portal = try PortalHarness(backend: backend, git: gitVersion)
+        portal.server.registerLiveToken("token-S")
+        #expect(try portal.adopt(token: "token-S").exitCode == 0)
+        let before = try #require(passwordExpiry(try portal.git.portalToken(["get"], stdin: portal.portalOrigin).stdout))
+        let answer = try fill(portal).stdout
+        // Ten hours later, the request succeeded and git approves the credential it used.
+        let approve = try portal.git.credential("approve", answer, environment: try portal.environment(clockShift: 10 * 3600))
+        #expect(approve.exitCode == 0 && approve.stdout.isEmpty && approve.stderr.isEmpty, "\(approve.stderr)")
+        let after = try #require(passwordExpiry(try portal.portalToken(["get"], stdin: portal.portalOrigin, clockShift: 10 * 3600).stdout))
+        #expect(after >= before + 10 * 3600 - 120)
+        #expect(portal.hookRuns.isEmpty)
+        #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-S\n")
+    }
+}
+
+/// The `password_expiry_utc` of a credential-protocol answer.
+private func passwordExpiry(_ output: String) -> Int64? {
+    output.split(separator: "\n").first { $0.hasPrefix("password_expiry_utc=") }
+        .flatMap { Int64($0.dropFirst("password_expiry_utc=".count)) }
 }

@@ -10,7 +10,7 @@ public final class PortalHarness: @unchecked Sendable {
     public let hookLog: URL
     public let hookEnvironment: URL
 
-    public init(backend: TestBackend, extraEnvironment: [String: String?] = [:]) throws {
+    public init(backend: TestBackend, git gitVersion: RealGit = .debian12, extraEnvironment: [String: String?] = [:]) throws {
         server = try FakePortalServer()
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hook-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -33,7 +33,7 @@ public final class PortalHarness: @unchecked Sendable {
             "PORTAL_TOKEN_ON_SESSION_INVALIDATED": hook.path,
         ]
         for (name, value) in extraEnvironment { environment[name] = value }
-        git = try GitHarness(backend: backend, extraEnvironment: environment)
+        git = try GitHarness(backend: backend, git: gitVersion, extraEnvironment: environment)
     }
 
     deinit {
@@ -57,13 +57,20 @@ public final class PortalHarness: @unchecked Sendable {
     /// Runs portal-token with the wall clock moved by `seconds` (contrib/testing/wallclock-shift.c,
     /// built by the test script and named by PORTAL_TOKEN_TEST_CLOCK_SHIM).
     public func portalToken(_ arguments: [String], stdin: String? = nil, clockShift seconds: Int64) throws -> ProcessResult {
+        try ProcessRunner.run(ProcessRunner.portalTokenPath, arguments, stdin: stdin,
+                              environment: try environment(clockShift: seconds), timeout: 30)
+    }
+
+    /// The helper's environment with the wall clock moved by `seconds`, for portal-token or for
+    /// git and the portal-token it runs.
+    public func environment(clockShift seconds: Int64) throws -> [String: String] {
         guard let shim = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"] else {
             throw SpawnFailure(executable: "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh", code: 0)
         }
         var environment = git.environment
         environment["LD_PRELOAD"] = shim
         environment["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = String(seconds)
-        return try ProcessRunner.run(ProcessRunner.portalTokenPath, arguments, stdin: stdin, environment: environment, timeout: 30)
+        return environment
     }
 
     /// The requests the fake server saw for a path.
