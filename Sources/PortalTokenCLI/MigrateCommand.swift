@@ -131,17 +131,18 @@ extension Composition {
     static func contents(of backend: BackendChoice.Backend, for context: Context) throws -> StoreContents {
         var contents = StoreContents()
         contents.credentials = try credentialStore(for: context, backend: backend).lookup(CredentialQuery())
-        switch backend {
-        case .file:
-            let file = try context.fileStore()
-            contents.sessions = try ItemSessionStore(file).allSessions()
-            contents.steps = try ItemTwoFactorStepStore(file).allSteps()
-        case .secretService:
-            let items = try context.keyringItems()
-            contents.sessions = try ItemSessionStore(items).allSessions()
-            contents.steps = try ItemTwoFactorStepStore(items).allSteps()
-        }
+        let items = try itemStore(for: context, backend: backend)
+        contents.sessions = try ItemSessionStore(items).allSessions()
+        contents.steps = try ItemTwoFactorStepStore(items).allSteps()
         return contents
+    }
+
+    /// The item store that keeps one backend's Portal sessions and two-factor steps.
+    static func itemStore(for context: Context, backend: BackendChoice.Backend) throws -> any ItemStore {
+        switch backend {
+        case .file: return try context.fileStore()
+        case .secretService: return try context.keyringItems()
+        }
     }
 
     /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what
