@@ -168,6 +168,13 @@ struct AutoBackendTests {
         #expect(before.stdout.contains("note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
                 "\(before.stdout)")
 
+        // doctor makes the same decision and says the same about the other store.
+        let doctor = try run(["doctor"], "", environment)
+        #expect(doctor.stdout.contains("ok      backend: secret-service (a Secret Service provider is registered on the session bus)"),
+                "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("problem second store: the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
+                "\(doctor.stdout)")
+
         let migrated = try run(["migrate", "--to", "secret-service"], "", environment)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(migrated.stdout.isEmpty)
@@ -194,6 +201,12 @@ struct AutoBackendTests {
                                               environment: environment).exitCode == 0)
         var file = environment
         file["PORTAL_TOKEN_BACKEND"] = "file"
+        // The file is chosen and the keyring also holds items: status and doctor both say so.
+        let note = "the Secret Service also holds items; 'portal-token migrate --to file' merges them"
+        let status = try ProcessRunner.portalToken(["status"], environment: file)
+        #expect(status.stdout.contains("note:         \(note)"), "\(status.stdout)")
+        let doctor = try ProcessRunner.portalToken(["doctor"], environment: file)
+        #expect(doctor.stdout.contains("problem second store: \(note)"), "\(doctor.stdout)")
         let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(migrated.stderr.contains("portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
@@ -201,6 +214,7 @@ struct AutoBackendTests {
         #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
             == "username=u\npassword=from-keyring\n")
         #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: environment).stdout.isEmpty)
+        #expect(!(try ProcessRunner.portalToken(["doctor"], environment: file)).stdout.contains("second store"))
     }
 
     @Test("migrate needs --to naming a store")
