@@ -44,6 +44,8 @@ struct AutoBackendTests {
             ("store", ["store"], credential), ("erase", ["erase"], credential),
             ("session erase", ["erase"], portalOrigin + "username=U\npassword=token-stop\n"),
             ("logout", ["logout"], ""), ("status", ["status"], ""), ("refresh", ["refresh"], ""),
+            ("token", ["token"], ""), ("list", ["list"], ""), ("exec", ["exec", "--", "true"], ""),
+            ("exec-credential", ["exec-credential"], ""), ("migrate", ["migrate", "--to", "file"], ""),
         ]
         for (name, arguments, input) in runs {
             let result = try ProcessRunner.portalToken(arguments, stdin: input, environment: environment, timeout: 20)
@@ -54,6 +56,12 @@ struct AutoBackendTests {
             #expect(!result.stderr.contains("encrypted file"), "\(name): \(result.stderr)")
             #expect(result.duration < 2.5, "\(name) took \(result.duration) s")
         }
+        // The Docker helper answers in its own protocol: the error on stdout, exit 1.
+        let scratch = try ScratchFolder("stopped-docker")
+        let docker = try ProcessRunner.run(try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token", ["get"],
+                                           stdin: "https://registry.stopped.tld\n", environment: environment, timeout: 20)
+        #expect(docker.exitCode == 1 && docker.stdout.contains("did not answer within 800 ms"), "\(docker.stdout) \(docker.stderr)")
+        #expect(docker.duration < 2.5, "the Docker helper took \(docker.duration) s")
         #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
         // Nothing was deleted: once the daemon runs again, the session is there.
         keyring.continueKeyring()
