@@ -225,6 +225,39 @@ struct AutoBackendTests {
         #expect(!(try ProcessRunner.portalToken(["doctor"], environment: file)).stdout.contains("second store"))
     }
 
+    @Test("migrate --to file leaves in the keyring a credential whose slot the file keeps with another secret")
+    func migrateKeepsWhatTheFileLacks() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        func store(_ host: String, _ password: String, _ environment: [String: String]) throws {
+            let result = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n",
+                                                       environment: environment)
+            #expect(result.exitCode == 0, "\(result.stderr)")
+        }
+        try store("same.tld", "same-secret", file)
+        try store("same.tld", "same-secret", environment)
+        try store("differs.tld", "file-secret", file)
+        try store("differs.tld", "keyring-secret", environment)
+        try store("only-keyring.tld", "moved-secret", environment)
+
+        let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
+                "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("left 1 credential there whose secret differs from the one the file keeps"), "\(migrated.stderr)")
+        func get(_ host: String, _ environment: [String: String]) throws -> String {
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment).stdout
+        }
+        #expect(try get("differs.tld", file) == "username=u\npassword=file-secret\n")
+        #expect(try get("only-keyring.tld", file) == "username=u\npassword=moved-secret\n")
+        // The keyring's other secret was written nowhere, so it is still there; the rest is gone.
+        #expect(try get("differs.tld", environment) == "username=u\npassword=keyring-secret\n")
+        #expect(try get("same.tld", environment).isEmpty)
+        #expect(try get("only-keyring.tld", environment).isEmpty)
+    }
+
     @Test("migrate needs --to naming a store")
     func migrateUsage() throws {
         let missing = try ProcessRunner.portalToken(["migrate"])
