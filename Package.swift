@@ -36,6 +36,8 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // Headers only: the process hardening that needs a C call (prctl is variadic).
+        .systemLibrary(name: "CProcessHardening"),
         // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
         .systemLibrary(
             name: "CQRencode",
@@ -51,7 +53,7 @@ let package = Package(
         .target(name: "TerminalQRCode", dependencies: ["PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["PortalTokenCore"]),
         .target(name: "PortalTokenCLI", dependencies: ["PortalTokenCore", "SecretServiceStore", "SessionBus", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
-                                                       "TerminalQRCode", "LoopbackRedirectListener", "CSDBus"]),
+                                                       "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["PortalTokenCore", "CSDBus"], path: "Tests/PortalTokenTestSupport"),

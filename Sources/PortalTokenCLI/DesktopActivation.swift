@@ -1,6 +1,7 @@
 import CSDBus
 import Glibc
 import PortalTokenCore
+import SessionBus
 
 /// The desktop handler when the session bus starts it (`redirect --dbus-activated`): it owns
 /// `io.portalhq.PortalToken` and serves `org.freedesktop.Application` (Desktop Entry
@@ -35,8 +36,8 @@ final class DesktopActivation {
 
     /// Serves the bus until it has been idle for `idleMicroseconds`, or the bus goes away.
     func serve() throws {
-        guard let sd = SessionBusLibrary.loaded else {
-            throw CLIError("cannot load \(SessionBusLibrary.soname) to serve the session bus",
+        guard let sd = SDBus.loaded else {
+            throw CLIError("cannot load \(SDBus.soname) to serve the session bus",
                            hint: "install Debian's libsystemd0; deliver a URL by hand with 'portal-token redirect -'",
                            exitCode: .usage)
         }
@@ -75,7 +76,7 @@ final class DesktopActivation {
     /// One call on the object path: 1 when answered here, 0 to let sd-bus answer "unknown".
     private func handle(_ message: OpaquePointer) -> Int32 {
         lastActivity = Self.monotonicMicroseconds()
-        let sd = SessionBusLibrary.functions
+        let sd = SDBus.served
         if sd.isMethodCall(message, Self.interface, "Open") > 0 {
             return open(message)
         }
@@ -92,7 +93,7 @@ final class DesktopActivation {
     private func open(_ message: OpaquePointer) -> Int32 {
         receivedOpen = true
         var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-        guard SessionBusLibrary.functions.readStrv(message, &strings) >= 0, let strings else {
+        guard SDBus.served.readStrv(message, &strings) >= 0, let strings else {
             return reply(to: message, error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))
         }
         var uris: [Secret] = []
@@ -122,7 +123,7 @@ final class DesktopActivation {
     }
 
     private func reply(to message: OpaquePointer, error: (name: String, message: String)?) -> Int32 {
-        let sd = SessionBusLibrary.functions
+        let sd = SDBus.served
         if let error {
             var busError = sd_bus_error()
             return error.name.withCString { name in
@@ -148,61 +149,7 @@ final class DesktopActivation {
     }
 }
 
-/// libsystemd's sd-bus, loaded with dlopen when the desktop handler runs, not linked: linking it
-/// maps libsystemd and the compression and crypto libraries it needs (liblzma, libzstd, liblz4,
-/// libgcrypt, libcap) into every invocation, about 0.6 ms here, for the one command that serves
-/// the bus. None of these functions is variadic, so each is called through its C type.
-struct SessionBusLibrary: @unchecked Sendable {
-    static let soname = "libsystemd.so.0"
-    static let loaded: SessionBusLibrary? = load()
+private extension SDBus {
     /// Only used once `serve` has checked `loaded`.
-    static var functions: SessionBusLibrary { loaded! }
-
-    typealias Bus = OpaquePointer
-    typealias Message = OpaquePointer
-    let open: @convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32
-    let openUser: @convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32
-    let flushCloseUnref: @convention(c) (Bus?) -> Bus?
-    let addObject: @convention(c) (Bus?, UnsafeMutablePointer<OpaquePointer?>?, UnsafePointer<CChar>?,
-                                   sd_bus_message_handler_t?, UnsafeMutableRawPointer?) -> Int32
-    let requestName: @convention(c) (Bus?, UnsafePointer<CChar>?, UInt64) -> Int32
-    let releaseName: @convention(c) (Bus?, UnsafePointer<CChar>?) -> Int32
-    let process: @convention(c) (Bus?, UnsafeMutablePointer<Message?>?) -> Int32
-    let wait: @convention(c) (Bus?, UInt64) -> Int32
-    let isMethodCall: @convention(c) (Message?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Int32
-    let readStrv: @convention(c) (Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32
-    let replyMethodError: @convention(c) (Message?, UnsafePointer<sd_bus_error>?) -> Int32
-    let newMethodReturn: @convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32
-    let messageUnref: @convention(c) (Message?) -> Message?
-    let send: @convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32
-
-    private static func load() -> SessionBusLibrary? {
-        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
-        func resolve<Function>(_ name: String, as type: Function.Type) -> Function? {
-            dlsym(library, name).map { unsafeBitCast($0, to: type) }
-        }
-        guard let open = resolve("sd_bus_open", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
-              let openUser = resolve("sd_bus_open_user", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
-              let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
-              let addObject = resolve("sd_bus_add_object", as: (@convention(c) (Bus?, UnsafeMutablePointer<OpaquePointer?>?, UnsafePointer<CChar>?,
-                                                                                 sd_bus_message_handler_t?, UnsafeMutableRawPointer?) -> Int32).self),
-              let requestName = resolve("sd_bus_request_name", as: (@convention(c) (Bus?, UnsafePointer<CChar>?, UInt64) -> Int32).self),
-              let releaseName = resolve("sd_bus_release_name", as: (@convention(c) (Bus?, UnsafePointer<CChar>?) -> Int32).self),
-              let process = resolve("sd_bus_process", as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?) -> Int32).self),
-              let wait = resolve("sd_bus_wait", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
-              let isMethodCall = resolve("sd_bus_message_is_method_call",
-                                         as: (@convention(c) (Message?, UnsafePointer<CChar>?, UnsafePointer<CChar>?) -> Int32).self),
-              let readStrv = resolve("sd_bus_message_read_strv",
-                                     as: (@convention(c) (Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32).self),
-              let replyMethodError = resolve("sd_bus_reply_method_error", as: (@convention(c) (Message?, UnsafePointer<sd_bus_error>?) -> Int32).self),
-              let newMethodReturn = resolve("sd_bus_message_new_method_return",
-                                            as: (@convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32).self),
-              let messageUnref = resolve("sd_bus_message_unref", as: (@convention(c) (Message?) -> Message?).self),
-              let send = resolve("sd_bus_send", as: (@convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32).self)
-        else { return nil }
-        return SessionBusLibrary(open: open, openUser: openUser, flushCloseUnref: flushCloseUnref, addObject: addObject,
-                                 requestName: requestName, releaseName: releaseName, process: process, wait: wait,
-                                 isMethodCall: isMethodCall, readStrv: readStrv, replyMethodError: replyMethodError,
-                                 newMethodReturn: newMethodReturn, messageUnref: messageUnref, send: send)
-    }
+    static var served: SDBus { loaded! }
 }

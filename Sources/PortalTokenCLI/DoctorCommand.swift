@@ -98,9 +98,10 @@ private struct Diagnosis {
                 checks.append(Check(name: "default keyring", ok: false, detail: error.message, hint: error.hint))
             }
         }
-        let (backendCheck, choice) = backend(provider: provider)
+        let (backendCheck, choice) = backend()
         checks.append(backendCheck)
-        checks += encryptedFile(choice: choice)
+        checks += encryptedFile()
+        if let second = secondStore(choice: choice) { checks.append(second) }
         checks.append(hook())
         checks.append(kernelKeyring())
         if network { checks.append(portalAPI()) }
@@ -123,10 +124,14 @@ private struct Diagnosis {
         return Check(name: "config file", ok: true, detail: "\(path) (\(context.settings.configFile.count) settings)")
     }
 
-    /// The bus address from the environment, and a connection to its socket.
+    /// The bus address from the environment, else `$XDG_RUNTIME_DIR/bus` where sd-bus and GLib
+    /// look next, and a connection to its socket.
     private func sessionBus() -> Check {
-        guard let address = context.environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else {
-            return Check(name: "session bus", ok: requested != .secretService, detail: "DBUS_SESSION_BUS_ADDRESS is not set",
+        let runtimeBus = context.environment["XDG_RUNTIME_DIR"].map { $0 + "/bus" }
+            .flatMap { access($0, F_OK) == 0 ? "unix:path=" + $0 : nil }
+        guard let address = context.environment["DBUS_SESSION_BUS_ADDRESS"].flatMap({ $0.isEmpty ? nil : $0 }) ?? runtimeBus else {
+            return Check(name: "session bus", ok: requested != .secretService,
+                         detail: "DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus",
                          hint: requested == .secretService ? "run inside a desktop session, or under dbus-run-session" : nil)
         }
         let first = address.split(separator: ";").first.map(String.init) ?? address
@@ -163,19 +168,11 @@ private struct Diagnosis {
         return Check(name: "session bus", ok: true, detail: first.prefix(120) + "")
     }
 
-    /// The backend `auto` (or the setting) picks, from what the provider check found rather
-    /// than asking the keyring again.
-    private func backend(provider: StoreError.Kind?) -> (Check, BackendChoice?) {
-        if requested == .auto, let provider {
-            guard provider == .unavailable else {
-                return (Check(name: "backend", ok: false, detail: "undecided: the Secret Service is there but did not answer",
-                              hint: "commands fail with exit 4 until the keyring answers; nothing is moved to the file"), nil)
-            }
-            let choice = BackendChoice(backend: .file, reason: "no Secret Service is available", isFallback: true)
-            return (Check(name: "backend", ok: true, detail: "file (\(choice.reason))"), choice)
-        }
+    /// The backend in use and why: the very decision every other command, `status` included,
+    /// makes (from the session bus, never from how fast the keyring answers).
+    private func backend() -> (Check, BackendChoice?) {
         do {
-            let choice = try Composition.backendChoice(for: context)
+            let choice = try context.backendChoice()
             return (Check(name: "backend", ok: true, detail: "\(choice.backend.rawValue) (\(choice.reason))"), choice)
         } catch {
             let failure = CLIError(error)
@@ -183,9 +180,16 @@ private struct Diagnosis {
         }
     }
 
-    /// The encrypted file: where, whose, which mode, and where its passphrase would come from;
-    /// and whether it is a second store beside the keyring.
-    private func encryptedFile(choice: BackendChoice?) -> [Check] {
+    /// Whether the store not in use also holds items: the note `status` prints, from the same
+    /// code. A keyring that cannot be read here is reported by the checks above.
+    private func secondStore(choice: BackendChoice?) -> Check? {
+        guard let choice, let notice = try? Composition.otherStoreNotice(for: context) else { return nil }
+        return Check(name: "second store", ok: false, detail: notice,
+                     hint: "merge it into the store in use with 'portal-token migrate --to \(choice.backend.rawValue)'")
+    }
+
+    /// The encrypted file: where, whose, which mode, and where its passphrase would come from.
+    private func encryptedFile() -> [Check] {
         guard let path = try? Composition.storeFilePath(context) else {
             return [Check(name: "encrypted file", ok: requested != .file, detail: "no path: neither XDG_DATA_HOME nor HOME is set",
                           hint: "set PORTAL_TOKEN_FILE")]
@@ -209,18 +213,12 @@ private struct Diagnosis {
             problems.append("its directory is writable by others")
         }
         let mode = String(status.st_mode & 0o777, radix: 8)
-        var checks = [Check(
+        return [Check(
             name: "encrypted file", ok: problems.isEmpty && (source != nil || requested != .file),
             detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
                 + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
             hint: !problems.isEmpty ? "chmod 600 the file and 700 its directory, owned by you"
                 : source == nil && requested == .file ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)]
-        if choice?.backend == .secretService {
-            checks.append(Check(name: "second store", ok: false,
-                                detail: "the keyring is in use and the encrypted file \(path) exists beside it",
-                                hint: "move its items into the keyring with 'portal-token migrate --to secret-service'"))
-        }
-        return checks
     }
 
     private func hook() -> Check {

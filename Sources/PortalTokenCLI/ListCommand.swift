@@ -2,12 +2,13 @@ import PortalTokenCore
 
 struct ListCommand: Command {
     static let name = "list"
-    static let summary = "List stored credentials and the Portal session (never a password or token)"
+    static let summary = "List stored credentials and Portal sessions (never a password or token)"
     static let usage = "portal-token list [--format json]"
     static let details = """
         Shows what the backend in use holds: each generic credential's protocol, host, path
-        and username, and the Portal session of the configured environment (end user and
-        expires-at). Never a password, token or other secret. Exit 0, even when empty.
+        and username, and every stored Portal session (auth environment, end user and
+        expires-at), whichever environment is configured. Never a password, token or other
+        secret. Exit 0, even when empty.
         --format json prints {"credentials":[{"protocol","host","path","username"}],
         "sessions":[{"authEnvironmentId","endUserId","expiresAt"}]}.
         """
@@ -20,12 +21,10 @@ struct ListCommand: Command {
 
     func run(in context: Context) throws {
         let credentials = try context.credentialStore().all()
-        // Sessions are kept per auth environment; the configured one is listed, with no
-        // network call (as `status`).
-        var sessions: [PortalSession] = []
-        if (try? context.authEnvironmentID()) != nil, let session = try Composition.sessionService(for: context).restore() {
-            sessions.append(session)
-        }
+        // Every stored Portal session, one per auth environment, as stored: no network call
+        // and no expiry judgement (that is `status`'s).
+        let sessions = try ItemSessionStore(Composition.itemStore(for: context, backend: context.backendChoice().backend))
+            .allSessions().sorted { $0.authEnvironmentID < $1.authEnvironmentID }
         if json {
             let credentialObjects: [JSONValue] = credentials.map { credential in
                 var members: [String: JSONValue] = [

@@ -25,7 +25,8 @@ struct MigrateCommand: Command {
         the same credential slot, or a session at least as recent, the one already there is
         kept. Only once everything is written is the other store moved aside: the encrypted
         file is renamed to <file>.migrated-<UTC time> (it still opens with its passphrase);
-        keyring items are deleted. Prints what it did on stderr.
+        keyring items are deleted, except a credential whose slot the file kept with another
+        secret, which nothing else holds. Prints what it did on stderr.
         """
 
     let destination: BackendChoice.Backend
@@ -52,10 +53,17 @@ struct MigrateCommand: Command {
                              hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
         }
         let (moved, kept, aside) = try context.storeLock().withLock { () throws -> (Int, Int, String) in
-            let contents = try Composition.contents(of: source, for: context)
-            let (moved, kept) = try Self.merge(contents, into: destination, context: context)
-            // Everything is in the destination now: only then does the source go.
-            let aside = try Composition.clear(source, holding: contents, for: context)
+            var contents = try Composition.contents(of: source, for: context)
+            let (moved, kept, differing) = try Self.merge(contents, into: destination, context: context)
+            // Everything is in the destination now: only then does the source go. A credential
+            // whose slot the destination kept with another secret was never written there, so
+            // the keyring keeps it (the file is only moved aside, so it keeps it anyway).
+            contents.credentials.removeAll { differing.contains($0) }
+            var aside = try Composition.clear(source, holding: contents, for: context)
+            if source == .secretService, !differing.isEmpty {
+                aside += "; left \(differing.count) credential\(differing.count == 1 ? "" : "s") there whose secret differs"
+                    + " from the one the file keeps (see 'secret-tool search --all')"
+            }
             return (moved, kept, aside)
         }
         KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix)
@@ -64,16 +72,21 @@ struct MigrateCommand: Command {
     }
 
     /// Writes each item where the destination holds nothing newer; returns how many were
-    /// written and how many were kept as they were.
+    /// written, how many were kept as they were, and the credentials of the source that were
+    /// not written because the destination kept a different one in their slot.
     private static func merge(_ contents: StoreContents, into destination: BackendChoice.Backend,
-                              context: Context) throws -> (moved: Int, kept: Int) {
+                              context: Context) throws -> (moved: Int, kept: Int, differing: [Credential]) {
         var moved = 0, kept = 0
+        var differing: [Credential] = []
         let credentials = try Composition.credentialStore(for: context, backend: destination)
         for credential in contents.credentials {
             let slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
                                        path: credential.path, username: credential.username)
-            if try credentials.lookup(slot).contains(where: { $0.occupiesSameSlot(as: credential) }) {
+            if let present = try credentials.lookup(slot).first(where: { $0.occupiesSameSlot(as: credential) }) {
                 kept += 1
+                if present.password != credential.password || present.credential != credential.credential {
+                    differing.append(credential)
+                }
             } else {
                 try credentials.store(credential)
                 moved += 1
@@ -98,7 +111,7 @@ struct MigrateCommand: Command {
                 moved += 1
             }
         }
-        return (moved, kept)
+        return (moved, kept, differing)
     }
 }
 
@@ -131,17 +144,18 @@ extension Composition {
     static func contents(of backend: BackendChoice.Backend, for context: Context) throws -> StoreContents {
         var contents = StoreContents()
         contents.credentials = try credentialStore(for: context, backend: backend).lookup(CredentialQuery())
-        switch backend {
-        case .file:
-            let file = try context.fileStore()
-            contents.sessions = try ItemSessionStore(file).allSessions()
-            contents.steps = try ItemTwoFactorStepStore(file).allSteps()
-        case .secretService:
-            let items = try context.keyringItems()
-            contents.sessions = try ItemSessionStore(items).allSessions()
-            contents.steps = try ItemTwoFactorStepStore(items).allSteps()
-        }
+        let items = try itemStore(for: context, backend: backend)
+        contents.sessions = try ItemSessionStore(items).allSessions()
+        contents.steps = try ItemTwoFactorStepStore(items).allSteps()
         return contents
+    }
+
+    /// The item store that keeps one backend's Portal sessions and two-factor steps.
+    static func itemStore(for context: Context, backend: BackendChoice.Backend) throws -> any ItemStore {
+        switch backend {
+        case .file: return try context.fileStore()
+        case .secretService: return try context.keyringItems()
+        }
     }
 
     /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what

@@ -1,4 +1,4 @@
-import CSDBus
+import CProcessHardening
 import Glibc
 import PortalTokenCore
 

@@ -44,6 +44,8 @@ struct AutoBackendTests {
             ("store", ["store"], credential), ("erase", ["erase"], credential),
             ("session erase", ["erase"], portalOrigin + "username=U\npassword=token-stop\n"),
             ("logout", ["logout"], ""), ("status", ["status"], ""), ("refresh", ["refresh"], ""),
+            ("token", ["token"], ""), ("list", ["list"], ""), ("exec", ["exec", "--", "true"], ""),
+            ("exec-credential", ["exec-credential"], ""), ("migrate", ["migrate", "--to", "file"], ""),
         ]
         for (name, arguments, input) in runs {
             let result = try ProcessRunner.portalToken(arguments, stdin: input, environment: environment, timeout: 20)
@@ -54,6 +56,12 @@ struct AutoBackendTests {
             #expect(!result.stderr.contains("encrypted file"), "\(name): \(result.stderr)")
             #expect(result.duration < 2.5, "\(name) took \(result.duration) s")
         }
+        // The Docker helper answers in its own protocol: the error on stdout, exit 1.
+        let scratch = try ScratchFolder("stopped-docker")
+        let docker = try ProcessRunner.run(try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token", ["get"],
+                                           stdin: "https://registry.stopped.tld\n", environment: environment, timeout: 20)
+        #expect(docker.exitCode == 1 && docker.stdout.contains("did not answer within 800 ms"), "\(docker.stdout) \(docker.stderr)")
+        #expect(docker.duration < 2.5, "the Docker helper took \(docker.duration) s")
         #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
         // Nothing was deleted: once the daemon runs again, the session is there.
         keyring.continueKeyring()
@@ -168,6 +176,13 @@ struct AutoBackendTests {
         #expect(before.stdout.contains("note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
                 "\(before.stdout)")
 
+        // doctor makes the same decision and says the same about the other store.
+        let doctor = try run(["doctor"], "", environment)
+        #expect(doctor.stdout.contains("ok      backend: secret-service (a Secret Service provider is registered on the session bus)"),
+                "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("problem second store: the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
+                "\(doctor.stdout)")
+
         let migrated = try run(["migrate", "--to", "secret-service"], "", environment)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(migrated.stdout.isEmpty)
@@ -194,6 +209,12 @@ struct AutoBackendTests {
                                               environment: environment).exitCode == 0)
         var file = environment
         file["PORTAL_TOKEN_BACKEND"] = "file"
+        // The file is chosen and the keyring also holds items: status and doctor both say so.
+        let note = "the Secret Service also holds items; 'portal-token migrate --to file' merges them"
+        let status = try ProcessRunner.portalToken(["status"], environment: file)
+        #expect(status.stdout.contains("note:         \(note)"), "\(status.stdout)")
+        let doctor = try ProcessRunner.portalToken(["doctor"], environment: file)
+        #expect(doctor.stdout.contains("problem second store: \(note)"), "\(doctor.stdout)")
         let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(migrated.stderr.contains("portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
@@ -201,6 +222,40 @@ struct AutoBackendTests {
         #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
             == "username=u\npassword=from-keyring\n")
         #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: environment).stdout.isEmpty)
+        #expect(!(try ProcessRunner.portalToken(["doctor"], environment: file)).stdout.contains("second store"))
+    }
+
+    @Test("migrate --to file leaves in the keyring a credential whose slot the file keeps with another secret")
+    func migrateKeepsWhatTheFileLacks() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        func store(_ host: String, _ password: String, _ environment: [String: String]) throws {
+            let result = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n",
+                                                       environment: environment)
+            #expect(result.exitCode == 0, "\(result.stderr)")
+        }
+        try store("same.tld", "same-secret", file)
+        try store("same.tld", "same-secret", environment)
+        try store("differs.tld", "file-secret", file)
+        try store("differs.tld", "keyring-secret", environment)
+        try store("only-keyring.tld", "moved-secret", environment)
+
+        let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
+                "\(migrated.stderr)")
+        #expect(migrated.stderr.contains("left 1 credential there whose secret differs from the one the file keeps"), "\(migrated.stderr)")
+        func get(_ host: String, _ environment: [String: String]) throws -> String {
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment).stdout
+        }
+        #expect(try get("differs.tld", file) == "username=u\npassword=file-secret\n")
+        #expect(try get("only-keyring.tld", file) == "username=u\npassword=moved-secret\n")
+        // The keyring's other secret was written nowhere, so it is still there; the rest is gone.
+        #expect(try get("differs.tld", environment) == "username=u\npassword=keyring-secret\n")
+        #expect(try get("same.tld", environment).isEmpty)
+        #expect(try get("only-keyring.tld", environment).isEmpty)
     }
 
     @Test("migrate needs --to naming a store")

@@ -64,6 +64,40 @@ struct SetupGitTests {
 
 @Suite("list")
 struct ListTests {
+    @Test("list shows every stored Portal session, whichever environment is configured, and never a token", arguments: TestBackend.allCases)
+    func listShowsEverySession(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        let other = "env-other-\(UInt32.random(in: 0...UInt32.max))"
+        let tokens = ["canary-token-\(UUID().uuidString)", "canary-token-\(UUID().uuidString)"]
+        #expect(try portal.adopt(token: tokens[0], endUserID: "first-user").exitCode == 0)
+        var elsewhere = portal.git.environment
+        elsewhere["PORTAL_AUTH_ENVIRONMENT_ID"] = other
+        let adopted = try ProcessRunner.portalToken(["store"], stdin: portal.portalOrigin + "username=second-user\npassword=\(tokens[1])\n",
+                                                    environment: elsewhere)
+        #expect(adopted.exitCode == 0, "\(adopted.stderr)")
+        defer { _ = try? ProcessRunner.portalToken(["logout"], environment: elsewhere) }
+
+        let text = try portal.git.portalToken(["list"])
+        #expect(text.exitCode == 0, "\(text.stderr)")
+        #expect(text.stdout.contains("session     environment \(portal.environmentID)  end user first-user  expires at "), "\(text.stdout)")
+        #expect(text.stdout.contains("session     environment \(other)  end user second-user  expires at "), "\(text.stdout)")
+        // With no environment configured at all, the stored sessions are still listed.
+        var unconfigured = portal.git.environment
+        unconfigured["PORTAL_AUTH_ENVIRONMENT_ID"] = nil
+        let json = try ProcessRunner.portalToken(["list", "--format", "json"], environment: unconfigured)
+        #expect(json.exitCode == 0, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let sessions = try #require(object["sessions"] as? [[String: Any]])
+        let listed = Dictionary(sessions.compactMap { session in
+            (session["authEnvironmentId"] as? String).map { ($0, session["endUserId"] as? String) }
+        }, uniquingKeysWith: { first, _ in first })
+        #expect(listed[portal.environmentID] == "first-user" && listed[other] == "second-user", "\(json.stdout)")
+        #expect(sessions.allSatisfy { ($0["expiresAt"] as? String)?.hasSuffix("Z") == true }, "\(json.stdout)")
+        for result in [text, json] {
+            for token in tokens { #expect(!result.stdout.contains(token) && !result.stderr.contains(token)) }
+        }
+    }
+
     @Test("list shows credentials and the session without any secret, and exits 0 when empty", arguments: TestBackend.allCases)
     func listNeverShowsSecrets(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
@@ -92,7 +126,7 @@ struct ListTests {
         #expect(mine?["protocol"] as? String == "https" && mine?["path"] as? String == "repo.git")
         #expect(mine?["username"] as? String == "list-user")
         let sessions = try #require(object["sessions"] as? [[String: Any]])
-        #expect(sessions.first?["endUserId"] as? String == "list-end-user")
+        #expect(sessions.first { $0["authEnvironmentId"] as? String == portal.environmentID }?["endUserId"] as? String == "list-end-user")
         for result in [text, json] {
             for canary in [canaryPassword, canaryRefresh, canaryToken] {
                 #expect(!result.stdout.contains(canary) && !result.stderr.contains(canary))
