@@ -150,8 +150,19 @@ public final class CommandLineSampler: @unchecked Sendable {
         }
     }
 
-    /// Stops sampling and returns the command lines seen and how many rounds were taken.
-    public func stop() -> (commandLines: [String], rounds: Int) {
+    /// Stops sampling and returns the command lines seen and how many rounds were taken. With
+    /// `minimumRounds`, first lets the sampler finish that many rounds (within `timeout`
+    /// seconds): a loaded machine walks /proc slowly, and a check of the round count must not
+    /// depend on the load.
+    public func stop(minimumRounds: Int = 0, timeout: Double = 10) -> (commandLines: [String], rounds: Int) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            lock.lock()
+            let done = rounds >= minimumRounds
+            lock.unlock()
+            if done { break }
+            usleep(5000)
+        }
         lock.lock()
         running = false
         lock.unlock()
