@@ -1,3 +1,4 @@
+import Basics
 import PortalTokenCore
 
 /// The small part of JSON (RFC 8259) the store's plaintext needs, read and written straight
@@ -64,8 +65,7 @@ struct JSONWriter {
             case 0x09: escape(UInt8(ascii: "t"))
             case 0..<0x20:
                 bytes.append(contentsOf: "\\u00".utf8)
-                bytes.append(hexDigit(byte >> 4))
-                bytes.append(hexDigit(byte & 0xF))
+                Hex.appendDigits(of: byte, to: &bytes)
             default: bytes.append(byte)
             }
         }
@@ -75,10 +75,6 @@ struct JSONWriter {
     private mutating func escape(_ letter: UInt8) {
         bytes.append(UInt8(ascii: "\\"))
         bytes.append(letter)
-    }
-
-    private func hexDigit(_ value: UInt8) -> UInt8 {
-        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 }
 
@@ -234,15 +230,8 @@ struct JSONReader {
         guard index + 4 <= bytes.count else { throw fail() }
         var value: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[index]
+            guard let digit = Hex.value(of: bytes[index]) else { throw fail() }
             index += 1
-            let digit: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-            default: throw fail()
-            }
             value = value << 4 | UInt32(digit)
         }
         return value

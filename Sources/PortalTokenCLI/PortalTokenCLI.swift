@@ -1,3 +1,4 @@
+import Basics
 import CSDBus
 import Glibc
 import PortalTokenCore
@@ -165,8 +166,7 @@ public enum PortalTokenCLI {
         switch failure {
         case .missing: return "no such file"
         case .tooLarge: return "larger than 1 MiB"
-        case .notRegular: return "not a regular file"
-        case .unreadable(let number): return String(cString: strerror(number))
+        default: return failure.reason
         }
     }
 

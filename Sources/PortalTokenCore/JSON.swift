@@ -1,3 +1,5 @@
+import Basics
+
 /// A JSON value (RFC 8259), parsed and written without Foundation so that the paths every
 /// script runs stay small and fast. Objects keep the last value of a repeated key.
 public enum JSONValue: Sendable, Equatable {
@@ -202,7 +204,7 @@ public enum JSONValue: Sendable, Equatable {
             guard index + 4 <= bytes.count else { throw fail() }
             var value: UInt32 = 0
             for _ in 0..<4 {
-                guard let digit = PercentDecoding.hexValue(bytes[index]) else { throw fail() }
+                guard let digit = Hex.value(of: bytes[index]) else { throw fail() }
                 value = value << 4 | UInt32(digit)
                 index += 1
             }

@@ -1,3 +1,5 @@
+import Basics
+
 /// What portal-token remembers of a sign-in grant it exchanged: a digest, never the grant.
 ///
 /// The digest is HMAC-SHA-256 of the grant, keyed by a fixed label and the auth environment ID
@@ -25,16 +27,7 @@ public enum GrantDigest {
         Array(label.utf8) + [0] + Array(authEnvironmentID.utf8)
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            output.append(digits[Int(byte >> 4)])
-            output.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: output, as: UTF8.self)
-    }
+    public static func hex(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 }
 
 /// HMAC (RFC 2104) over SHA-256.
