@@ -44,7 +44,8 @@ let package = Package(
         // POSIX plumbing every module may use: bounded file reading, the monotonic clock, hex,
         // percent-coding, trimming, the environment, mkdir -p and the cross-process file lock.
         .target(name: "Basics"),
-        .target(name: "PortalTokenCore", dependencies: ["Basics"]),
+        // libsodium's digests are pure functions: the core stays free of I/O.
+        .target(name: "PortalTokenCore", dependencies: ["Basics", "CSodium"]),
         .target(name: "SecretServiceStore", dependencies: ["Basics", "PortalTokenCore", "CLibSecret"]),
         .target(name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"]),
         .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore", "CSDBus"]),
