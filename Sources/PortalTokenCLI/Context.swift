@@ -122,7 +122,19 @@ final class Context {
     /// (product contract §5) rather than from generic storage.
     func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
         guard let protocolName = request.protocolName, let host = request.host else { return false }
-        return PortalHostGate(apiBase: try apiBase()).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
+        let base: PortalAPIBase
+        do {
+            base = try apiBase()
+        } catch {
+            // An unreadable API host is reported only to a request it could be about: a plain
+            // git request for another host is answered from generic storage as ever.
+            let configured = settings.value(.apiHost) ?? ""
+            if PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host.gitHost, unreadableAPIHost: configured) {
+                throw error
+            }
+            return false
+        }
+        return PortalHostGate(apiBase: base).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
     }
 
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an

@@ -200,7 +200,8 @@ public enum PortalTokenCLI {
 
             Exit codes: 0 success, 1 not signed in, 2 usage or configuration error,
             3 the session just ended, 4 storage failure (nothing was deleted), 5 network
-            failure, 6 Portal rejected the request, 7 not a sign-in redirect.
+            failure, 6 Portal rejected the request, 7 not a sign-in redirect, 70 internal
+            error (please report it).
 
             In scripts: TOKEN=$(portal-token token), or portal-token exec -- COMMAND.
             As a git credential helper: portal-token setup-git
