@@ -198,7 +198,9 @@ struct PortalSessionTests {
         #expect(try portal.adopt(token: "token-git").exitCode == 0)
         // The session passed its cap: the helper ends it, and the hook writes to its stdout.
         var environment = portal.git.environment
-        environment["LD_PRELOAD"] = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"])
+        let shim = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"]
+        try #require(shim != nil, "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh")
+        environment["LD_PRELOAD"] = shim
         environment["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = String(8 * 24 * hour)
         let fill = try ProcessRunner.run("/usr/bin/git", ["-c", "credential.helper=portal-token", "credential", "fill"],
                                          stdin: portal.portalOrigin, environment: environment, timeout: 30)
