@@ -89,21 +89,9 @@ struct StoreFileSystem {
         do {
             return try FileLock.acquire(lockPath, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
-            switch error {
-            case .timedOut:
-                throw StoreError(.timedOut, "the store file \(path) is locked by another process",
-                                 hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'")
-            case .symbolicLink:
-                throw StoreError(.failed, "the lock file \(lockPath) is a symbolic link",
-                                 hint: "remove it; portal-token creates the lock file itself")
-            case .notOwnRegularFile:
-                throw StoreError(.failed, "the lock file \(lockPath) is not a regular file of your own",
-                                 hint: "remove it; portal-token creates the lock file itself")
-            case .cannotOpen(let number):
-                throw failure("cannot open the lock file \(lockPath)", errno: number)
-            case .cannotLock(let number):
-                throw failure("cannot lock \(lockPath)", errno: number)
-            }
+            throw StoreError(error, lockPath: lockPath,
+                             timedOut: StoreError(.timedOut, "the store file \(path) is locked by another process",
+                                                  hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'"))
         }
     }
 

@@ -49,18 +49,9 @@ final class SessionFileLock: SessionLock {
         do {
             return try FileLock.acquire(path, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
-            switch error {
-            case .timedOut:
-                throw StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
-                                 hint: "try again; if it persists, look for a stuck portal-token process")
-            case .symbolicLink, .notOwnRegularFile:
-                throw StoreError(.failed, "the lock file \(path) is not a regular file of your own",
-                                 hint: "remove it; portal-token creates the lock file itself")
-            case .cannotOpen(let number):
-                throw StoreError(.failed, "cannot open the lock file \(path): \(String(cString: strerror(number)))")
-            case .cannotLock(let number):
-                throw StoreError(.failed, "cannot lock \(path): \(String(cString: strerror(number)))")
-            }
+            throw StoreError(error, lockPath: path,
+                             timedOut: StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
+                                                  hint: "try again; if it persists, look for a stuck portal-token process"))
         }
     }
 }
