@@ -80,6 +80,10 @@ static inline void portal_g_object_unref(void *fn, gpointer object) {
     ((void (*)(gpointer))fn)(object);
 }
 
+static inline gpointer portal_g_object_ref(void *fn, gpointer object) {
+    return ((gpointer (*)(gpointer))fn)(object);
+}
+
 /* GIO */
 
 static inline GQuark portal_g_io_error_quark(void *fn) {

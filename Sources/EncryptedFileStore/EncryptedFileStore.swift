@@ -113,7 +113,7 @@ public final class EncryptedFileStore: CredentialStore {
     /// deleted: the old file stays readable with its passphrase.
     public func moveAsideAfterMigration() throws(StoreError) -> String {
         let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-        defer { withExtendedLifetime(lock) {} }
+        defer { lock.release() }
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -166,8 +166,8 @@ public final class EncryptedFileStore: CredentialStore {
             case .payload(let payload, _): return payload
             case .damaged(let reason):
                 let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+                defer { lock.release() }
                 try moveAsideIfUnchanged(contents, reason: reason)
-                withExtendedLifetime(lock) {}
             }
         }
         throw raceError()
@@ -275,13 +275,13 @@ public final class EncryptedFileStore: CredentialStore {
                     key = opened
                 case .damaged(let reason):
                     let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
+                    defer { lock.release() }
                     try moveAsideIfUnchanged(seen, reason: reason)
-                    withExtendedLifetime(lock) {}
                     continue
                 }
             }
             let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-            defer { withExtendedLifetime(lock) {} }
+            defer { lock.release() }
             let current = try files.read()
             // Another process created or re-keyed the file meanwhile: start over on what it wrote.
             guard keyIdentity(of: current) == keyIdentity(of: seen) else { continue }

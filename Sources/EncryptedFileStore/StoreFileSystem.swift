@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -43,18 +44,18 @@ struct StoreFileSystem {
     /// may read or write, is refused before a byte of it is used.
     func read() throws(StoreError) -> Contents? {
         guard try checkDirectory() else { return nil }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        if descriptor < 0 {
-            if errno == ENOENT { return nil }
-            throw failure("cannot open the store file \(path)", errno: errno)
-        }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { throw failure("cannot examine the store file \(path)", errno: errno) }
-        guard status.st_mode & S_IFMT == S_IFREG else {
+        let file: RegularFile
+        do {
+            file = try RegularFile(path)
+        } catch .missing {
+            return nil
+        } catch .notRegular {
             throw StoreError(.failed, "the store file \(path) is not a regular file",
                              hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
+        } catch {
+            throw failure("cannot open the store file \(path)", error)
         }
+        let status = file.status
         try Self.requireOwn(status, "the store file \(path)", forbidden: 0o077, exposure: "is open to other users",
                             ownerHint: "point PORTAL_TOKEN_FILE at a store of your own",
                             modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
@@ -62,28 +63,16 @@ struct StoreFileSystem {
             return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
                             damage: "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be")
         }
-        var bytes = [UInt8](repeating: 0, count: Int(status.st_size))
-        var offset = 0
-        while true {
-            if offset == bytes.count {
-                // Grown since fstat: still bounded.
-                guard bytes.count <= Self.maximumFileBytes else {
-                    return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
-                                    damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
-                }
-                bytes.append(contentsOf: [UInt8](repeating: 0, count: 4096))
-            }
-            let count = bytes.withUnsafeMutableBytes { raw in
-                Glibc.read(descriptor, raw.baseAddress! + offset, raw.count - offset)
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure("cannot read the store file \(path)", errno: errno)
-            }
-            if count == 0 { break }
-            offset += count
+        let bytes: [UInt8]
+        do {
+            bytes = try file.readAll(limit: Self.maximumFileBytes)
+        } catch .tooLarge {
+            // Grown since fstat: still bounded.
+            return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                            damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
+        } catch {
+            throw failure("cannot read the store file \(path)", error)
         }
-        bytes.removeSubrange(offset...)
         return Contents(bytes: bytes, device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 
@@ -91,50 +80,19 @@ struct StoreFileSystem {
 
     /// An exclusive lock on `<name>.lock`, never on the store file itself: a rename replaces the
     /// store file's inode, and a lock held on the old one would guard nothing.
-    final class Lock {
-        private let descriptor: Int32
-        init(descriptor: Int32) { self.descriptor = descriptor }
-        deinit { close(descriptor) }  // closing releases the flock
-    }
+    typealias Lock = FileLock
 
-    /// Waits for the lock up to `timeoutMilliseconds`, retrying with a growing back-off as git's
-    /// lockfile.c does, then gives up with exit 4 rather than hang.
+    /// Waits for the lock up to `timeoutMilliseconds`, then gives up with exit 4 rather than hang.
     func lock(timeoutMilliseconds: Int) throws(StoreError) -> Lock {
         try createDirectory()
         _ = try checkDirectory()
-        // O_NOFOLLOW: a symlink planted at the lock's name must not make portal-token create or
-        // lock a file elsewhere; O_NONBLOCK: a FIFO there must not hang the open.
-        let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0o600)
-        guard descriptor >= 0 else {
-            if errno == ELOOP {
-                throw StoreError(.failed, "the lock file \(lockPath) is a symbolic link",
-                                 hint: "remove it; portal-token creates the lock file itself")
-            }
-            throw failure("cannot open the lock file \(lockPath)", errno: errno)
+        do {
+            return try FileLock.acquire(lockPath, timeoutMilliseconds: timeoutMilliseconds)
+        } catch {
+            throw StoreError(error, lockPath: lockPath,
+                             timedOut: StoreError(.timedOut, "the store file \(path) is locked by another process",
+                                                  hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'"))
         }
-        let lock = Lock(descriptor: descriptor)
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else {
-            throw StoreError(.failed, "the lock file \(lockPath) is not a regular file of your own",
-                             hint: "remove it; portal-token creates the lock file itself")
-        }
-        let deadline = monotonicMilliseconds() + Int64(timeoutMilliseconds)
-        var backoffMicroseconds: UInt32 = 500
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                throw failure("cannot lock \(lockPath)", errno: errno)
-            }
-            let remaining = deadline - monotonicMilliseconds()
-            guard remaining > 0 else {
-                throw StoreError(.timedOut, "the store file \(path) is locked by another process",
-                                 hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'")
-            }
-            // Jitter keeps many waiting processes from waking in step.
-            let jittered = backoffMicroseconds / 2 + UInt32.random(in: 0...backoffMicroseconds / 2)
-            usleep(min(jittered, UInt32(remaining) * 1000))
-            backoffMicroseconds = min(backoffMicroseconds * 2, 50_000)
-        }
-        return lock
     }
 
     // MARK: Writing
@@ -243,14 +201,10 @@ struct StoreFileSystem {
     /// Creates the directory and any missing parent with mode 0700 from the start (XDG Base
     /// Directory Specification: "created with permissions 0700"), never changing an existing one.
     func createDirectory() throws(StoreError) {
-        var status = stat()
-        if stat(directory, &status) == 0 { return }
-        var prefix = directory.hasPrefix("/") ? "" : "."
-        for component in directory.split(separator: "/") {
-            prefix += "/" + component
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw failure("cannot create the directory \(prefix)", errno: errno)
-            }
+        do {
+            try Directories.create(directory)
+        } catch {
+            throw failure("cannot create the directory \(error.path)", errno: error.number)
         }
     }
 
@@ -282,6 +236,14 @@ struct StoreFileSystem {
 
     private func twoDigits(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
 
+    private func failure(_ message: String, _ reading: FileReading.Failure) -> StoreError {
+        switch reading {
+        case .missing: return failure(message, errno: ENOENT)
+        case .unreadable(let number): return failure(message, errno: number)
+        default: return StoreError(.failed, "\(message): \(reading.reason)")
+        }
+    }
+
     private func failure(_ message: String, errno number: Int32) -> StoreError {
         var hint: String?
         switch number {
@@ -294,8 +256,3 @@ struct StoreFileSystem {
     }
 }
 
-func monotonicMilliseconds() -> Int64 {
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-}

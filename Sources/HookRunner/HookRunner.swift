@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -44,7 +45,7 @@ public struct HookRunner: HookLauncher {
         self.timeoutMilliseconds = timeoutMilliseconds
         self.terminationGraceMilliseconds = terminationGraceMilliseconds
         self.outputDescriptor = outputDescriptor
-        self.parentEnvironment = parentEnvironment ?? Self.processEnvironment()
+        self.parentEnvironment = parentEnvironment ?? ProcessEnvironment.current()
     }
 
     /// The hook's whole environment: `variables`, then the inherited names from `parent`.
@@ -83,9 +84,9 @@ public struct HookRunner: HookLauncher {
         case .success(let child): pid = child
         case .failure(let error): return .couldNotStart(errorNumber: error.number)
         }
-        let started = Self.monotonicNanoseconds()
+        let started = Int(MonotonicClock.nanoseconds())
         if let status = waitForExit(of: pid, withinMilliseconds: timeoutMilliseconds, copying: output) {
-            let used = (Self.monotonicNanoseconds() - started) / 1_000_000
+            let used = (Int(MonotonicClock.nanoseconds()) - started) / 1_000_000
             output.drain(forMilliseconds: min(Self.outputDrainMilliseconds, max(0, timeoutMilliseconds - used)))
             return outcome(of: status)
         }
@@ -132,9 +133,9 @@ public struct HookRunner: HookLauncher {
 
         /// Copies until the pipe closes or `milliseconds` pass.
         func drain(forMilliseconds milliseconds: Int) {
-            let end = HookRunner.monotonicNanoseconds() + milliseconds * 1_000_000
+            let end = Int(MonotonicClock.nanoseconds()) + milliseconds * 1_000_000
             while copyReady() {
-                let left = (end - HookRunner.monotonicNanoseconds()) / 1_000_000
+                let left = (end - Int(MonotonicClock.nanoseconds())) / 1_000_000
                 guard left > 0 else { return }
                 var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
                 _ = poll(&ready, 1, Int32(min(left, 50)))
@@ -211,7 +212,7 @@ public struct HookRunner: HookLauncher {
     /// passed is the larger of the monotonic clock's reading and the sleeps that ran their full
     /// length, so neither a frozen clock nor an interrupted sleep ends the wait early.
     private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int, copying output: OutputCopy) -> Int32? {
-        let start = Self.monotonicNanoseconds()
+        let start = Int(MonotonicClock.nanoseconds())
         var slept = 0
         var interval = 1
         while true {
@@ -222,7 +223,7 @@ public struct HookRunner: HookLauncher {
                 // Only when SIGCHLD is ignored and the kernel reaped the child itself.
                 return Int32.min
             }
-            let elapsed = max((Self.monotonicNanoseconds() - start) / 1_000_000, slept)
+            let elapsed = max((Int(MonotonicClock.nanoseconds()) - start) / 1_000_000, slept)
             if elapsed >= milliseconds { return nil }
             let pause = min(interval, milliseconds - elapsed)
             // Sleeps on the pipe: output is copied as it comes, and the pause still counts
@@ -241,22 +242,4 @@ public struct HookRunner: HookLauncher {
         return .signalled(signal: signal)
     }
 
-    static func monotonicNanoseconds() -> Int {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return time.tv_sec * 1_000_000_000 + time.tv_nsec
-    }
-
-    private static func processEnvironment() -> [String: String] {
-        var result: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return result
-    }
 }

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -487,9 +488,5 @@ public final class LoopbackRedirectListener {
     }
 
     /// CLOCK_MONOTONIC in milliseconds: never moved by a wall-clock change.
-    public static let monotonicMilliseconds: @Sendable () -> Int64 = {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1000 + Int64(time.tv_nsec) / 1_000_000
-    }
+    public static let monotonicMilliseconds: @Sendable () -> Int64 = { MonotonicClock.milliseconds() }
 }

@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 import Glibc
 import PortalTokenCore
@@ -328,21 +329,10 @@ private func receiveHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ 
     return length
 }
 
+/// A CA bundle: a regular file (never a FIFO waited on) of at most 16 MiB, far above the
+/// system's few hundred kilobytes.
 private func readFile(_ path: String) -> [UInt8]? {
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    var contents: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65_536)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-        if count < 0 {
-            if errno == EINTR { continue }
-            return nil
-        }
-        if count == 0 { return contents }
-        contents += chunk[0..<count]
-    }
+    try? FileReading.contents(of: path, limit: 16 << 20)
 }
 
 /// Byte classes of RFC 9110 that the transport checks before anything reaches the wire.

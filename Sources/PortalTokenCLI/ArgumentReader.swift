@@ -46,6 +46,13 @@ struct ArgumentReader {
 
     func peek() -> String? { arguments.first }
 
+    /// Takes the next word as an operand. A `--` before it only ends the options (POSIX Utility
+    /// Syntax Guideline 10), so that the operand may start with `-`; it is not a word itself.
+    mutating func operand() -> String? {
+        if arguments.first == "--" { arguments.removeFirst() }
+        return next()
+    }
+
     /// Options are read only before `--`; what follows it belongs to another program (`exec`).
     private var optionArguments: ArraySlice<String> {
         arguments[..<(arguments.firstIndex(of: "--") ?? arguments.endIndex)]

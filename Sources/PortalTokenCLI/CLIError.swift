@@ -11,6 +11,9 @@ public enum ExitCode: Int32, Sendable {
     case network = 5
     case rejected = 6
     case notARedirect = 7
+    /// An error no part of portal-token expected: a bug, never a storage failure. 70 is
+    /// EX_SOFTWARE of sysexits.h ("internal software error"); the contract names no code for it.
+    case internalError = 70
     /// `exec`: the command was found but could not be run, as env(1) reports it.
     case commandNotExecutable = 126
     /// `exec`: the command was not found, as env(1) reports it.
@@ -86,7 +89,9 @@ extension CLIError {
             self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
         default:
             // Only the type name: an arbitrary error's description may carry input.
-            self.init("unexpected failure (\(type(of: error)))", exitCode: .storage)
+            self.init("internal error: unexpected \(type(of: error))",
+                      hint: "this is a bug in portal-token; please report it with the command that was run",
+                      exitCode: .internalError)
         }
     }
 }

@@ -1,5 +1,5 @@
 /// A subcommand: its name and help, how it reads its arguments, and what it does.
-protocol Command {
+protocol Command: SendableMetatype {
     static var name: String { get }
     /// One line for the command list.
     static var summary: String { get }

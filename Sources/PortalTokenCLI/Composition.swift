@@ -134,13 +134,17 @@ enum Composition {
             (try? storeFilePath(context)) ?? "",
             context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
         ].joined(separator: "\u{0}")
+        // The file store is made now, which reads no file: a configuration it cannot work with
+        // (no place for the file, a bad timeout) is then the usage error it is (exit 2), not a
+        // failure of the store opened lazily behind the cache.
+        let fileSessions = choice.backend == .file ? try sessionStore(for: context, backend: .file) : nil
         return CachedSessionStore(
             cache: KernelKeyring(), lock: try context.storeLock(), scope: scope,
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             now: context.now,
             confirmUnlocked: choice.backend == .secretService ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil,
-            store: { try sessionStore(for: context, backend: choice.backend) })
+            store: { try fileSessions ?? sessionStore(for: context, backend: choice.backend) })
     }
 
     /// One bounded sd-bus read of the default collection's `Locked` property, without libsecret:

@@ -122,7 +122,19 @@ final class Context {
     /// (product contract §5) rather than from generic storage.
     func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
         guard let protocolName = request.protocolName, let host = request.host else { return false }
-        return PortalHostGate(apiBase: try apiBase()).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
+        let base: PortalAPIBase
+        do {
+            base = try apiBase()
+        } catch {
+            // An unreadable API host is reported only to a request it could be about: a plain
+            // git request for another host is answered from generic storage as ever.
+            let configured = settings.value(.apiHost) ?? ""
+            if PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host.gitHost, unreadableAPIHost: configured) {
+                throw error
+            }
+            return false
+        }
+        return PortalHostGate(apiBase: base).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
     }
 
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an
@@ -130,62 +142,5 @@ final class Context {
     func xdgDirectory(_ variable: String, default relative: String) -> String {
         if let value = environment[variable], value.hasPrefix("/") { return value }
         return (environment["HOME"] ?? "") + "/" + relative
-    }
-}
-
-/// Reading the process environment and small files without Foundation, to keep start-up short.
-enum ProcessEnvironment {
-    static func current() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
-    }
-}
-
-enum FileReading {
-    enum Failure: Error { case missing, unreadable(errno: Int32), tooLarge, notRegular, foreignOwner(uid: uid_t), writableByOthers(mode: mode_t) }
-
-    /// The whole file, up to `limit` bytes. With `regularOnly`, anything but a regular file (a
-    /// FIFO, a device) is refused at once, never waited on (product contract §6); without it (a
-    /// request body given as @FILE, which may be a shell's `<(…)`), a pipe is read like a file.
-    /// The config file's bound, and the default one.
-    static let defaultLimit = 1 << 20
-
-    /// With `ownOnly`, a file another user owns, or that group or others may write, is refused
-    /// as ssh refuses such a config: whoever can write it chooses what runs and where the token goes.
-    static func contents(of path: String, limit: Int = defaultLimit, regularOnly: Bool = true,
-                         ownOnly: Bool = false) throws(Failure) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regularOnly ? O_NONBLOCK : 0))
-        if descriptor < 0 { throw errno == ENOENT ? .missing : .unreadable(errno: errno) }
-        defer { close(descriptor) }
-        if regularOnly {
-            var status = stat()
-            guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { throw .notRegular }
-            if ownOnly {
-                if status.st_uid != geteuid() && status.st_uid != 0 { throw .foreignOwner(uid: status.st_uid) }
-                if status.st_mode & 0o022 != 0 { throw .writableByOthers(mode: status.st_mode & 0o7777) }
-            }
-            if Int64(status.st_size) > Int64(limit) { throw .tooLarge }
-        }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .unreadable(errno: errno)
-            }
-            if count == 0 { break }
-            bytes.append(contentsOf: chunk[0..<count])
-            if bytes.count > limit { throw .tooLarge }
-        }
-        return bytes
     }
 }

@@ -1,3 +1,4 @@
+import Basics
 import CSDBus
 import Glibc
 import PortalTokenCore
@@ -142,11 +143,7 @@ final class DesktopActivation {
         return sent < 0 ? sent : 1
     }
 
-    static func monotonicMicroseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-    }
+    static func monotonicMicroseconds() -> UInt64 { UInt64(MonotonicClock.microseconds()) }
 }
 
 private extension SDBus {

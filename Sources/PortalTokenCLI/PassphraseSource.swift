@@ -1,3 +1,4 @@
+import Basics
 import EncryptedFileStore
 import Glibc
 import PortalTokenCore
@@ -52,34 +53,29 @@ struct PassphraseSource {
     /// never waited on: product contract §6); one that group or others may read still works,
     /// with a warning, since refusing it would lock the user out of their own store.
     private func contents(of path: String, origin: String) throws(StoreError) -> Passphrase {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
-        guard descriptor >= 0 else {
-            throw StoreError(.locked, "cannot read the passphrase from \(origin): \(String(cString: strerror(errno)))",
-                             hint: "put the passphrase on the first line of that file")
-        }
-        defer { close(descriptor) }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+        let file: RegularFile
+        do {
+            file = try RegularFile(path)
+        } catch .notRegular {
             throw StoreError(.locked, "the passphrase file from \(origin) is not a regular file",
                              hint: "point it at a file holding the passphrase")
+        } catch {
+            throw StoreError(.locked, "cannot read the passphrase from \(origin): \(error.reason)",
+                             hint: "put the passphrase on the first line of that file")
         }
-        if status.st_mode & 0o044 != 0 {
-            let mode = String(status.st_mode & 0o777, radix: 8)
+        if file.status.st_mode & 0o044 != 0 {
+            let mode = String(file.status.st_mode & 0o777, radix: 8)
             streams.printError("portal-token: warning: the passphrase file from \(origin) is readable by other users (mode \(mode))")
             streams.printError("hint: restrict it with 'chmod 600 \(path)'")
         }
         // One read into a buffer that is wiped afterwards; a longer file is not a passphrase.
         var buffer = [UInt8](repeating: 0, count: Self.maximumLength + 2)
         defer { zeroize(&buffer) }
-        var count = 0
-        while count < buffer.count {
-            let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + count, $0.count - count) }
-            if got < 0 && errno == EINTR { continue }
-            if got < 0 {
-                throw StoreError(.locked, "cannot read the passphrase from \(origin): \(String(cString: strerror(errno)))")
-            }
-            if got == 0 { break }
-            count += got
+        var count: Int
+        do {
+            count = try file.read(into: &buffer)
+        } catch {
+            throw StoreError(.locked, "cannot read the passphrase from \(origin): \(error.reason)")
         }
         if count > 0, buffer[count - 1] == UInt8(ascii: "\n") {
             count -= 1

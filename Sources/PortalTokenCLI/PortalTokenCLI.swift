@@ -1,3 +1,4 @@
+import Basics
 import CProcessHardening
 import Glibc
 import PortalTokenCore
@@ -168,10 +169,7 @@ public enum PortalTokenCLI {
         switch failure {
         case .missing: return "no such file"
         case .tooLarge: return "larger than \(limit >> 20) MiB"
-        case .notRegular: return "not a regular file"
-        case .foreignOwner(let uid): return "it belongs to another user (uid \(uid))"
-        case .writableByOthers(let mode): return "it is writable by other users (mode \(String(mode, radix: 8)))"
-        case .unreadable(let number): return String(cString: strerror(number))
+        default: return failure.reason
         }
     }
 
@@ -205,7 +203,8 @@ public enum PortalTokenCLI {
 
             Exit codes: 0 success, 1 not signed in, 2 usage or configuration error,
             3 the session just ended, 4 storage failure (nothing was deleted), 5 network
-            failure, 6 Portal rejected the request, 7 not a sign-in redirect.
+            failure, 6 Portal rejected the request, 7 not a sign-in redirect, 70 internal
+            error (please report it).
 
             In scripts: TOKEN=$(portal-token token), or portal-token exec -- COMMAND.
             As a git credential helper: portal-token setup-git

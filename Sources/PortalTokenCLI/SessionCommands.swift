@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import KernelKeyring
 import PortalTokenCore
@@ -150,7 +151,7 @@ struct APICommand: Command {
     static let details = """
         PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
         session token goes to no other origin. A space or control character in PATH is a
-        usage error: percent-encode it (%20). The response body goes to stdout, ending with a
+        usage error: percent-encode it (%20); a -- before PATH ends the options. The response body goes to stdout, ending with a
         newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
         (exit 3). The method is GET, or POST when --data is given. --data @FILE reads the
         body from FILE (@- for stdin), at most 8 MiB; it must be JSON. -H (--header) adds a
@@ -172,7 +173,7 @@ struct APICommand: Command {
             headers.append(try Self.header(header))
         }
         self.headers = headers
-        guard let path = arguments.next() else {
+        guard let path = arguments.operand() else {
             throw .usage("'api' needs a PATH", hint: "see 'portal-token api --help'")
         }
         // Spaces and control characters would split or end the request line (RFC 9112 §3).

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -32,53 +33,25 @@ final class SessionFileLock: SessionLock {
             defer { depth -= 1 }
             return try body()
         }
-        let descriptor = try open()
-        defer { close(descriptor) }
-        var waited = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                throw StoreError(.failed, "cannot lock \(path): \(String(cString: strerror(errno)))")
-            }
-            guard waited < timeoutMilliseconds else {
-                throw StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
-                                 hint: "try again; if it persists, look for a stuck portal-token process")
-            }
-            usleep(5000)
-            waited += 5
-        }
-        defer { flock(descriptor, LOCK_UN) }
+        let held = try acquire()
+        defer { held.release() }
         depth += 1
         defer { depth -= 1 }
         return try body()
     }
 
-    private func open() throws -> Int32 {
-        try makeDirectories(for: path)
-        // O_NOFOLLOW: a symlink planted at the lock's name must not make portal-token create or
-        // lock a file elsewhere; O_NONBLOCK: a FIFO there must not hang the open.
-        let descriptor = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o600)
-        let hint = "remove it; portal-token creates the lock file itself"
-        guard descriptor >= 0 else {
-            if errno == ELOOP { throw StoreError(.failed, "the lock file \(path) is a symbolic link", hint: hint) }
-            throw StoreError(.failed, "cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+    private func acquire() throws -> FileLock {
+        do {
+            try Directories.createParent(of: path)
+        } catch {
+            throw StoreError(.failed, "cannot create \(error.path): \(error.reason)")
         }
-        var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG, status.st_uid == geteuid() else {
-            close(descriptor)
-            throw StoreError(.failed, "the lock file \(path) is not a regular file of your own", hint: hint)
-        }
-        return descriptor
-    }
-}
-
-/// Creates the directories above `path` that are missing, each 0700 from the start.
-func makeDirectories(for path: String) throws {
-    var prefix = ""
-    let components = path.split(separator: "/").dropLast()
-    for component in components {
-        prefix += "/" + component
-        if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-            throw StoreError(.failed, "cannot create \(prefix): \(String(cString: strerror(errno)))")
+        do {
+            return try FileLock.acquire(path, timeoutMilliseconds: timeoutMilliseconds)
+        } catch {
+            throw StoreError(error, lockPath: path,
+                             timedOut: StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
+                                                  hint: "try again; if it persists, look for a stuck portal-token process"))
         }
     }
 }

@@ -1,3 +1,5 @@
+import Basics
+
 /// A session store with a short-lived copy of the session in a secret cache (the kernel user
 /// keyring), so that `portal-token get` and `api` in a script loop do not ask the keyring daemon
 /// or derive a file key every time.
@@ -123,7 +125,6 @@ enum FNV1a {
             hash ^= UInt64(byte)
             hash = hash &* 0x0000_0100_0000_01b3
         }
-        let digits = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        return Hex.encode(hash, width: 16)
     }
 }

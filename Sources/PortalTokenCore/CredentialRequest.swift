@@ -1,3 +1,5 @@
+import Basics
+
 /// The attributes of one credential-protocol request (gitcredentials(7), "Custom helpers").
 ///
 /// Only the attributes portal-token acts on are kept; every other key (`wwwauth[]`, `continue`,
@@ -246,22 +248,22 @@ struct GitURL {
         var hostStart = start
         if let at = rest.firstIndex(of: UInt8(ascii: "@")), at < hostEnd {
             if let colon = rest.firstIndex(of: UInt8(ascii: ":")), colon < at {
-                guard let user = PercentDecoding.decode(bytes[start..<colon]),
-                      let pass = PercentDecoding.decode(bytes[(colon + 1)..<at]) else { return nil }
+                guard let user = decodeLeniently(bytes[start..<colon]),
+                      let pass = decodeLeniently(bytes[(colon + 1)..<at]) else { return nil }
                 username = user
                 password = pass
             } else {
-                guard let user = PercentDecoding.decode(bytes[start..<at]) else { return nil }
+                guard let user = decodeLeniently(bytes[start..<at]) else { return nil }
                 username = user
             }
             hostStart = at + 1
         }
-        guard let host = PercentDecoding.decode(bytes[hostStart..<hostEnd]) else { return nil }
+        guard let host = decodeLeniently(bytes[hostStart..<hostEnd]) else { return nil }
         self.host = host
         var pathStart = hostEnd
         while pathStart < bytes.endIndex, bytes[pathStart] == UInt8(ascii: "/") { pathStart += 1 }
         if pathStart < bytes.endIndex {
-            guard var decoded = PercentDecoding.decode(bytes[pathStart...]) else { return nil }
+            guard var decoded = decodeLeniently(bytes[pathStart...]) else { return nil }
             while decoded.utf8.count > 1, decoded.hasSuffix("/") { decoded.removeLast() }
             path = decoded
         }
@@ -280,34 +282,7 @@ struct GitURL {
     }
 }
 
-enum PercentDecoding {
-    /// Decodes `%HH` escapes as git's url_decode does: a `%` not followed by two hex digits, or
-    /// one that would decode to NUL, stays as it is. Nil when the result is not UTF-8.
-    static func decode(_ text: ArraySlice<UInt8>) -> String? {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.count)
-        var index = text.startIndex
-        while index < text.endIndex {
-            let escaped = escapedByte(in: text, at: index).flatMap { $0 == 0 ? nil : $0 }
-            bytes.append(escaped ?? text[index])
-            index += escaped == nil ? 1 : 3
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    /// The byte a `%HH` escape starting at `index` stands for, or nil when there is none.
-    static func escapedByte(in text: ArraySlice<UInt8>, at index: Int) -> UInt8? {
-        guard text[index] == UInt8(ascii: "%"), text.endIndex - index >= 3,
-              let high = hexValue(text[index + 1]), let low = hexValue(text[index + 2]) else { return nil }
-        return high << 4 | low
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
+/// Percent-decoding as git's url_decode does it; nil when the result is not UTF-8.
+private func decodeLeniently(_ text: ArraySlice<UInt8>) -> String? {
+    String(validating: PercentCoding.decodeLeniently(text), as: UTF8.self)
 }

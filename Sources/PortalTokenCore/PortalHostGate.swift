@@ -53,6 +53,19 @@ public struct PortalHostGate: Sendable {
         return allowsBearer("\(scheme)://\(host)/")
     }
 
+    /// Routing when the configured API host cannot be read: whether a credential-protocol
+    /// request could still be about Portal, and so needs that setting fixed first. It could when
+    /// it names one of Portal's own domains over https, or a host the unreadable value itself
+    /// names. Any other host (github.com) is not Portal's whatever the setting was meant to say.
+    public static func mayBePortalOrigin(protocolName: String, host: String, unreadableAPIHost: String) -> Bool {
+        if PortalHostGate(registeredHosts: PortalHostRegistry(), configuredEndpoints: [])
+            .isPortalOrigin(protocolName: protocolName, host: host) {
+            return true
+        }
+        let name = (host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host).lowercased()
+        return !name.isEmpty && unreadableAPIHost.lowercased().firstByteRange(of: name) != nil
+    }
+
     // MARK: The rules
 
     /// §7.1: parse; loopback, Portal's apex domains and their subdomains, or exactly a registered host.

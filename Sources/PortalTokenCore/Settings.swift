@@ -138,20 +138,6 @@ public struct Settings: Sendable {
 }
 
 extension StringProtocol {
-    /// The text without leading and trailing spaces, tabs and line breaks.
-    public var trimmingWhitespace: String {
-        // By Unicode scalar, since Swift reads CR LF as one Character.
-        let scalars = unicodeScalars
-        let isSpace: (Unicode.Scalar) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
-        guard let first = scalars.firstIndex(where: { !isSpace($0) }) else { return "" }
-        let last = scalars.lastIndex(where: { !isSpace($0) })!
-        var result = ""
-        result.unicodeScalars.append(contentsOf: scalars[first...last])
-        return result
-    }
-}
-
-extension StringProtocol {
     /// The range of the first occurrence of `needle`, compared byte for byte. The standard
     /// library's `firstRange(of:)` and `contains(_:)` for strings live in _StringProcessing, which
     /// would add a regex engine (about a megabyte) to every invocation.

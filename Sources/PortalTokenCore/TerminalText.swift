@@ -1,3 +1,5 @@
+import Basics
+
 /// Text from Portal or the store on its way to a person's terminal (product contract §7): an
 /// `endUserId` or a server's error text could otherwise carry escape sequences that retitle the
 /// window, rewrite what is on screen, or ring the bell. Control characters are shown as escapes
@@ -24,8 +26,5 @@ public enum TerminalText {
         scalar.value < 0x20 || (scalar.value >= 0x7f && scalar.value <= 0x9f)
     }
 
-    private static func hex(_ value: UInt32) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(value >> 4) & 0xf], digits[Int(value) & 0xf]])
-    }
+    private static func hex(_ value: UInt32) -> String { Hex.encode(UInt64(value & 0xff), width: 2) }
 }

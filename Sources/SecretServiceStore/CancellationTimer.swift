@@ -1,5 +1,7 @@
+import Basics
 import CLibSecret
 import Glibc
+import Synchronization
 
 /// Cancels a GCancellable when a bound passes, from a small thread of its own.
 ///
@@ -7,38 +9,35 @@ import Glibc
 /// a plain thread waiting on the monotonic clock can, since cancelling a GCancellable is
 /// thread-safe. A raw pthread keeps libdispatch, its constructor and its worker threads out of
 /// every invocation. The timer is handed libsecret's functions already resolved, so its thread
-/// never loads or looks up anything.
+/// never loads or looks up anything. It sleeps in poll(2) on a pipe that `stop` writes to.
 final class CancellationTimer {
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
-    private var stopped = false
+    /// Whether `stop` has begun; the cancel happens under the same lock, so none comes after.
+    private let stopped = Mutex(false)
+    /// The pipe's read and write ends.
+    private let wakeup: Int32
+    private let wake: Int32
     private var thread = pthread_t()
     private var started = false
     private let cancellable: UnsafeMutablePointer<GCancellable>
     private let lib: LibSecret.Functions
-    private let deadline: timespec
+    private let deadline: Int64
 
     init(cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int,
          using lib: LibSecret.Functions) {
         self.cancellable = cancellable
         self.lib = lib
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let nanoseconds = Int(now.tv_nsec) + (milliseconds % 1000) * 1_000_000
-        deadline = timespec(tv_sec: now.tv_sec + milliseconds / 1000 + nanoseconds / 1_000_000_000,
-                            tv_nsec: nanoseconds % 1_000_000_000)
-        pthread_mutex_init(&mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(&condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+        deadline = MonotonicClock.milliseconds() + Int64(milliseconds)
+        var ends: [Int32] = [-1, -1]
+        let piped = pipe(&ends) == 0
+        if piped { for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) } }
+        wakeup = piped ? ends[0] : -1
+        wake = piped ? ends[1] : -1
 
         var threadAttributes = pthread_attr_t()
         pthread_attr_init(&threadAttributes)
         pthread_attr_setstacksize(&threadAttributes, 64 * 1024)
         let context = Unmanaged.passRetained(self).toOpaque()
-        started = pthread_create(&thread, &threadAttributes, { context in
+        started = wakeup >= 0 && pthread_create(&thread, &threadAttributes, { context in
             let timer = Unmanaged<CancellationTimer>.fromOpaque(context!).takeRetainedValue()
             timer.waitForDeadline()
             return nil
@@ -48,28 +47,32 @@ final class CancellationTimer {
     }
 
     private func waitForDeadline() {
-        pthread_mutex_lock(&mutex)
-        var deadline = self.deadline
-        while !stopped {
-            if pthread_cond_timedwait(&condition, &mutex, &deadline) == ETIMEDOUT {
-                if !stopped { lib.cancellableCancel(cancellable) }
-                break
+        while true {
+            let remaining = deadline - MonotonicClock.milliseconds()
+            if remaining <= 0 {
+                stopped.withLock { stopped in
+                    if !stopped { lib.cancellableCancel(cancellable) }
+                }
+                return
             }
+            var descriptor = pollfd(fd: wakeup, events: Int16(POLLIN), revents: 0)
+            // Woken by `stop`; a timeout or EINTR goes round again to check the clock.
+            if poll(&descriptor, 1, Int32(clamping: remaining)) > 0 { return }
         }
-        pthread_mutex_unlock(&mutex)
     }
 
     /// Stops the timer and waits for its thread, so the cancellable outlives every use of it.
     func stop() {
-        pthread_mutex_lock(&mutex)
-        stopped = true
-        pthread_cond_signal(&condition)
-        pthread_mutex_unlock(&mutex)
+        stopped.withLock { $0 = true }
+        var byte: UInt8 = 1
+        _ = write(wake, &byte, 1)
         if started { pthread_join(thread, nil) }
     }
 
     deinit {
-        pthread_cond_destroy(&condition)
-        pthread_mutex_destroy(&mutex)
+        if wakeup >= 0 {
+            close(wakeup)
+            close(wake)
+        }
     }
 }

@@ -36,7 +36,7 @@ enum LibSecret {
         private let listAppendFunction, listFreeFunction, listFreeFullFunction: UnsafeMutableRawPointer
         private let logSetWriterFuncFunction, errorFreeFunction, errorMatchesFunction: UnsafeMutableRawPointer
         // GObject
-        private let objectUnrefFunction: UnsafeMutableRawPointer
+        private let objectUnrefFunction, objectRefFunction: UnsafeMutableRawPointer
         // GIO
         private let ioErrorQuarkFunction, dbusErrorGetRemoteErrorFunction: UnsafeMutableRawPointer
         private let cancellableNewFunction, cancellableCancelFunction, busGetSyncFunction: UnsafeMutableRawPointer
@@ -83,6 +83,7 @@ enum LibSecret {
             errorFreeFunction = try resolve("g_error_free")
             errorMatchesFunction = try resolve("g_error_matches")
             objectUnrefFunction = try resolve("g_object_unref")
+            objectRefFunction = try resolve("g_object_ref")
             ioErrorQuarkFunction = try resolve("g_io_error_quark")
             dbusErrorGetRemoteErrorFunction = try resolve("g_dbus_error_get_remote_error")
             cancellableNewFunction = try resolve("g_cancellable_new")
@@ -163,6 +164,8 @@ enum LibSecret {
         // MARK: GObject
 
         func objectUnref(_ object: UnsafeMutableRawPointer) { portal_g_object_unref(objectUnrefFunction, object) }
+
+        func objectRef(_ object: UnsafeMutableRawPointer) { _ = portal_g_object_ref(objectRefFunction, object) }
 
         // MARK: GIO
 

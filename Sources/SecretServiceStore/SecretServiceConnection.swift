@@ -150,7 +150,7 @@ final class SecretServiceConnection {
         let collection = try bounded("opening the default keyring") { cancellable, error in
             LibSecret.functions.collectionForAliasSync(service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
         }
-        return collection.map(CollectionReference.init)
+        return collection.map { CollectionReference(owning: $0) }
     }
 
     /// Throws when the default collection is locked. Called on a miss only: a lookup in a locked
@@ -195,8 +195,7 @@ final class SecretServiceConnection {
             lib.itemCreateSync(collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
-        defer { lib.objectUnref(created) }
-        return FoundItem(created).objectPath
+        return FoundItem(GObjectReference(owning: created)).objectPath
     }
 
     /// Deletes the item; one that another process deleted first counts as deleted.
@@ -272,32 +271,44 @@ func makeSchema(name: String, attributes: [(String, SecretSchemaAttributeType)])
     return schema
 }
 
-/// A search's result list, freed with the items when the last reference goes.
-final class ItemList {
-    private let list: UnsafeMutablePointer<GList>?
+/// A search's result. Each item holds a reference of its own, so the list itself is freed at once.
+struct ItemList {
     let items: [FoundItem]
 
     init(_ list: UnsafeMutablePointer<GList>?) {
-        self.list = list
         var items: [FoundItem] = []
         var node = list
         while let current = node {
-            if let data = current.pointee.data { items.append(FoundItem(data.assumingMemoryBound(to: SecretItem.self))) }
+            if let data = current.pointee.data {
+                items.append(FoundItem(GObjectReference(retaining: data.assumingMemoryBound(to: SecretItem.self))))
+            }
             node = current.pointee.next
         }
         self.items = items
+        LibSecret.functions.listFreeUnreferencingObjects(list)
     }
-
-    deinit { LibSecret.functions.listFreeUnreferencingObjects(list) }
 }
 
-/// A collection, released when the last reference goes.
-final class CollectionReference {
-    let pointer: UnsafeMutablePointer<SecretCollection>
+/// One reference to a GLib object (a collection, an item, the service), released when the
+/// owner goes: the pointer is valid exactly as long as the owner lives.
+final class GObjectReference<Object> {
+    let pointer: UnsafeMutablePointer<Object>
 
-    init(_ pointer: UnsafeMutablePointer<SecretCollection>) { self.pointer = pointer }
+    /// Takes over a reference the caller was given (a `_sync` call's result).
+    init(owning pointer: UnsafeMutablePointer<Object>) { self.pointer = pointer }
+
+    /// Takes a reference of its own to an object someone else owns (a list's element).
+    init(retaining pointer: UnsafeMutablePointer<Object>) {
+        LibSecret.functions.objectRef(pointer)
+        self.pointer = pointer
+    }
+
     deinit { LibSecret.functions.objectUnref(pointer) }
+}
 
+typealias CollectionReference = GObjectReference<SecretCollection>
+
+extension GObjectReference<SecretCollection> {
     var isLocked: Bool { LibSecret.functions.collectionGetLocked(pointer) }
 
     var label: String {
@@ -308,13 +319,16 @@ final class CollectionReference {
     }
 }
 
-/// One item a search returned. Valid while its ItemList lives.
+/// One item a search returned or a create made, with its own reference.
 struct FoundItem {
-    let pointer: UnsafeMutablePointer<SecretItem>
+    private let object: GObjectReference<SecretItem>
     let attributes: [String: String]
 
-    init(_ pointer: UnsafeMutablePointer<SecretItem>) {
-        self.pointer = pointer
+    var pointer: UnsafeMutablePointer<SecretItem> { object.pointer }
+
+    init(_ object: GObjectReference<SecretItem>) {
+        self.object = object
+        let pointer = object.pointer
         let lib = LibSecret.functions
         var attributes: [String: String] = [:]
         if let table = lib.itemGetAttributes(pointer) {

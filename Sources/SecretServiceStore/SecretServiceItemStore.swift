@@ -19,8 +19,7 @@ public final class SecretServiceItemStore: ItemStore {
     }
 
     public func search(schema: String, attributes: [String: String]) throws(StoreError) -> [StoredItem] {
-        let (list, found) = try items(schema, attributes, loadSecrets: true, while: "reading \(Self.describe(schema))")
-        defer { withExtendedLifetime(list) {} }
+        let found = try items(schema, attributes, loadSecrets: true, while: "reading \(Self.describe(schema))")
         var items: [StoredItem] = []
         for item in found {
             // Not loaded: locked (an error), or deleted since the search (gone).
@@ -40,8 +39,7 @@ public final class SecretServiceItemStore: ItemStore {
     public func replace(matching key: [String: String], with item: StoredItem) throws(StoreError) {
         let operation = "storing \(Self.describe(item.schema))"
         let collection = try connection.unlockedDefaultCollection()
-        let (list, previous) = try items(item.schema, key, loadSecrets: false, while: operation)
-        defer { withExtendedLifetime(list) {} }
+        let previous = try items(item.schema, key, loadSecrets: false, while: operation)
         let created = try connection.create(in: collection, schema: schema(item.schema, attributes: item.attributes.keys),
                                             attributes: item.attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
                                             label: item.label, secret: item.secret, while: operation)
@@ -53,8 +51,7 @@ public final class SecretServiceItemStore: ItemStore {
     @discardableResult
     public func delete(schema: String, attributes: [String: String]) throws(StoreError) -> Int {
         let operation = "removing \(Self.describe(schema))"
-        let (list, found) = try items(schema, attributes, loadSecrets: false, while: operation)
-        defer { withExtendedLifetime(list) {} }
+        let found = try items(schema, attributes, loadSecrets: false, while: operation)
         if found.contains(where: \.isLocked) { throw connection.lockedError() }
         for item in found { try connection.delete(item, while: operation) }
         return found.count
@@ -62,11 +59,11 @@ public final class SecretServiceItemStore: ItemStore {
 
     /// The schema's items that carry all of `attributes`, newest first.
     private func items(_ schema: String, _ attributes: [String: String], loadSecrets: Bool,
-                       while operation: String) throws(StoreError) -> (ItemList, [FoundItem]) {
+                       while operation: String) throws(StoreError) -> [FoundItem] {
         var query = attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         query.append(("xdg:schema", schema))
         let found = try connection.search(query, loadSecrets: loadSecrets, while: operation)
-        return (found, found.items.filter { $0.schemaName == schema }.sorted { $0.order > $1.order })
+        return found.items.filter { $0.schemaName == schema }.sorted { $0.order > $1.order }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> UnsafeMutablePointer<SecretSchema> {

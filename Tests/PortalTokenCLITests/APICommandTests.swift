@@ -20,6 +20,22 @@ struct APICommandTests {
         #expect(portal.server.requests.isEmpty)
     }
 
+    @Test("'--' before PATH ends the options and is not read as the path")
+    func doubleDash() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api")
+        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        for arguments in [["api", "--", "/api/v3/clients/me"], ["api", "-X", "GET", "--", "/api/v3/clients/me"]] {
+            let result = try portal.git.portalToken(arguments)
+            #expect(result.exitCode == 0, "\(arguments): \(result.stderr)")
+            #expect(result.stdout.hasPrefix("{"))
+        }
+        #expect(portal.requests(to: "/api/v3/clients/me").count == 2)
+        let missing = try portal.git.portalToken(["api", "--"])
+        #expect(missing.exitCode == 2)
+        #expect(missing.stderr.hasPrefix("portal-token: error: 'api' needs a PATH"))
+    }
+
     @Test("-H adds repeatable headers; the output ends with a newline")
     func headersAndNewline() throws {
         let portal = try PortalHarness(backend: .file)

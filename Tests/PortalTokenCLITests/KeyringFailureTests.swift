@@ -99,8 +99,9 @@ struct KeyringFailureTests {
         let keyring = try PrivateKeyring(withKeyring: true)
         var environment = keyring.environment
         #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
-        environment["LD_PRELOAD"] = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_HIDE_SHIM"],
-                                                 "PORTAL_TOKEN_TEST_HIDE_SHIM is not set: run the suite through contrib/test.sh")
+        let shim = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_HIDE_SHIM"]
+        try #require(shim != nil, "PORTAL_TOKEN_TEST_HIDE_SHIM is not set: run the suite through contrib/test.sh")
+        environment["LD_PRELOAD"] = shim
         environment["PORTAL_TOKEN_TEST_HIDE_LIBRARIES"] = "libsecret-1.so.0"
         environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
         for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {

@@ -135,7 +135,9 @@ struct ListTests {
     }
 }
 
-@Suite("Docker credential-helper protocol")
+/// Serialized: the Docker Hub key is one fixed name, and the keyring-backed cases share the test run's
+/// keyring, so two cases at once would erase each other's item.
+@Suite("Docker credential-helper protocol", .serialized)
 struct DockerHelperTests {
     /// A directory holding `docker-credential-portal-token`, linked to the binary under test.
     static func helperDirectory(_ scratch: ScratchFolder) throws -> String {

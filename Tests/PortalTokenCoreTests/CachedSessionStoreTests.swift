@@ -95,7 +95,7 @@ struct CachedSessionStoreTests {
     func staleCopyNotServed() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
-        try fixture.inner.deleteSession(authEnvironmentID: "env-1")
+        _ = try fixture.inner.deleteSession(authEnvironmentID: "env-1")
         fixture.clock.update { $0 += 25 * 3600 }
         #expect(try fixture.cached().loadSession(authEnvironmentID: "env-1") == .absent)
     }

@@ -268,3 +268,21 @@ struct PortalHostGateTests {
         #expect(gate.isPortalOrigin(protocolName: testCase.protocolName, host: testCase.host) == testCase.isPortal)
     }
 }
+
+@Suite("routing with an unreadable API host")
+struct UnreadableAPIHostRoutingTests {
+    @Test("Portal's own domains, loopback and a host the bad value names may be Portal's; other hosts are not",
+          arguments: [
+              ("https", "api.portalhq.io", true),
+              ("https", "mpc-client.portalhq.io", true),
+              ("https", "mine.example", true),
+              ("https", "MINE.example:8443", true),
+              ("https", "github.com", false),
+              ("https", "gitlab.example.com", false),
+              ("ssh", "api.portalhq.io", false),
+          ])
+    func routing(protocolName: String, host: String, mayBePortal: Bool) {
+        #expect(PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host,
+                                                 unreadableAPIHost: "https://mine.example/ bad") == mayBePortal)
+    }
+}

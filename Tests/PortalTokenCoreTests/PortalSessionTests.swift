@@ -130,4 +130,38 @@ struct JSONTests {
         let value = JSONValue.object(["b": .string("x\"\n\u{01}"), "a": .array([.int(1), .bool(true), .null])])
         #expect(value.serialized == #"{"a":[1,true,null],"b":"x\"\n\u0001"}"#)
     }
+
+    @Test("escapes DEL and the C1 controls a terminal would obey, and keeps other text as it is")
+    func escapesTerminalControls() throws {
+        let text = "a\u{7f}b\u{85}c\u{a0}é\u{9f}"
+        let written = JSONValue.string(text).serialized
+        #expect(written == "\"a\\u007fb\\u0085c\u{a0}é\\u009f\"")
+        #expect(try JSONValue.parse(written) == .string(text))
+    }
+
+    @Test("the pull reader reads a secret and skips members it does not know, nested ones included")
+    func pullReader() throws {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("extra")
+        try JSONValue.parse(#"{"deep":[1,"x",{"y":null}],"flag":false}"#).write(to: &writer)
+        writer.key("password")
+        writer.string(Secret("p\"w\u{1}"))
+        writer.key("n")
+        writer.number(42)
+        writer.endObject()
+        var reader = JSONReader(writer.bytes)
+        var password: Secret?
+        var number: Int64?
+        try reader.object { reader, name throws(JSONError) in
+            switch name {
+            case "password": password = try reader.secret()
+            case "n": number = try reader.int64()
+            default: try reader.skipValue()
+            }
+        }
+        try reader.end()
+        #expect(password?.withBytes { Array($0) } == Array("p\"w\u{1}".utf8))
+        #expect(number == 42)
+    }
 }

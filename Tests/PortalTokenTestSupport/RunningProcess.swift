@@ -14,7 +14,7 @@ public final class RunningProcess: @unchecked Sendable {
         var input = "/dev/null"
         if let stdin {
             input = directory + "/in"
-            FileManager.default.createFile(atPath: input, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(atPath: input, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
         }
         pid = try ProcessRunner.spawn(executable, arguments, environment: environment, stdin: input,
                                       stdout: directory + "/out", stderr: directory + "/err")

@@ -1,3 +1,4 @@
+import Basics
 import PortalTokenCore
 import PortalTokenTestSupport
 import SecretServiceStore

@@ -3,8 +3,3 @@ extension StringProtocol {
     /// (`trimmingCharacters(in: .whitespacesAndNewlines).isEmpty`).
     var isBlank: Bool { unicodeScalars.allSatisfy { $0.properties.isWhitespace } }
 }
-
-extension String {
-    /// Trimmed of Unicode white space and line breaks at both ends.
-    var trimmingUnicodeWhitespace: String { String(RedirectURL.trimmed(Substring(self))) }
-}

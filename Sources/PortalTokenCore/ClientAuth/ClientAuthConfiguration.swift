@@ -1,3 +1,5 @@
+import Basics
+
 /// The Client Auth settings (product contract §2, wire contract §8.5), checked before any request.
 ///
 /// The auth environment ID is checked first (so it is the one named when both it and the
@@ -142,20 +144,7 @@ public enum TOTPEnrollment {
     /// `%HH` escapes decoded (`+` kept); nil for a malformed escape or bytes that are not UTF-8.
     static func percentDecodedStrictly(_ text: String) -> String? {
         guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
-        let raw = Array(text.utf8)
-        var output: [UInt8] = []
-        var index = 0
-        while index < raw.count {
-            if raw[index] == UInt8(ascii: "%") {
-                guard index + 2 < raw.count, let high = PercentDecoding.hexValue(raw[index + 1]),
-                      let low = PercentDecoding.hexValue(raw[index + 2]) else { return nil }
-                output.append(high << 4 | low)
-                index += 3
-            } else {
-                output.append(raw[index])
-                index += 1
-            }
-        }
+        guard let output = PercentCoding.decodeStrictly(Array(text.utf8)[...]) else { return nil }
         return String(validating: output, as: UTF8.self)
     }
 }

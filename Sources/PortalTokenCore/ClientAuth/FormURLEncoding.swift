@@ -1,3 +1,5 @@
+import Basics
+
 /// The percent-encoding Portal's `GET /api/v3/auth/oauth/urls` expects for `redirectUrl`
 /// (wire contract §2): Java's `URLEncoder` with `+` written as `%20`.
 ///
@@ -7,19 +9,7 @@
 public enum FormURLEncoding {
     /// Every UTF-8 byte outside `A–Z a–z 0–9 - _ . *` becomes `%` and two uppercase hex digits.
     public static func encode(_ text: String) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            if isUnreserved(byte) {
-                output.append(byte)
-            } else {
-                output.append(UInt8(ascii: "%"))
-                output.append(digits[Int(byte >> 4)])
-                output.append(digits[Int(byte & 0x0f)])
-            }
-        }
-        return String(decoding: output, as: UTF8.self)
+        PercentCoding.encode(text, keeping: isUnreserved)
     }
 
     static func isUnreserved(_ byte: UInt8) -> Bool {

@@ -1,3 +1,5 @@
+import Basics
+
 /// Redirect handling (wire contract §3): whether a URL delivered to portal-token is a sign-in
 /// redirect for this configuration, and what to do with it.
 ///
@@ -43,7 +45,7 @@ public enum RedirectURL {
         // Step 2.
         guard matches(url, configured: configured) else { return .notOurs(.otherTarget) }
         // Step 3, from the trimmed URL.
-        let parameters = queryParameters(String(trimmed(Substring(url))))
+        let parameters = queryParameters(url.trimmingUnicodeWhitespace)
         // Step 4: an error wins even over a token, even when empty.
         if let error = parameters["error"] {
             return .authenticationFailed(message: String(error.prefix(maximumErrorLength)))
@@ -82,7 +84,7 @@ public enum RedirectURL {
         var text = Substring(url)
         if let hash = text.utf8.firstIndex(of: UInt8(ascii: "#")) { text = text[..<hash] }
         if let question = text.utf8.firstIndex(of: UInt8(ascii: "?")) { text = text[..<question] }
-        text = trimmed(text)
+        text = Substring(text.trimmingUnicodeWhitespace)
         text = strippingTrailingSlashes(text)
         if let separator = schemeSeparator(in: text) {
             let rest = text[separator...].utf8.dropFirst(3)
@@ -159,26 +161,8 @@ public enum RedirectURL {
     }
 
     static func decodeComponent(_ raw: ArraySlice<UInt8>) -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity(raw.count)
-        var index = raw.startIndex
-        while index < raw.endIndex {
-            let byte = raw[index]
-            if byte == UInt8(ascii: "+") {
-                output.append(0x20)
-                index += 1
-            } else if byte == UInt8(ascii: "%") {
-                guard index + 2 < raw.endIndex,
-                      let high = PercentDecoding.hexValue(raw[index + 1]),
-                      let low = PercentDecoding.hexValue(raw[index + 2]) else {
-                    return String(decoding: raw, as: UTF8.self)
-                }
-                output.append(high << 4 | low)
-                index += 3
-            } else {
-                output.append(byte)
-                index += 1
-            }
+        guard let output = PercentCoding.decodeStrictly(raw, plusAsSpace: true) else {
+            return String(decoding: raw, as: UTF8.self)
         }
         // The raw slice was cut from a String at ASCII bytes, so it is valid UTF-8 itself.
         return String(validating: output, as: UTF8.self) ?? String(decoding: raw, as: UTF8.self)
@@ -190,7 +174,7 @@ public enum RedirectURL {
     /// before the first `:`, an ASCII letter then letters, digits, `+`, `-` or `.`, lowercased.
     /// nil for `http` and `https` (the loopback listener's business) and anything else.
     public static func customScheme(_ url: String) -> String? {
-        let text = trimmed(Substring(url))
+        let text = Substring(url.trimmingUnicodeWhitespace)
         guard let colon = text.utf8.firstIndex(of: UInt8(ascii: ":")) else { return nil }
         let scheme = text[..<colon].utf8
         guard let first = scheme.first, URLAuthority.isLetter(first) else { return nil }
@@ -200,16 +184,6 @@ public enum RedirectURL {
         }
         let lowered = String(decoding: scheme, as: UTF8.self).lowercased()
         return lowered == "http" || lowered == "https" ? nil : lowered
-    }
-
-    // MARK: Whitespace
-
-    /// Trims Unicode white space and line breaks (the SDK's `whitespacesAndNewlines`).
-    static func trimmed(_ text: Substring) -> Substring {
-        let scalars = text.unicodeScalars
-        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }) else { return text[text.endIndex...] }
-        let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })!
-        return Substring(scalars[first...last])
     }
 }
 
@@ -227,7 +201,7 @@ public struct LoopbackRedirect: Sendable, Equatable {
     /// nil when the configured redirect URL is not a plain-http loopback URL with a port that
     /// fits: it is then completed by `portal-token redirect`.
     public init?(redirectURL: String) {
-        let text = RedirectURL.trimmed(Substring(redirectURL))
+        let text = Substring(redirectURL.trimmingUnicodeWhitespace)
         let scheme = "http://"
         guard text.utf8.count > scheme.utf8.count,
               text.utf8.prefix(scheme.utf8.count).map({ $0 | 0x20 }).elementsEqual(scheme.utf8) else { return nil }
