@@ -29,17 +29,9 @@ if [ -f "$dir/ready" ]; then
 fi
 rm -f "$dir/ready"
 
-apt_dir="$dir/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$dir/download"
-printf 'deb-src http://deb.debian.org/debian %s main\n' "$suite" > "$apt_dir/sources.list"
-apt_options=(
-    -o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache"
-    -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30
-    # The private lists are read as the user running this; apt's sandbox user may not reach them.
-    -o APT::Sandbox::User=root
-)
-[ "$(id -u)" -eq 0 ] || apt_options+=(-o Debug::NoLocking=1)
+source "$(dirname "$0")/private-apt.sh"
+private_apt "$dir/apt" "deb-src http://deb.debian.org/debian $suite main"
+mkdir -p "$dir/download"
 
 echo "git-source.sh: fetching the source of Debian $suite's git into $dir" >&2
 timeout 300 apt-get "${apt_options[@]}" update -qq >&2 \
