@@ -34,17 +34,9 @@ if usable; then
     exit 0
 fi
 
-apt_dir="$dir/apt"
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$dir/debs"
-printf 'deb http://deb.debian.org/debian trixie main\n' > "$apt_dir/sources.list"
-apt_options=(
-    -o Dir::Etc::SourceList="$apt_dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-    -o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache"
-    -o Acquire::Retries=2 -o Acquire::http::Timeout=30 -o Acquire::https::Timeout=30
-    # The private lists are read as the user running this; apt's sandbox user may not reach them.
-    -o APT::Sandbox::User=root
-)
-[ "$(id -u)" -eq 0 ] || apt_options+=(-o Debug::NoLocking=1)
+source "$(dirname "$0")/private-apt.sh"
+private_apt "$dir/apt" "deb http://deb.debian.org/debian trixie main"
+mkdir -p "$dir/debs"
 
 echo "current-git.sh: fetching Debian trixie's git into $dir" >&2
 timeout 300 apt-get "${apt_options[@]}" update -qq >&2 \
