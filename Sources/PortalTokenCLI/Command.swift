@@ -13,14 +13,9 @@ protocol Command: SendableMetatype {
 }
 
 extension Command {
-    /// The options the command takes, for "did you mean": those its usage line shows.
-    static var optionNames: [String] {
-        var names: [String] = []
-        for word in usage.split(whereSeparator: { " []|<>=".contains($0) }) where word.hasPrefix("-") && word != "--" {
-            if !names.contains(String(word)) { names.append(String(word)) }
-        }
-        return names
-    }
+    /// The options the command takes, from the option table: what the parser knows, and what
+    /// "did you mean" offers.
+    static var optionNames: [String] { OptionTable.command(named: name)?.optionNames ?? [] }
 
     static var helpText: String {
         "usage: \(usage)\n\n\(summary)\n" + (details.isEmpty ? "" : "\n\(details)\n")
