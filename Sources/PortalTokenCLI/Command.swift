@@ -3,8 +3,6 @@ protocol Command: SendableMetatype {
     static var name: String { get }
     /// One line for the command list.
     static var summary: String { get }
-    /// The usage line(s), without the leading "usage: ".
-    static var usage: String { get }
     /// What `portal-token NAME --help` prints after the usage.
     static var details: String { get }
 
@@ -17,7 +15,15 @@ extension Command {
     /// "did you mean" offers.
     static var optionNames: [String] { OptionTable.command(named: name)?.optionNames ?? [] }
 
+    /// The command's entry in the option table.
+    static var spec: CommandSpec? { OptionTable.command(named: name) }
+
+    /// The usage line(s) from the option table, without the leading "usage: ".
+    static var usage: String { spec?.usage ?? "portal-token \(name)" }
+
     static var helpText: String {
-        "usage: \(usage)\n\n\(summary)\n" + (details.isEmpty ? "" : "\n\(details)\n")
+        let options = spec?.optionsText ?? ""
+        return "usage: \(usage)\n\n\(summary)\n" + (options.isEmpty ? "" : "\n\(options)")
+            + (details.isEmpty ? "" : "\n\(details)\n")
     }
 }

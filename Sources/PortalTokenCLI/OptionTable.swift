@@ -77,12 +77,36 @@ public struct CommandSpec: Sendable {
     public let summary: String
     public let positionals: [PositionalSpec]
     public let options: [OptionSpec]
+    /// Usage lines written out, for a command whose forms the options alone do not show (one
+    /// that reads stdin, or whose options exclude one another).
+    let forms: [String]?
 
-    init(_ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = []) {
+    init(_ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
+         usage forms: [String]? = nil) {
         self.name = name
         self.summary = summary
         self.positionals = positionals
         self.options = options
+        self.forms = forms
+    }
+
+    /// The usage line(s), without the leading "usage: ": as written, else each option in
+    /// brackets, then the operands.
+    public var usage: String {
+        let lines = forms ?? [(["portal-token", name]
+            + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
+            + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")]
+        return lines.joined(separator: "\n       ")
+    }
+
+    /// The "Options:" block of the command's help; empty when it takes none.
+    var optionsText: String {
+        guard !options.isEmpty else { return "" }
+        let rows = options.map { option in
+            ((option.short.map { "-\($0), " } ?? "") + "--" + option.long + (option.valueName.map { " " + $0 } ?? ""),
+             option.help)
+        }
+        return "Options:\n" + OptionTable.columns(rows) + "\n"
     }
 
     /// Every spelling of every option, for "did you mean" and for telling an unknown option.
@@ -97,14 +121,16 @@ public enum OptionTable {
         CommandSpec("get", GetCommand.summary, options: [
             OptionSpec("format", value: "json", completion: .words(["json"]),
                        help: "print the session token as JSON (script mode)"),
-        ]),
-        CommandSpec("store", StoreCommand.summary),
-        CommandSpec("erase", EraseCommand.summary),
+        ], usage: ["portal-token get [--format json] < request"]),
+        CommandSpec("store", StoreCommand.summary, usage: ["portal-token store < credential"]),
+        CommandSpec("erase", EraseCommand.summary, usage: ["portal-token erase < pattern"]),
         CommandSpec("capability", CapabilityCommand.summary),
         CommandSpec("token", TokenCommand.summary, options: [format]),
         CommandSpec("exec", ExecCommand.summary,
-                    positionals: [PositionalSpec("COMMAND", completion: .program, help: "the program to run, after --")],
-                    options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")]),
+                    positionals: [PositionalSpec("COMMAND", completion: .program,
+                                                 help: "the program to run, after --")],
+                    options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")],
+                    usage: ["portal-token exec [--token-var NAME] -- COMMAND [ARG...]"]),
         CommandSpec("exec-credential", ExecCredentialCommand.summary),
         CommandSpec("list", ListCommand.summary, options: [format]),
         CommandSpec("setup-git", SetupGitCommand.summary, options: [
@@ -124,14 +150,21 @@ public enum OptionTable {
             OptionSpec("with-token", excludes: ["email", "google", "apple"],
                        help: "adopt a token from stdin, minted by your backend"),
             OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token"),
+        ], usage: [
+            "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
+            "portal-token login --with-token [--end-user ID] < token",
         ]),
         CommandSpec("redirect", RedirectCommand.summary,
                     positionals: [PositionalSpec("URL", help: "redirect URL, or - to read it from stdin")],
                     options: [OptionSpec(String(DesktopRedirectHandler.activationOption.dropFirst(2)),
                                          excludes: ["URL"],
-                                         help: "take the URL from the session bus (how the desktop handler starts it)")]),
+                                         help: "take the URL from the session bus "
+                                             + "(how the desktop handler starts it)")],
+                    usage: ["portal-token redirect URL", "portal-token redirect - < url",
+                            "portal-token redirect --dbus-activated"]),
         CommandSpec("verify-totp", VerifyTOTPCommand.summary,
-                    positionals: [PositionalSpec("CODE", optional: true, help: "two-factor code (prompted for when omitted)")]),
+                    positionals: [PositionalSpec("CODE", optional: true,
+                                                 help: "two-factor code (prompted for when omitted)")]),
         CommandSpec("status", StatusCommand.summary, options: [format]),
         CommandSpec("refresh", RefreshCommand.summary),
         CommandSpec("api", APICommand.summary,
@@ -144,12 +177,13 @@ public enum OptionTable {
                                    help: "request body: JSON, @FILE, or @- for stdin"),
                         OptionSpec("header", short: "H", value: "'Name: value'", repeatable: true,
                                    help: "add a request header: 'Name: value'"),
-                    ]),
+                    ],
+                    usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
         CommandSpec("logout", LogoutCommand.summary),
         CommandSpec("migrate", MigrateCommand.summary, options: [
             OptionSpec("to", value: "STORE", completion: .words(["secret-service", "file"]),
                        help: "the store to move every item into"),
-        ]),
+        ], usage: ["portal-token migrate --to secret-service|file"]),
     ]
 
     /// The settings flags (product contract §2): before or after the command name.
@@ -167,7 +201,8 @@ public enum OptionTable {
     ]
 
     /// What every invocation takes besides the settings flags.
-    public static let help = OptionSpec("help", short: "h", help: "this help; 'portal-token COMMAND --help' for a command")
+    public static let help = OptionSpec("help", short: "h",
+                                        help: "this help; 'portal-token COMMAND --help' for a command")
     public static let version = OptionSpec("version", short: "V", help: "the version")
 
     /// The exit codes (product contract §4).
@@ -192,6 +227,11 @@ public enum OptionTable {
             let names = option.short.map { "-\($0), " } ?? ""
             return (names + "--" + option.long + value, option.help)
         }
+        return columns(rows)
+    }
+
+    /// Rows of name and help, indented two columns, the help lined up two after the longest name.
+    static func columns(_ rows: [(String, String)]) -> String {
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { row in "  " + row.0 + String(repeating: " ", count: width - row.0.count + 2) + row.1 }
             .joined(separator: "\n")
@@ -205,7 +245,12 @@ public enum OptionTable {
             let item = "\(index == exitCodes.count - 1 ? "and " : "")\(entry.code) \(entry.meaning)"
                 + (index == exitCodes.count - 1 ? "." : ",")
             for word in item.split(separator: " ") {
-                if line.count + 1 + word.count > 90 { lines.append(line); line = String(word) } else { line += " " + word }
+                if line.count + 1 + word.count > 90 {
+                    lines.append(line)
+                    line = String(word)
+                } else {
+                    line += " " + word
+                }
             }
         }
         lines.append(line)

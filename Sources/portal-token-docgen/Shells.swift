@@ -27,7 +27,8 @@ enum Bash {
         var out = "# The commands, each with its one-line description.\n_portal_token_commands=(\n"
         for entry in commandEntries { out += "    " + quoted(entry.name + ":" + lowercasedFirst(entry.summary)) + "\n" }
         out += ")\n\n# Settings flags: accepted before or after the command name.\n"
-        out += "_portal_token_setting_options=\"" + OptionTable.settings.map { "--" + $0.long }.joined(separator: " ") + "\"\n"
+        let settingNames = OptionTable.settings.map { "--" + $0.long }.joined(separator: " ")
+        out += "_portal_token_setting_options=\"\(settingNames)\"\n"
         out += "# The settings flags (and per-command options) that take a value in the next word.\n"
         out += "_portal_token_valued_options=\""
             + allOptionsBySpelling().filter { $0.option.takesValue }.map(\.spelling).joined(separator: " ") + "\"\n\n"
@@ -45,9 +46,11 @@ enum Bash {
         out += "# Returns 0 when the option $1 does not go with an option already in \"$2\" (\" --a -b \").\n"
         out += "_portal_token_excluded() {\n    case $1 in\n"
         for (spelling, option) in allOptionsBySpelling() {
-            let others = option.spellings.filter { $0 != spelling } + option.excludes.filter { $0.lowercased() == $0 }.map { "--" + $0 }
+            let others = option.spellings.filter { $0 != spelling }
+                + option.excludes.filter { $0.lowercased() == $0 }.map { "--" + $0 }
             guard !others.isEmpty else { continue }
-            out += "        \(spelling)) [[ " + others.map { "$2 == *\" \($0) \"*" }.joined(separator: " || ") + " ]] ;;\n"
+            let tests = others.map { "$2 == *\" \($0) \"*" }.joined(separator: " || ")
+            out += "        \(spelling)) [[ \(tests) ]] ;;\n"
         }
         out += "        *) return 1 ;;\n    esac\n}\n"
         return out
@@ -65,10 +68,9 @@ enum Zsh {
         if option.short != nil && !option.repeatable { exclusions = option.spellings.reversed() + exclusions }
         let prefix = option.repeatable ? "*" : exclusions.isEmpty ? "" : "(" + exclusions.joined(separator: " ") + ")"
         var action = ""
-        if let valueName = option.valueName {
+        if option.takesValue {
             let message = option.help.components(separatedBy: ":").first!.components(separatedBy: " (").first!
                 .replacingOccurrences(of: ":", with: "\\:")
-            _ = valueName
             switch option.completion {
             case .text: action = ":\(message): "
             case .words(let words): action = ":\(message):(\(words.joined(separator: " ")))"
@@ -96,17 +98,21 @@ enum Zsh {
     }
 
     static func region() -> String {
-        var out = "(( $+functions[_portal-token_commands] )) ||\n_portal-token_commands() {\n  local -a commands\n  commands=(\n"
+        var out = "(( $+functions[_portal-token_commands] )) ||\n"
+            + "_portal-token_commands() {\n  local -a commands\n  commands=(\n"
         for entry in commandEntries {
-            out += "    " + quoted(entry.name + ":" + lowercasedFirst(entry.summary).replacingOccurrences(of: ":", with: "\\:")) + "\n"
+            let summary = lowercasedFirst(entry.summary).replacingOccurrences(of: ":", with: "\\:")
+            out += "    " + quoted(entry.name + ":" + summary) + "\n"
         }
         out += "  )\n  _describe -t commands 'portal-token command' commands\n}\n\n"
-        out += "# Settings flags: accepted before or after the command name.\ntypeset -ga _portal_token_settings\n_portal_token_settings=(\n"
+        out += "# Settings flags: accepted before or after the command name.\n"
+            + "typeset -ga _portal_token_settings\n_portal_token_settings=(\n"
         for option in OptionTable.settings { out += "  " + spec(option) + "\n" }
         out += ")\n\n# Completes the words after the command name $words[1].\n"
         out += "(( $+functions[_portal-token_command] )) ||\n_portal-token_command() {\n  case $words[1] in\n"
         for command in OptionTable.commands {
-            out += "    \(command.name))\n      _arguments $_portal_token_settings \\\n        '(- *)'{-h,--help}'[show help]'"
+            out += "    \(command.name))\n      _arguments $_portal_token_settings \\\n"
+                + "        '(- *)'{-h,--help}'[show help]'"
             for option in command.options { out += " \\\n        " + spec(option) }
             for (index, positional) in command.positionals.enumerated() {
                 out += " \\\n        " + self.positional(positional, index: index + 1)
@@ -147,25 +153,30 @@ enum Fish {
             out += "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\" -a \(entry.name) -d "
                 + quoted(entry.summary) + "\n"
         }
-        out += "complete -c portal-token -n \"__fish_seen_subcommand_from help\" -a \"(string match -v help -- $commands)\"\n"
+        out += "complete -c portal-token -n \"__fish_seen_subcommand_from help\""
+            + " -a \"(string match -v help -- $commands)\"\n"
         out += "\n# Settings flags: accepted before or after the command name\n"
         for option in OptionTable.settings { out += line(nil, option) + "\n" }
         out += "complete -c portal-token -s h -l help -d 'Show help'\n"
-        out += "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\" -s V -l version -d 'Print the version'\n"
+        out += "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\""
+            + " -s V -l version -d 'Print the version'\n"
         for command in OptionTable.commands where !command.options.isEmpty || !command.positionals.isEmpty {
             out += "\n# \(command.name)\n"
             let seen = "__fish_seen_subcommand_from \(command.name)"
             for option in command.options {
                 let group = option.excludes.filter { $0.lowercased() == $0 }
-                let condition = group.isEmpty ? seen : seen + "; and not __fish_contains_opt " + ([option.long] + group).joined(separator: " ")
+                let condition = group.isEmpty
+                    ? seen : seen + "; and not __fish_contains_opt " + ([option.long] + group).joined(separator: " ")
                 out += line(condition, option) + "\n"
             }
             for positional in command.positionals {
                 switch positional.completion {
                 case .program:
-                    out += "complete -c portal-token -n \"\(seen); and contains -- -- (commandline -opc)\" -a '(__fish_complete_command)'\n"
+                    out += "complete -c portal-token -n \"\(seen); and contains -- -- (commandline -opc)\""
+                        + " -a '(__fish_complete_command)'\n"
                 case .words(let words):
-                    out += "complete -c portal-token -n \"\(seen)\" -a \(quoted(words.joined(separator: " "))) -d \(quoted(capitalizedFirst(positional.help)))\n"
+                    out += "complete -c portal-token -n \"\(seen)\" -a \(quoted(words.joined(separator: " ")))"
+                        + " -d \(quoted(capitalizedFirst(positional.help)))\n"
                 case .subcommand:
                     out += "complete -c portal-token -n \"\(seen)\" -a \"$commands\"\n"
                 case .text:
