@@ -59,6 +59,8 @@ let package = Package(
         .target(name: "PortalTokenCLI", dependencies: ["Basics", "PortalTokenCore", "SecretServiceStore", "SessionBus", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
                                                        "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening"]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
+        // Writes the shell completions and the man page's OPTIONS section from the option table.
+        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI"]),
 
         .target(name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"], path: "Tests/PortalTokenTestSupport"),
         .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),

@@ -11,6 +11,12 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-test.XXXXXX")
 cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 
+echo "== checking that the generated completions and man page section are up to date"
+if ! contrib/generate.sh --check; then
+    echo "test.sh: error: a generated file is stale: run contrib/generate.sh and commit the result" >&2
+    exit 1
+fi
+
 echo "== building git's C libsecret helper (interoperation peer)"
 contrib/build-git-helpers.sh "$work/git-helpers"
 

@@ -10,9 +10,10 @@ struct ArgumentReader {
 
     var isEmpty: Bool { arguments.isEmpty }
 
-    /// Flags that name a setting, and the values they take.
-    static let settingFlagNames: Set<String> = Set(Setting.all.compactMap(\.flag)).union(["config"])
-    static let switchFlagNames: Set<String> = ["verbose"]
+    /// Flags that name a setting (from the option table); a switch among them also takes
+    /// `--name=VALUE`.
+    static let settingFlagNames: Set<String> = Set(OptionTable.settings.map(\.long))
+    static let switchFlagNames: Set<String> = OptionTable.switchSettingNames
 
     /// Takes out every settings flag wherever it stands.
     mutating func extractSettingFlags() throws(CLIError) {

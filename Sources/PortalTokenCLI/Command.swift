@@ -3,8 +3,6 @@ protocol Command: SendableMetatype {
     static var name: String { get }
     /// One line for the command list.
     static var summary: String { get }
-    /// The usage line(s), without the leading "usage: ".
-    static var usage: String { get }
     /// What `portal-token NAME --help` prints after the usage.
     static var details: String { get }
 
@@ -13,16 +11,19 @@ protocol Command: SendableMetatype {
 }
 
 extension Command {
-    /// The options the command takes, for "did you mean": those its usage line shows.
-    static var optionNames: [String] {
-        var names: [String] = []
-        for word in usage.split(whereSeparator: { " []|<>=".contains($0) }) where word.hasPrefix("-") && word != "--" {
-            if !names.contains(String(word)) { names.append(String(word)) }
-        }
-        return names
-    }
+    /// The options the command takes, from the option table: what the parser knows, and what
+    /// "did you mean" offers.
+    static var optionNames: [String] { OptionTable.command(named: name)?.optionNames ?? [] }
+
+    /// The command's entry in the option table.
+    static var spec: CommandSpec? { OptionTable.command(named: name) }
+
+    /// The usage line(s) from the option table, without the leading "usage: ".
+    static var usage: String { spec?.usage ?? "portal-token \(name)" }
 
     static var helpText: String {
-        "usage: \(usage)\n\n\(summary)\n" + (details.isEmpty ? "" : "\n\(details)\n")
+        let options = spec?.optionsText ?? ""
+        return "usage: \(usage)\n\n\(summary)\n" + (options.isEmpty ? "" : "\n\(options)")
+            + (details.isEmpty ? "" : "\n\(details)\n")
     }
 }

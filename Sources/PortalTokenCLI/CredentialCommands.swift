@@ -19,7 +19,6 @@ private let protocolDetails = """
 struct GetCommand: Command {
     static let name = "get"
     static let summary = "Print the stored credential that matches the request on stdin"
-    static let usage = "portal-token get [--format json] < request"
     static let details = protocolDetails + """
 
 
@@ -97,7 +96,6 @@ struct GetCommand: Command {
 struct StoreCommand: Command {
     static let name = "store"
     static let summary = "Store the credential given on stdin"
-    static let usage = "portal-token store < credential"
     static let details = protocolDetails + """
 
 
@@ -138,7 +136,6 @@ struct StoreCommand: Command {
 struct EraseCommand: Command {
     static let name = "erase"
     static let summary = "Remove the stored credentials that match the request on stdin"
-    static let usage = "portal-token erase < pattern"
     static let details = protocolDetails + """
 
 
@@ -171,7 +168,6 @@ struct EraseCommand: Command {
 struct CapabilityCommand: Command {
     static let name = "capability"
     static let summary = "List the credential-protocol capabilities portal-token supports"
-    static let usage = "portal-token capability"
     static let details = """
         git 2.46+'s capability query (git credential capability): prints version 0,
         then one "capability NAME" line per capability: authtype (authtype, credential

@@ -7,7 +7,6 @@ import SecretServiceStore
 struct DoctorCommand: Command {
     static let name = "doctor"
     static let summary = "Check the keyring, the encrypted file, the config and the hook"
-    static let usage = "portal-token doctor [--format json] [--network]"
     static let details = """
         One line per check, ok or problem, with a hint for each problem: the session bus, the
         Secret Service provider, whether the default keyring is locked, the backend in use and

@@ -3,7 +3,6 @@ import PortalTokenCore
 struct ListCommand: Command {
     static let name = "list"
     static let summary = "List stored credentials and Portal sessions (never a password or token)"
-    static let usage = "portal-token list [--format json]"
     static let details = """
         Shows what the backend in use holds: each generic credential's protocol, host, path
         and username, and every stored Portal session (auth environment, end user and

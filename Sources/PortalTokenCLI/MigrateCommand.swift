@@ -17,7 +17,6 @@ struct StoreContents {
 struct MigrateCommand: Command {
     static let name = "migrate"
     static let summary = "Move every item from the other store into the named one"
-    static let usage = "portal-token migrate --to secret-service|file"
     static let details = """
         One store is in use at a time. When the other one also holds items (a file left from
         a time without a keyring, say), migrate copies each git credential, Portal session and

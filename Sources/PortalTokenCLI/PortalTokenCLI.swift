@@ -124,8 +124,7 @@ public enum PortalTokenCLI {
 
     /// The options every command takes (product contract §2), for "did you mean".
     static var globalOptionNames: [String] {
-        ArgumentReader.settingFlagNames.map { "--" + $0 } + ArgumentReader.switchFlagNames.map { "--" + $0 }
-            + ["--help", "--version"]
+        (OptionTable.settings + [OptionTable.help, OptionTable.version]).map { "--" + $0.long }
     }
 
     /// A value that is wrong is reported before a setting that is missing: `--backend bogus`
@@ -183,29 +182,18 @@ public enum PortalTokenCLI {
             Commands:
 
             """
-        let width = commands.map { $0.name.count }.max() ?? 0
-        for command in commands {
+        let width = OptionTable.commands.map { $0.name.count }.max() ?? 0
+        for command in OptionTable.commands {
             text += "  " + command.name + String(repeating: " ", count: width - command.name.count + 3)
                 + command.summary + "\n"
         }
         text += """
 
             Global options (before or after the command):
-              --env ID                     auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)
-              --api-host HOST              Portal API host (PORTAL_API_HOST; api.portalhq.io)
-              --redirect-url URL           sign-in redirect URL (PORTAL_REDIRECT_URL)
-              --account-abstracted BOOL    ask Portal for account abstraction
-              --backend auto|secret-service|file    storage backend (PORTAL_TOKEN_BACKEND)
-              --config PATH                config file (PORTAL_TOKEN_CONFIG)
-              --verbose                    trace to stderr, every secret redacted
-              -h, --help                   this help; 'portal-token COMMAND --help' for a command
-              -V, --version                the version
 
-            Exit codes: 0 success, 1 not signed in, 2 usage or configuration error,
-            3 the session just ended, 4 storage failure (nothing was deleted), 5 network
-            failure, 6 Portal rejected the request, 7 not a sign-in redirect, 70 internal
-            error (please report it).
-
+            """
+        text += OptionTable.globalOptionsText + "\n\n" + OptionTable.exitCodesText + "\n\n"
+        text += """
             In scripts: TOKEN=$(portal-token token), or portal-token exec -- COMMAND.
             As a git credential helper: portal-token setup-git
             The encrypted file's passphrase comes from PORTAL_TOKEN_PASSPHRASE_FILE,

@@ -46,7 +46,6 @@ private let scriptSessionRules = """
 struct TokenCommand: Command {
     static let name = "token"
     static let summary = "Print the Portal session token, for scripts (never reads stdin)"
-    static let usage = "portal-token token [--format json]"
     static let details = """
         Prints the token alone on one line: TOKEN=$(portal-token token). With --format json,
         prints {"token", "endUserId", "authEnvironmentId", "expiresAt"}. Never reads stdin, so
@@ -69,7 +68,6 @@ struct TokenCommand: Command {
 struct ExecCommand: Command {
     static let name = "exec"
     static let summary = "Run a command with the session token in its environment"
-    static let usage = "portal-token exec [--token-var NAME] -- COMMAND [ARG...]"
     static let details = """
         Replaces itself with COMMAND (found on PATH, as execvp does), whose environment gains
         PORTAL_CLIENT_SESSION_TOKEN (or NAME with --token-var),
@@ -169,7 +167,6 @@ struct ExecCommand: Command {
 struct ExecCredentialCommand: Command {
     static let name = "exec-credential"
     static let summary = "Print the token as a Kubernetes ExecCredential (client-go credential plugin)"
-    static let usage = "portal-token exec-credential"
     static let details = """
         Prints {"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
         "status":{"token":…,"expirationTimestamp":…}}. Answers in v1beta1 when the apiVersion

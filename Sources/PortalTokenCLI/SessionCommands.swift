@@ -12,7 +12,6 @@ let sessionSettings = """
 struct StatusCommand: Command {
     static let name = "status"
     static let summary = "Show the Portal session: end user, environment, backend and expiry"
-    static let usage = "portal-token status [--format json]"
     static let details = """
         Never prints the token and makes no network call: it compares the stored record with
         the clock. Exit 1 when not signed in, or when the session has passed its 7-day cap.
@@ -96,7 +95,6 @@ struct StatusCommand: Command {
 struct LogoutCommand: Command {
     static let name = "logout"
     static let summary = "Delete the stored Portal session (never runs the hook)"
-    static let usage = "portal-token logout"
     static let details = """
         Also forgets what sign-ins left behind: a waiting two-factor step, and the memory of
         redirects already exchanged, so a sign-in link opened again goes to Portal (which
@@ -127,7 +125,6 @@ struct LogoutCommand: Command {
 struct RefreshCommand: Command {
     static let name = "refresh"
     static let summary = "Ask Portal whether the session is live, and slide its expiry"
-    static let usage = "portal-token refresh"
     static let details = """
         Sends one authenticated GET /api/v3/clients/me. On success the expiry slides; on a 401
         the session ends, the on-session-invalidated hook runs, and the exit code is 3.
@@ -147,7 +144,6 @@ struct RefreshCommand: Command {
 struct APICommand: Command {
     static let name = "api"
     static let summary = "Send an authenticated request to the Portal API and print the response"
-    static let usage = "portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."
     static let details = """
         PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
         session token goes to no other origin. A space or control character in PATH is a

@@ -4,7 +4,6 @@ import PortalTokenCore
 struct SetupGitCommand: Command {
     static let name = "setup-git"
     static let summary = "Make git use portal-token as its credential helper (or stop, with --unset)"
-    static let usage = "portal-token setup-git [--unset]"
     static let details = """
         Adds credential.helper portal-token to your global git config (git config --global
         --add), after any helper already there, which it keeps; does nothing when it is there

@@ -26,7 +26,6 @@ private func signInConfiguration(_ context: Context) throws -> ClientAuthConfigu
 struct MethodsCommand: Command {
     static let name = "methods"
     static let summary = "List the sign-in methods the auth environment allows"
-    static let usage = "portal-token methods [--format json]"
     static let details = """
         Asks Portal (GET /api/v3/auth/methods). Methods portal-token does not know are left
         out. With --format json: {"allowedAuthMethods":[…],"autoCreateWallet":…}.
@@ -68,10 +67,6 @@ struct MethodsCommand: Command {
 struct LoginCommand: Command {
     static let name = "login"
     static let summary = "Sign in to Portal with a magic link, Google or Apple, or adopt a token"
-    static let usage = """
-        portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]
-               portal-token login --with-token [--end-user ID] < token
-        """
     static let details = """
         --with-token adopts a Client Session Token minted by your own backend, read from stdin
         (never from an argument): one GET /api/v3/clients/me checks it (exit 6 and nothing
@@ -237,7 +232,6 @@ struct LoginCommand: Command {
 struct RedirectCommand: Command {
     static let name = "redirect"
     static let summary = "Finish a sign-in from the URL the browser was sent back to"
-    static let usage = "portal-token redirect URL\n       portal-token redirect - < url\n       portal-token redirect --dbus-activated"
     static let details = """
         With -, the URL is read from stdin, which keeps it off the process list. Given as
         URL, it sits in this process's arguments, which any local user can read while it
@@ -312,7 +306,6 @@ struct RedirectCommand: Command {
 struct VerifyTOTPCommand: Command {
     static let name = "verify-totp"
     static let summary = "Finish a sign-in that waits for a two-factor code"
-    static let usage = "portal-token verify-totp [CODE]"
     static let details = """
         Completes the two-factor step a sign-in left waiting (for 10 minutes), such as after
         the desktop handler. The code comes from CODE, else a prompt on the terminal (three

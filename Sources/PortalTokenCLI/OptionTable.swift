@@ -1,0 +1,270 @@
+import PortalTokenCore
+
+/// The one table of commands, options, settings flags and exit codes. The parser takes each
+/// command's option names from it, `--help` prints its settings flags and exit codes, and
+/// `portal-token-docgen` writes the shell completions and the man page's OPTIONS section from it.
+public struct OptionSpec: Sendable {
+    /// How the shells complete the option's value.
+    public enum Completion: Sendable, Equatable {
+        /// Any text; nothing to offer.
+        case text
+        /// The listed words.
+        case words([String])
+        /// A file name.
+        case file
+        /// A request body: JSON, `@FILE` or `@-`.
+        case body
+    }
+
+    /// Without its dashes.
+    public let long: String
+    /// One letter, without its dash.
+    public let short: String?
+    /// The value's name in usage text; nil for a flag that takes no value.
+    public let valueName: String?
+    public let completion: Completion
+    public let help: String
+    /// Options that cannot be given with this one (by long name).
+    public let excludes: [String]
+    public let repeatable: Bool
+
+    init(_ long: String, short: String? = nil, value: String? = nil, completion: Completion = .text,
+         excludes: [String] = [], repeatable: Bool = false, help: String) {
+        self.long = long
+        self.short = short
+        self.valueName = value
+        self.completion = completion
+        self.help = help
+        self.excludes = excludes
+        self.repeatable = repeatable
+    }
+
+    public var takesValue: Bool { valueName != nil }
+    /// `--long` and `-s`, as typed.
+    public var spellings: [String] { ["--" + long] + (short.map { ["-" + $0] } ?? []) }
+    /// The words offered for the value, when there is a fixed list.
+    public var words: [String] {
+        if case .words(let words) = completion { return words }
+        return []
+    }
+}
+
+public struct PositionalSpec: Sendable {
+    public enum Completion: Sendable, Equatable {
+        case text
+        case words([String])
+        /// A command name of portal-token.
+        case subcommand
+        /// A program to run and its arguments.
+        case program
+    }
+
+    public let name: String
+    public let optional: Bool
+    public let completion: Completion
+    public let help: String
+
+    init(_ name: String, optional: Bool = false, completion: Completion = .text, help: String) {
+        self.name = name
+        self.optional = optional
+        self.completion = completion
+        self.help = help
+    }
+}
+
+public struct CommandSpec: Sendable {
+    public let name: String
+    public let summary: String
+    public let positionals: [PositionalSpec]
+    public let options: [OptionSpec]
+    /// Usage lines written out, for a command whose forms the options alone do not show (one
+    /// that reads stdin, or whose options exclude one another).
+    let forms: [String]?
+
+    init(_ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
+         usage forms: [String]? = nil) {
+        self.name = name
+        self.summary = summary
+        self.positionals = positionals
+        self.options = options
+        self.forms = forms
+    }
+
+    /// The usage line(s), without the leading "usage: ": as written, else each option in
+    /// brackets, then the operands.
+    public var usage: String {
+        let lines = forms ?? [(["portal-token", name]
+            + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
+            + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")]
+        return lines.joined(separator: "\n       ")
+    }
+
+    /// The "Options:" block of the command's help; empty when it takes none.
+    var optionsText: String {
+        guard !options.isEmpty else { return "" }
+        let rows = options.map { option in
+            ((option.short.map { "-\($0), " } ?? "") + "--" + option.long + (option.valueName.map { " " + $0 } ?? ""),
+             option.help)
+        }
+        return "Options:\n" + OptionTable.columns(rows) + "\n"
+    }
+
+    /// Every spelling of every option, for "did you mean" and for telling an unknown option.
+    public var optionNames: [String] { options.flatMap(\.spellings) }
+}
+
+public enum OptionTable {
+    static let format = OptionSpec("format", value: "json", completion: .words(["json"]), help: "print JSON")
+
+    /// Every command, in the order `--help` lists them (the summaries are those of the commands).
+    public static let commands: [CommandSpec] = [
+        CommandSpec("get", GetCommand.summary, options: [
+            OptionSpec("format", value: "json", completion: .words(["json"]),
+                       help: "print the session token as JSON (script mode)"),
+        ], usage: ["portal-token get [--format json] < request"]),
+        CommandSpec("store", StoreCommand.summary, usage: ["portal-token store < credential"]),
+        CommandSpec("erase", EraseCommand.summary, usage: ["portal-token erase < pattern"]),
+        CommandSpec("capability", CapabilityCommand.summary),
+        CommandSpec("token", TokenCommand.summary, options: [format]),
+        CommandSpec("exec", ExecCommand.summary,
+                    positionals: [PositionalSpec("COMMAND", completion: .program,
+                                                 help: "the program to run, after --")],
+                    options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")],
+                    usage: ["portal-token exec [--token-var NAME] -- COMMAND [ARG...]"]),
+        CommandSpec("exec-credential", ExecCredentialCommand.summary),
+        CommandSpec("list", ListCommand.summary, options: [format]),
+        CommandSpec("setup-git", SetupGitCommand.summary, options: [
+            OptionSpec("unset", help: "remove portal-token from the global git config"),
+        ]),
+        CommandSpec("doctor", DoctorCommand.summary, options: [
+            format, OptionSpec("network", help: "also check that the Portal API answers"),
+        ]),
+        CommandSpec("methods", MethodsCommand.summary, options: [format]),
+        CommandSpec("login", LoginCommand.summary, options: [
+            OptionSpec("email", value: "ADDRESS", excludes: ["google", "apple", "with-token"],
+                       help: "sign in with a magic link sent to ADDRESS"),
+            OptionSpec("google", excludes: ["email", "apple", "with-token"], help: "sign in with Google"),
+            OptionSpec("apple", excludes: ["email", "google", "with-token"], help: "sign in with Apple"),
+            OptionSpec("no-browser", help: "do not open a browser; show the sign-in link to open elsewhere"),
+            OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds"),
+            OptionSpec("with-token", excludes: ["email", "google", "apple"],
+                       help: "adopt a token from stdin, minted by your backend"),
+            OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token"),
+        ], usage: [
+            "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
+            "portal-token login --with-token [--end-user ID] < token",
+        ]),
+        CommandSpec("redirect", RedirectCommand.summary,
+                    positionals: [PositionalSpec("URL", help: "redirect URL, or - to read it from stdin")],
+                    options: [OptionSpec(String(DesktopRedirectHandler.activationOption.dropFirst(2)),
+                                         excludes: ["URL"],
+                                         help: "take the URL from the session bus "
+                                             + "(how the desktop handler starts it)")],
+                    usage: ["portal-token redirect URL", "portal-token redirect - < url",
+                            "portal-token redirect --dbus-activated"]),
+        CommandSpec("verify-totp", VerifyTOTPCommand.summary,
+                    positionals: [PositionalSpec("CODE", optional: true,
+                                                 help: "two-factor code (prompted for when omitted)")]),
+        CommandSpec("status", StatusCommand.summary, options: [format]),
+        CommandSpec("refresh", RefreshCommand.summary),
+        CommandSpec("api", APICommand.summary,
+                    positionals: [PositionalSpec("PATH", completion: .words(["/api/v3/clients/me"]), help: "API path")],
+                    options: [
+                        OptionSpec("method", short: "X", value: "METHOD",
+                                   completion: .words(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+                                   help: "HTTP method (GET, or POST with --data)"),
+                        OptionSpec("data", short: "d", value: "JSON", completion: .body,
+                                   help: "request body: JSON, @FILE, or @- for stdin"),
+                        OptionSpec("header", short: "H", value: "'Name: value'", repeatable: true,
+                                   help: "add a request header: 'Name: value'"),
+                    ],
+                    usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
+        CommandSpec("logout", LogoutCommand.summary),
+        CommandSpec("migrate", MigrateCommand.summary, options: [
+            OptionSpec("to", value: "STORE", completion: .words(["secret-service", "file"]),
+                       help: "the store to move every item into"),
+        ], usage: ["portal-token migrate --to secret-service|file"]),
+    ]
+
+    /// The settings flags (product contract §2): before or after the command name.
+    public static let settings: [OptionSpec] = [
+        OptionSpec("env", value: "ID", help: "auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)"),
+        OptionSpec("api-host", value: "HOST", completion: .words(["api.portalhq.io", "localhost", "127.0.0.1"]),
+                   help: "Portal API host (PORTAL_API_HOST; api.portalhq.io)"),
+        OptionSpec("redirect-url", value: "URL", help: "sign-in redirect URL (PORTAL_REDIRECT_URL)"),
+        OptionSpec("account-abstracted", value: "BOOL", completion: .words(["true", "false"]),
+                   help: "ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)"),
+        OptionSpec("backend", value: "BACKEND", completion: .words(["auto", "secret-service", "file"]),
+                   help: "storage backend (PORTAL_TOKEN_BACKEND; auto)"),
+        OptionSpec("config", value: "PATH", completion: .file, help: "config file (PORTAL_TOKEN_CONFIG)"),
+        OptionSpec("verbose", help: "trace to stderr, every secret redacted"),
+    ]
+
+    /// What every invocation takes besides the settings flags.
+    public static let help = OptionSpec("help", short: "h",
+                                        help: "this help; 'portal-token COMMAND --help' for a command")
+    public static let version = OptionSpec("version", short: "V", help: "the version")
+
+    /// The exit codes (product contract §4).
+    public static let exitCodes: [(code: Int32, meaning: String)] = [
+        (0, "success"), (1, "not signed in"), (2, "usage or configuration error"),
+        (3, "the session just ended"), (4, "storage failure (nothing was deleted)"), (5, "network failure"),
+        (6, "Portal rejected the request"), (7, "not a sign-in redirect"),
+        (70, "internal error (please report it)"),
+    ]
+
+    public static func command(named name: String) -> CommandSpec? { commands.first { $0.name == name } }
+
+    /// The settings flags that take a value, and those that are switches, without dashes.
+    static var valuedSettingNames: Set<String> { Set(settings.filter(\.takesValue).map(\.long)) }
+    static var switchSettingNames: Set<String> { Set(settings.filter { !$0.takesValue }.map(\.long)) }
+
+    /// The global options of `--help`, one a line, in columns.
+    static var globalOptionsText: String {
+        let rows = (settings + [help, version]).map { option -> (String, String) in
+            let value = option.words.isEmpty || option.words.count > 3 || option.long == "api-host"
+                ? option.valueName.map { " " + $0 } ?? "" : " " + option.words.joined(separator: "|")
+            let names = option.short.map { "-\($0), " } ?? ""
+            return (names + "--" + option.long + value, option.help)
+        }
+        return columns(rows)
+    }
+
+    /// Rows of name and help, indented two columns, the help lined up two after the longest name.
+    static func columns(_ rows: [(String, String)]) -> String {
+        let width = rows.map(\.0.count).max() ?? 0
+        return rows.map { row in "  " + row.0 + String(repeating: " ", count: width - row.0.count + 2) + row.1 }
+            .joined(separator: "\n")
+    }
+
+    /// "0 success, 1 not signed in, …", wrapped at 90 columns.
+    static var exitCodesText: String {
+        var lines: [String] = []
+        var line = "Exit codes:"
+        for (index, entry) in exitCodes.enumerated() {
+            let item = "\(index == exitCodes.count - 1 ? "and " : "")\(entry.code) \(entry.meaning)"
+                + (index == exitCodes.count - 1 ? "." : ",")
+            for word in item.split(separator: " ") {
+                if line.count + 1 + word.count > 90 {
+                    lines.append(line)
+                    line = String(word)
+                } else {
+                    line += " " + word
+                }
+            }
+        }
+        lines.append(line)
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension OptionTable {
+    /// The commands the parser dispatches to that the table does not describe, or the other way
+    /// round; empty when they agree (the generator refuses to write otherwise).
+    public static var disagreements: [String] {
+        let dispatched = PortalTokenCLI.commands.map { $0.name }
+        let described = commands.map(\.name)
+        return dispatched.filter { !described.contains($0) }.map { "'\($0)' is not in the option table" }
+            + described.filter { !dispatched.contains($0) }.map { "'\($0)' is in the option table but is no command" }
+    }
+}
