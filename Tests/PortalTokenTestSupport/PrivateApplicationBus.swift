@@ -150,6 +150,13 @@ public final class CommandLineSampler: @unchecked Sendable {
         }
     }
 
+    /// The command lines seen so far, while sampling goes on.
+    public var commandLinesSoFar: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return seen
+    }
+
     /// Stops sampling and returns the command lines seen and how many rounds were taken. With
     /// `minimumRounds`, first lets the sampler finish that many rounds (within `timeout`
     /// seconds): a loaded machine walks /proc slowly, and a check of the round count must not
