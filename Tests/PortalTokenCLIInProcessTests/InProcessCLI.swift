@@ -70,7 +70,7 @@ final class InProcessCLI {
     }
 
     func run(_ arguments: [String], stdin: String = "", environment extra: [String: String] = [:],
-             isGitHelper: Bool = false) -> CommandResult {
+             unsetting unset: [String] = [], isGitHelper: Bool = false) -> CommandResult {
         let input = Self.unlinkedFile(directory), output = Self.unlinkedFile(directory), error = Self.unlinkedFile(directory)
         defer { close(input); close(output); close(error) }
         let bytes = Array(stdin.utf8)
@@ -80,8 +80,10 @@ final class InProcessCLI {
         streams.input = input
         streams.output = output
         streams.error = error
+        var environment = environment.merging(extra) { $1 }
+        for name in unset { environment[name] = nil }
         let code = PortalTokenCLI.execute(arguments, isGitHelper: isGitHelper, streams: streams,
-                                          environment: environment.merging(extra) { $1 }, services: services)
+                                          environment: environment, services: services)
         return CommandResult(exitCode: code, stdout: Self.contents(output), stderr: Self.contents(error))
     }
 
