@@ -176,11 +176,13 @@ struct CommandTests {
         #expect(result.stderr == "portal-token: error: 'redirect' needs the URL the browser was sent to\nhint: see 'portal-token redirect --help'\n")
     }
 
-    @Test("verify-totp with nothing waiting says so")
+    @Test("verify-totp with nothing waiting says so (exit 1) and sends nothing")
     func verifyTOTP() throws {
-        let result = try InProcessCLI().run(["verify-totp", "123456"])
-        #expect(result.exitCode != 0 && result.stdout.isEmpty)
-        #expect(result.stderr.hasPrefix("portal-token: error: "))
+        let cli = try InProcessCLI()
+        let result = cli.run(["verify-totp", "123456"])
+        #expect(result.exitCode == 1 && result.stdout.isEmpty)
+        #expect(result.stderr == "portal-token: error: no two-factor step is waiting for environment 'env-1'\nhint: sign in with 'portal-token login'\n")
+        #expect(cli.transport.requests.isEmpty)
     }
 
     @Test("methods refuses a format other than json")
