@@ -72,6 +72,10 @@ let package = Package(
         .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
         .testTarget(name: "LoopbackRedirectListenerTests", dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
+        // Commands run inside the test process with every port faked: parsing, usage errors,
+        // output and exit codes.
+        .testTarget(name: "PortalTokenCLIInProcessTests", dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"]),
+        // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )

@@ -77,12 +77,7 @@ enum Composition {
     /// The Portal session store of one backend (its writes are locked by CachedSessionStore and
     /// SessionService).
     static func sessionStore(for context: Context, backend: BackendChoice.Backend) throws -> any SessionStore {
-        switch backend {
-        case .file:
-            return ItemSessionStore(try context.fileStore())
-        case .secretService:
-            return ItemSessionStore(try context.keyringItems())
-        }
+        ItemSessionStore(try context.itemStore(backend))
     }
 
     /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (product contract §2).
@@ -123,23 +118,27 @@ enum Composition {
         SessionFileLock(context: context, timeoutMilliseconds: max(4 * (try keyringTimeout(context.settings)), 1000))
     }
 
+    /// The stores a cached session may come from, together: the file and the bus. A locked
+    /// keyring, or a migration between the two, drops this family's cached copies and no other's.
+    static func cacheFamily(_ context: Context) -> String {
+        [(try? storeFilePath(context)) ?? "", context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""]
+            .joined(separator: "\u{0}")
+    }
+
     /// The backend's session store behind a short-lived copy in the kernel keyring. Every
     /// change to a session, a sign-in's included, goes through it, so the copy never outlives
     /// what is stored.
     static func cachedSessionStore(for context: Context) throws -> CachedSessionStore {
         let choice = try context.backendChoice()
-        // The store behind the cache: which backend was asked for, which file and which bus.
-        let scope = [
-            try requestedBackend(context.settings).rawValue,
-            (try? storeFilePath(context)) ?? "",
-            context.environment["DBUS_SESSION_BUS_ADDRESS"] ?? "",
-        ].joined(separator: "\u{0}")
+        // The store behind the cache: which backend was asked for, in which family.
+        let scope = try requestedBackend(context.settings).rawValue
+        let family = cacheFamily(context)
         // The file store is made now, which reads no file: a configuration it cannot work with
         // (no place for the file, a bad timeout) is then the usage error it is (exit 2), not a
         // failure of the store opened lazily behind the cache.
         let fileSessions = choice.backend == .file ? try sessionStore(for: context, backend: .file) : nil
         return CachedSessionStore(
-            cache: KernelKeyring(), lock: try context.storeLock(), scope: scope,
+            cache: context.services.secretCache(context), lock: try context.storeLock(), scope: scope, family: family,
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             now: context.now,
@@ -172,13 +171,12 @@ enum Composition {
     static func sessionService(for context: Context) throws -> SessionService {
         let environmentID = try context.authEnvironmentID()
         let apiBase = try context.apiBase()
-        let hook = SessionHook(context: context)
         return SessionService(
             authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context),
             lock: try context.storeLock(),
-            transport: try transport(for: context),
+            transport: try context.services.transport(context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
-            sessionEnded: hook.run,
+            sessionEnded: context.services.sessionEnded(context),
             warn: { context.streams.printError("portal-token: warning: \($0)") },
             now: context.now)
     }
@@ -196,19 +194,13 @@ enum Composition {
         let apiBase = try context.apiBase()
         let api = ClientAuthAPI(configuration: configuration, apiBase: apiBase,
                                 builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
-        return ClientAuthClient(api: api, transport: try transport(for: context))
+        return ClientAuthClient(api: api, transport: try context.services.transport(context))
     }
 
     /// Where a waiting two-factor step is kept: beside the session, in the same backend, every
     /// write under the store lock (taken after the sign-in lock, never before it).
     static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
-        let store: any TwoFactorStepStore
-        switch try backend ?? context.backendChoice().backend {
-        case .file:
-            store = ItemTwoFactorStepStore(try context.fileStore())
-        case .secretService:
-            store = ItemTwoFactorStepStore(try context.keyringItems())
-        }
+        let store = ItemTwoFactorStepStore(try context.itemStore(backend ?? context.backendChoice().backend))
         return LockedTwoFactorStepStore(store, lock: try context.storeLock())
     }
 
@@ -227,7 +219,7 @@ enum Composition {
         return SignInService(
             configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
             sessions: try cachedSessionStore(for: context), steps: try twoFactorStepStore(for: context),
-            sessionLock: try context.storeLock(), signInLock: try signInLock(for: context), memory: KernelKeyring(),
+            sessionLock: try context.storeLock(), signInLock: try signInLock(for: context), memory: context.services.secretCache(context),
             now: context.now, trace: context.trace)
     }
 }

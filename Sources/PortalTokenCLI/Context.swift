@@ -5,20 +5,24 @@ import SecretServiceStore
 import SessionBus
 
 /// What a command runs with: the streams, the environment and the resolved settings, and the
-/// adapters that Composition picks for them.
+/// services (the ports) that the composition root or a test fills. Commands reach every
+/// adapter through here.
 final class Context {
     let streams: StandardStreams
     let environment: [String: String]
     let settings: Settings
+    let services: Services
     /// The name the binary was started under, for messages.
     let programName: String
     /// Why the config file could not be used, for `doctor`, which runs on without it.
     var settingsError: (any Error)?
 
-    init(streams: StandardStreams, environment: [String: String], settings: Settings, programName: String) {
+    init(streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
+         services: Services = .live) {
         self.streams = streams
         self.environment = environment
         self.settings = settings
+        self.services = services
         self.programName = programName
     }
 
@@ -36,7 +40,7 @@ final class Context {
         return { streams.printError("portal-token: trace: \($0)") }
     }
 
-    func now() -> Int64 { Int64(time(nil)) }
+    func now() -> Int64 { services.now() }
 
     private var cachedCredentialStore: (any CredentialStore)?
     private var cachedFileStore: EncryptedFileStore?
@@ -56,7 +60,7 @@ final class Context {
     /// fallback to the file is announced by the write that creates the file store.
     func backendChoice() throws -> BackendChoice {
         if let cachedBackendChoice { return cachedBackendChoice }
-        let choice = try Composition.backendChoice(for: self)
+        let choice = try services.backendChoice(self)
         cachedBackendChoice = choice
         return choice
     }
@@ -95,10 +99,39 @@ final class Context {
     /// The store for git credentials: the backend in use, and only it.
     func credentialStore() throws -> any CredentialStore {
         if let cachedCredentialStore { return cachedCredentialStore }
-        let store = try Composition.credentialStore(for: self, backend: try backendChoice().backend)
+        let store = try services.credentialStore(self, try backendChoice().backend)
         cachedCredentialStore = store
         return store
     }
+
+    /// The item store that keeps one backend's Portal sessions and two-factor steps.
+    func itemStore(_ backend: BackendChoice.Backend) throws -> any ItemStore {
+        try services.itemStore(self, backend)
+    }
+
+    /// The Portal session of the configured auth environment.
+    func sessionService() throws -> SessionService { try Composition.sessionService(for: self) }
+
+    /// Where a waiting two-factor step is kept, in the backend in use unless another is named.
+    func twoFactorStepStore(backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
+        try Composition.twoFactorStepStore(for: self, backend: backend)
+    }
+
+    /// The Client Auth client for a sign-in configuration.
+    func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+        try Composition.clientAuthClient(for: self, configuration: configuration)
+    }
+
+    /// Completing a sign-in for the configured environment.
+    func signInService(configuration: ClientAuthConfiguration) throws -> SignInService {
+        try Composition.signInService(for: self, configuration: configuration)
+    }
+
+    /// The lock held around a whole grant exchange or code check.
+    func signInLock() throws -> SessionFileLock { try Composition.signInLock(for: self) }
+
+    /// The HTTP transport to Portal.
+    func transport() throws -> any HTTPTransport { try services.transport(self) }
 
     /// The configured auth environment ID; every Portal-session command needs one.
     func authEnvironmentID() throws(CLIError) -> String {
@@ -118,23 +151,14 @@ final class Context {
         }
     }
 
-    /// Whether a credential-protocol request names a Portal origin, answered from the session
-    /// (product contract §5) rather than from generic storage.
+    /// Whether a credential-protocol request is answered from the Portal session (product
+    /// contract §5) rather than from generic storage: the core's routing, with this run's API host.
     func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
-        guard let protocolName = request.protocolName, let host = request.host else { return false }
-        let base: PortalAPIBase
         do {
-            base = try apiBase()
+            return try CredentialRouting.route(request, apiHost: settings.value(.apiHost)) == .portalSession
         } catch {
-            // An unreadable API host is reported only to a request it could be about: a plain
-            // git request for another host is answered from generic storage as ever.
-            let configured = settings.value(.apiHost) ?? ""
-            if PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host.gitHost, unreadableAPIHost: configured) {
-                throw error
-            }
-            return false
+            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
         }
-        return PortalHostGate(apiBase: base).isPortalOrigin(protocolName: protocolName, host: host.gitHost)
     }
 
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an

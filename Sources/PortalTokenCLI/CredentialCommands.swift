@@ -69,7 +69,7 @@ struct GetCommand: Command {
     private func portalAnswer(for request: CredentialRequest, _ context: Context) throws -> CredentialProtocol.Answer? {
         let session: PortalSession
         do {
-            session = try Composition.sessionService(for: context).usableSession()
+            session = try context.sessionService().usableSession()
         } catch SessionError.notSignedIn {
             return nil
         }
@@ -88,7 +88,7 @@ struct GetCommand: Command {
 
     /// `TOKEN=$(portal-token get)`: what `token` prints, for scripts written before it existed.
     private func runScriptMode(_ context: Context) throws {
-        let session = try Composition.sessionService(for: context).usableSession()
+        let session = try context.sessionService().usableSession()
         SessionOutput.printToken(session, json: format == "json", context)
     }
 }
@@ -119,7 +119,7 @@ struct StoreCommand: Command {
         // is marked ephemeral, which is never stored. The token is the password, or git
         // 2.46+'s `credential`.
         guard let token = request.passwordOrCredential, !token.isEmpty else { return }
-        let sessions = try Composition.sessionService(for: context)
+        let sessions = try context.sessionService()
         let endUserID = request.username?.trimmingWhitespace ?? ""
         if !endUserID.isEmpty, !request.isEphemeral {
             return try sessions.approve(token: token, endUserID: endUserID)
@@ -152,7 +152,7 @@ struct EraseCommand: Command {
             try helper(context).erase(request)
             return
         }
-        let sessions = try Composition.sessionService(for: context)
+        let sessions = try context.sessionService()
         if let token = request.passwordOrCredential {
             // git sends the password (or git 2.46+'s credential) it just saw rejected: the
             // session ended (hook, exit 3). Another value is an older token, and changes nothing.

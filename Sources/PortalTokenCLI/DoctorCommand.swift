@@ -265,7 +265,7 @@ private struct Diagnosis {
     private func portalAPI() -> Check {
         do {
             let base = try context.apiBase()
-            let transport = try Composition.transport(for: context)
+            let transport = try context.transport()
             let request = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: PortalTokenCLI.version)
                 .request("GET", base.url(path: SessionService.validationPath))
             let response = try transport.send(request)

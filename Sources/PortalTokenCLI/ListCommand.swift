@@ -22,7 +22,7 @@ struct ListCommand: Command {
         let credentials = try context.credentialStore().all()
         // Every stored Portal session, one per auth environment, as stored: no network call
         // and no expiry judgement (that is `status`'s).
-        let sessions = try ItemSessionStore(Composition.itemStore(for: context, backend: context.backendChoice().backend))
+        let sessions = try ItemSessionStore(context.itemStore(context.backendChoice().backend))
             .allSessions().sorted { $0.authEnvironmentID < $1.authEnvironmentID }
         if json {
             let credentialObjects: [JSONValue] = credentials.map { credential in

@@ -47,7 +47,7 @@ struct MigrateCommand: Command {
             streams.printError("portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds nothing")
             return
         }
-        if destination == .secretService, try Composition.secretServicePresence(for: context) != .provider {
+        if destination == .secretService, try context.services.secretServicePresence(context) != .provider {
             throw StoreError(.unavailable, "no Secret Service provider is registered on the session bus",
                              hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
         }
@@ -65,7 +65,7 @@ struct MigrateCommand: Command {
             }
             return (moved, kept, aside)
         }
-        KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix)
+        KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix(family: Composition.cacheFamily(context)))
         streams.printError("portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
             + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
     }
@@ -77,7 +77,7 @@ struct MigrateCommand: Command {
                               context: Context) throws -> (moved: Int, kept: Int, differing: [Credential]) {
         var moved = 0, kept = 0
         var differing: [Credential] = []
-        let credentials = try Composition.credentialStore(for: context, backend: destination)
+        let credentials = try context.services.credentialStore(context, destination)
         for credential in contents.credentials {
             let slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
                                        path: credential.path, username: credential.username)
@@ -101,7 +101,7 @@ struct MigrateCommand: Command {
                 moved += 1
             }
         }
-        let steps = try Composition.twoFactorStepStore(for: context, backend: destination)
+        let steps = try context.twoFactorStepStore(backend: destination)
         for step in contents.steps {
             if let present = try steps.loadStep(authEnvironmentID: step.authEnvironmentID), present.expiresAt >= step.expiresAt {
                 kept += 1
@@ -127,7 +127,7 @@ extension Composition {
     static func storeExists(_ backend: BackendChoice.Backend, for context: Context) throws -> Bool {
         switch backend {
         case .file: return EncryptedFileStore.exists(at: try storeFilePath(context))
-        case .secretService: return try secretServicePresence(for: context) == .provider
+        case .secretService: return try context.services.secretServicePresence(context) == .provider
         }
     }
 
@@ -142,19 +142,11 @@ extension Composition {
     /// Everything a backend holds.
     static func contents(of backend: BackendChoice.Backend, for context: Context) throws -> StoreContents {
         var contents = StoreContents()
-        contents.credentials = try credentialStore(for: context, backend: backend).lookup(CredentialQuery())
-        let items = try itemStore(for: context, backend: backend)
+        contents.credentials = try context.services.credentialStore(context, backend).lookup(CredentialQuery())
+        let items = try context.itemStore(backend)
         contents.sessions = try ItemSessionStore(items).allSessions()
         contents.steps = try ItemTwoFactorStepStore(items).allSteps()
         return contents
-    }
-
-    /// The item store that keeps one backend's Portal sessions and two-factor steps.
-    static func itemStore(for context: Context, backend: BackendChoice.Backend) throws -> any ItemStore {
-        switch backend {
-        case .file: return try context.fileStore()
-        case .secretService: return try context.keyringItems()
-        }
     }
 
     /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what
@@ -164,7 +156,7 @@ extension Composition {
         case .file:
             return "moved the encrypted file aside to \(try context.fileStore().moveAsideAfterMigration())"
         case .secretService:
-            let credentials = try credentialStore(for: context, backend: .secretService)
+            let credentials = try context.services.credentialStore(context, .secretService)
             for credential in contents.credentials {
                 try credentials.erase(CredentialQuery(protocolName: credential.protocolName, host: credential.host,
                                                       path: credential.path, username: credential.username,
@@ -188,7 +180,7 @@ extension Composition {
         case .file:
             guard EncryptedFileStore.exists(at: try storeFilePath(context)) else { return nil }
         case .secretService:
-            guard try secretServicePresence(for: context) == .provider,
+            guard try context.services.secretServicePresence(context) == .provider,
                   let contents = try? contents(of: .secretService, for: context), !contents.isEmpty else { return nil }
         }
         return "\(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \(inUse.rawValue)' merges them"

@@ -32,8 +32,20 @@ public enum PortalTokenCLI {
         if programName == DockerCredentialHelper.programName {
             return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams)
         }
+        let environment = ProcessEnvironment.current()
+        // The passphrase stays in this process: no child (a hook, a browser) inherits it.
+        unsetenv(PassphraseSource.environmentVariable)
+        return execute(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams,
+                       environment: environment, services: .live)
+    }
+
+    /// One command, run in this process with the given streams, environment and services, through
+    /// the error funnel: what `main` does once the process is set up, and what the in-process
+    /// tests drive with fakes.
+    static func execute(_ arguments: [String], isGitHelper: Bool = false, streams: StandardStreams,
+                        environment: [String: String], services: Services) -> Int32 {
         do {
-            try run(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams)
+            try run(arguments, isGitHelper: isGitHelper, streams: streams, environment: environment, services: services)
             return ExitCode.success.rawValue
         } catch let exit as SilentExit {
             return exit.code.rawValue
@@ -52,7 +64,8 @@ public enum PortalTokenCLI {
         return failure
     }
 
-    static func run(_ arguments: [String], isGitHelper: Bool, streams: StandardStreams) throws {
+    static func run(_ arguments: [String], isGitHelper: Bool, streams: StandardStreams,
+                    environment: [String: String], services: Services) throws {
         var reader = ArgumentReader(arguments)
         try reader.extractSettingFlags()
         guard let word = reader.next() else {
@@ -98,9 +111,6 @@ public enum PortalTokenCLI {
             throw error
         }
         try reader.finish(command: word, options: commandType.optionNames)
-        let environment = ProcessEnvironment.current()
-        // The passphrase stays in this process: no child (a hook, a browser) inherits it.
-        unsetenv(PassphraseSource.environmentVariable)
         var settings: Settings
         var settingsError: (any Error)?
         do {
@@ -117,7 +127,7 @@ public enum PortalTokenCLI {
             settingsError = error
         }
         let context = Context(streams: streams, environment: environment, settings: settings,
-                              programName: isGitHelper ? gitHelperName : "portal-token")
+                              programName: isGitHelper ? gitHelperName : "portal-token", services: services)
         context.settingsError = settingsError
         try command.run(in: context)
     }

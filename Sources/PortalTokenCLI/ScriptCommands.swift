@@ -60,7 +60,7 @@ struct TokenCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let session = try Composition.sessionService(for: context).usableSession()
+        let session = try context.sessionService().usableSession()
         SessionOutput.printToken(session, json: json, context)
     }
 }
@@ -118,7 +118,7 @@ struct ExecCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let session = try Composition.sessionService(for: context).usableSession()
+        let session = try context.sessionService().usableSession()
         setenv(tokenVariable, session.token.text, 1)
         if let expiresAt = session.expiresAt {
             setenv("PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", RFC3339.format(expiresAt), 1)
@@ -197,7 +197,7 @@ struct ExecCredentialCommand: Command {
 
     func run(in context: Context) throws {
         let apiVersion = try Self.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
-        let session = try Composition.sessionService(for: context).usableSession()
+        let session = try context.sessionService().usableSession()
         var status: [String: JSONValue] = ["token": .string(session.token.text)]
         if let expiresAt = session.expiresAt { status["expirationTimestamp"] = .string(RFC3339.format(expiresAt)) }
         let credential = JSONValue.object([
@@ -239,7 +239,7 @@ struct TokenAdoption {
         guard token.withBytes({ !$0.contains { $0 < 0x21 || $0 == 0x7f } }) else {
             throw CLIError.usage("the token on stdin holds spaces or control characters", hint: "give one token on one line")
         }
-        let sessions = try Composition.sessionService(for: context)
+        let sessions = try context.sessionService()
         switch try sessions.adoptChecked(token: token, endUserID: endUserID?.trimmingWhitespace) {
         case .adopted(let session):
             context.streams.printError("portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'")

@@ -32,10 +32,10 @@ struct StatusCommand: Command {
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
         let backend = try Composition.backendDescription(for: context)
-        let session = try Composition.sessionService(for: context).restore()
+        let session = try context.sessionService().restore()
         let now = context.now()
         let decision = session?.decision(at: now)
-        let step = try Composition.twoFactorStepStore(for: context).loadStep(authEnvironmentID: environmentID)
+        let step = try context.twoFactorStepStore().loadStep(authEnvironmentID: environmentID)
             .flatMap { $0.isExpired(at: now) ? nil : $0 }
         let otherStore = try Composition.otherStoreNotice(for: context)
         let signedIn = session != nil && decision != .expired
@@ -106,10 +106,10 @@ struct LogoutCommand: Command {
 
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
-        let sessions = try Composition.sessionService(for: context)
-        let steps = try Composition.twoFactorStepStore(for: context)
+        let sessions = try context.sessionService()
+        let steps = try context.twoFactorStepStore()
         // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
-        let removed = try Composition.signInLock(for: context).withLock {
+        let removed = try context.signInLock().withLock {
             let removed = try sessions.remove()
             try SignInService.forget(authEnvironmentID: environmentID, steps: steps, memory: KernelKeyring())
             return removed
@@ -134,7 +134,7 @@ struct RefreshCommand: Command {
     init(arguments: inout ArgumentReader) throws(CLIError) {}
 
     func run(in context: Context) throws {
-        let (session, response) = try Composition.sessionService(for: context).refresh()
+        let (session, response) = try context.sessionService().refresh()
         guard response.isSuccess else { throw rejection(response, method: "GET", path: SessionService.validationPath) }
         let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
         context.streams.printError("portal-token: the session of \(session.endUserID) is live; it expires at \(expiry)")
@@ -209,7 +209,7 @@ struct APICommand: Command {
 
     func run(in context: Context) throws {
         let body = try data.map { try readBody($0, context) }
-        let sessions = try Composition.sessionService(for: context)
+        let sessions = try context.sessionService()
         let response = try sessions.api(method: method, path: path, body: body, headers: headers)
         context.streams.write(response.body, to: context.streams.output)
         // Like gh api: the output ends with a newline, so a shell prompt starts on its own line.

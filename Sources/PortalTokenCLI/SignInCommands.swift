@@ -42,7 +42,7 @@ struct MethodsCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let client = try Composition.clientAuthClient(for: context, configuration: try signInConfiguration(context))
+        let client = try context.clientAuthClient(configuration: try signInConfiguration(context))
         let methods = try client.methods()
         if json {
             context.streams.print(methods.json)
@@ -156,7 +156,7 @@ struct LoginCommand: Command {
             _ = try configuration.requireMagicLink()
             _ = try EmailAddress.normalize(address)
         }
-        let service = try Composition.signInService(for: context, configuration: configuration)
+        let service = try context.signInService(configuration: configuration)
         // A store that cannot be read fails now, before an email is sent or a grant exists.
         try service.checkStore()
         // Listen before anything is sent, so a busy port is reported before any grant exists.
@@ -291,7 +291,7 @@ struct RedirectCommand: Command {
     }
 
     private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool) throws {
-        let service = try Composition.signInService(for: context, configuration: configuration)
+        let service = try context.signInService(configuration: configuration)
         let outcome = try service.completeRedirect(url)
         try SignInCompletion(context: context, service: service, notifies: notifies).finish(outcome)
     }
@@ -321,7 +321,7 @@ struct VerifyTOTPCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let service = try Composition.signInService(for: context, configuration: try signInConfiguration(context))
+        let service = try context.signInService(configuration: try signInConfiguration(context))
         let step = try service.pendingStep()
         let completion = SignInCompletion(context: context, service: service)
         defer { completion.prompt?.close() }

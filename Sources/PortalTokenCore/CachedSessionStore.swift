@@ -14,11 +14,13 @@ import Basics
 /// - The store itself is built only on a miss. A hit costs no unlock; when the store is the
 ///   Secret Service, it costs one bounded check that the collection is still unlocked
 ///   (`confirmUnlocked`), since a locked keyring must lock its cached answers too (product
-///   contract §6). A locked collection drops every cached session and is an error (exit 4).
+///   contract §6). A locked collection drops every cached session of its family and is an error
+///   (exit 4).
 public final class CachedSessionStore: SessionStore {
     private let cache: any SecretCache
     private let lock: any SessionLock
     private let scope: String
+    private let family: String
     private let timeoutSeconds: Int
     private let now: () -> Int64
     private let makeStore: () throws -> any SessionStore
@@ -28,16 +30,20 @@ public final class CachedSessionStore: SessionStore {
     /// - Parameters:
     ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
     ///     never share a copy.
+    ///   - family: names the stores a lock or a migration concerns together (the file and the
+    ///     bus): a locked keyring drops its family's copies, and no other's (another user
+    ///     session's bus, another file).
     ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
     ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
     ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
-    public init(cache: any SecretCache, lock: any SessionLock, scope: String, timeoutSeconds: Int,
+    public init(cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
                 now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil,
                 store: @escaping () throws -> any SessionStore) {
         self.confirmUnlocked = confirmUnlocked
         self.cache = cache
         self.lock = lock
         self.scope = scope
+        self.family = family
         self.timeoutSeconds = timeoutSeconds
         self.now = now
         self.makeStore = store
@@ -58,9 +64,16 @@ public final class CachedSessionStore: SessionStore {
 
     public static let namePrefix = "portal-token:session:"
 
-    /// The cache entry's name: a recognisable prefix and a digest of the scope and environment.
+    /// The start of every cache entry's name in one family: dropping by it drops that family's
+    /// copies only.
+    public static func namePrefix(family: String) -> String {
+        namePrefix + FNV1a.hex(family) + ":"
+    }
+
+    /// The cache entry's name: a recognisable prefix, a digest of the family, and one of the
+    /// scope and environment.
     func name(for authEnvironmentID: String) -> String {
-        Self.namePrefix + FNV1a.hex(scope + "\u{0}" + authEnvironmentID)
+        Self.namePrefix(family: family) + FNV1a.hex(scope + "\u{0}" + authEnvironmentID)
     }
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
@@ -70,7 +83,7 @@ public final class CachedSessionStore: SessionStore {
             do {
                 try confirmUnlocked?()
             } catch {
-                if error.kind == .locked { cache.dropAll(withPrefix: Self.namePrefix) }
+                if error.kind == .locked { cache.dropAll(withPrefix: Self.namePrefix(family: family)) }
                 throw error
             }
             return .present(session)

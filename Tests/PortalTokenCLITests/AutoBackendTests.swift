@@ -257,14 +257,6 @@ struct AutoBackendTests {
         #expect(try get("same.tld", environment).isEmpty)
         #expect(try get("only-keyring.tld", environment).isEmpty)
     }
-
-    @Test("migrate needs --to naming a store")
-    func migrateUsage() throws {
-        let missing = try ProcessRunner.portalToken(["migrate"])
-        #expect(missing.exitCode == 2 && missing.stderr.contains("'migrate' needs --to secret-service or --to file"))
-        let wrong = try ProcessRunner.portalToken(["migrate", "--to", "cloud"])
-        #expect(wrong.exitCode == 2 && wrong.stderr.contains("--to must be secret-service or file"))
-    }
 }
 
 @Suite("auto backend, start-up")

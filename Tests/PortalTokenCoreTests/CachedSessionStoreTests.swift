@@ -66,6 +66,23 @@ struct CachedSessionStoreTests {
         #expect(fixture.cache.names.count == 1)
     }
 
+    @Test("a locked store drops its own family's copies and no other's")
+    func lockedDropsOnlyItsFamily() throws {
+        let fixture = Fixture()
+        try fixture.cached(checksLock: true).saveSession(session())
+        let otherFamily = CachedSessionStore(cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
+                                             family: "another bus", timeoutSeconds: 900, now: { issued },
+                                             store: { InMemorySessionStore() })
+        try otherFamily.saveSession(session("token-2"))
+        #expect(fixture.cache.names.count == 2)
+        fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
+        #expect(throws: StoreError(.locked, "the default keyring is locked")) {
+            try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1")
+        }
+        #expect(fixture.cache.names.count == 1, "the other family's copy went with the locked one")
+        #expect(try otherFamily.loadSession(authEnvironmentID: "env-1") == .present(session("token-2")))
+    }
+
     @Test("a check that cannot answer (a stalled keyring) is an error, and the copy is kept")
     func stalledCheckKeepsTheCopy() throws {
         let fixture = Fixture()
