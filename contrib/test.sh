@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs what it needs, builds, starts a private D-Bus session with
+# Runs the whole test suite: installs what it needs, checks the layout of the Swift sources
+# (contrib/format.sh --check), builds, starts a private D-Bus session with
 # a real gnome-keyring under a throwaway HOME, runs every test there, and cleans up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 contrib/deps.sh test
+
+echo "== checking the layout of the Swift sources (contrib/format.sh --check)"
+contrib/format.sh --check
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-test.XXXXXX")
 cleanup() { rm -rf "$work"; }
