@@ -7,7 +7,7 @@ let package = Package(
     name: "portal-token",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "portal-token", targets: ["portal-token"]),
+        .executable(name: "portal-token", targets: ["portal-token"])
     ],
     targets: [
         .systemLibrary(
@@ -56,25 +56,42 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
-        .target(name: "PortalTokenCLI", dependencies: ["Basics", "PortalTokenCore", "SecretServiceStore", "SessionBus", "EncryptedFileStore", "KernelKeyring", "PortalHTTP", "HookRunner",
-                                                       "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening"]),
+        .target(
+            name: "PortalTokenCLI",
+            dependencies: [
+                "Basics", "PortalTokenCore", "SecretServiceStore", "SessionBus", "EncryptedFileStore", "KernelKeyring",
+                "PortalHTTP", "HookRunner",
+                "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening",
+            ]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
         // Writes the shell completions and the man page's OPTIONS section from the option table.
         .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI"]),
 
-        .target(name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"], path: "Tests/PortalTokenTestSupport"),
-        .executableTarget(name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
+        .target(
+            name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"],
+            path: "Tests/PortalTokenTestSupport"),
+        .executableTarget(
+            name: "portal-fake-server", dependencies: ["PortalTokenTestSupport"], path: "Tests/portal-fake-server"),
         .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
-        .testTarget(name: "PortalTokenCoreTests", dependencies: ["Basics", "PortalTokenCore", "PortalTokenTestSupport"]),
-        .testTarget(name: "SecretServiceStoreTests", dependencies: ["Basics", "SecretServiceStore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "PortalTokenCoreTests", dependencies: ["Basics", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "SecretServiceStoreTests", dependencies: ["Basics", "SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
-        .testTarget(name: "PortalHTTPTests", dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport", "LoopbackRedirectListener"]),
-        .testTarget(name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "PortalHTTPTests",
+            dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport", "LoopbackRedirectListener"]),
+        .testTarget(
+            name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
-        .testTarget(name: "LoopbackRedirectListenerTests", dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "LoopbackRedirectListenerTests",
+            dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
         // Commands run inside the test process with every port faked: parsing, usage errors,
         // output and exit codes.
-        .testTarget(name: "PortalTokenCLIInProcessTests", dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "PortalTokenCLIInProcessTests",
+            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]

@@ -27,8 +27,10 @@ public enum FileReading {
     /// @FILE, which may be a shell's `<(…)`), a pipe is read like a file. With `ownOnly`, a file
     /// another user owns, or that group or others may write, is refused as ssh refuses such a
     /// config: whoever can write it chooses what runs and where the token goes.
-    public static func contents(of path: String, limit: Int = defaultLimit, regularOnly: Bool = true,
-                                ownOnly: Bool = false) throws(Failure) -> [UInt8] {
+    public static func contents(
+        of path: String, limit: Int = defaultLimit, regularOnly: Bool = true,
+        ownOnly: Bool = false
+    ) throws(Failure) -> [UInt8] {
         if regularOnly {
             let file = try RegularFile(path)
             if ownOnly {

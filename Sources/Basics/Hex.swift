@@ -5,7 +5,8 @@ public enum Hex {
     private static let uppercaseDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     /// Two digits for each byte.
-    public static func encode<Bytes: Sequence>(_ bytes: Bytes, uppercase: Bool = false) -> String where Bytes.Element == UInt8 {
+    public static func encode<Bytes: Sequence>(_ bytes: Bytes, uppercase: Bool = false) -> String
+    where Bytes.Element == UInt8 {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.underestimatedCount * 2)
         for byte in bytes { appendDigits(of: byte, to: &output, uppercase: uppercase) }

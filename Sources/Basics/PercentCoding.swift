@@ -3,7 +3,8 @@ public enum PercentCoding {
     /// The byte a `%HH` escape starting at `index` stands for, or nil when there is none.
     public static func escapedByte(in text: ArraySlice<UInt8>, at index: Int) -> UInt8? {
         guard text[index] == UInt8(ascii: "%"), text.endIndex - index >= 3,
-              let high = Hex.value(of: text[index + 1]), let low = Hex.value(of: text[index + 2]) else { return nil }
+            let high = Hex.value(of: text[index + 1]), let low = Hex.value(of: text[index + 2])
+        else { return nil }
         return high << 4 | low
     }
 

@@ -15,7 +15,8 @@ extension EncryptedFileStore: ItemStore {
         _ = payload.upgradeLegacyRecords()
         return payload.records.keys.sorted().compactMap { name -> StoredItem? in
             guard let (itemSchema, itemAttributes) = ItemRecordName.parse(name), itemSchema == schema,
-                  attributes.allSatisfy({ itemAttributes[$0.key] == $0.value }) else { return nil }
+                attributes.allSatisfy({ itemAttributes[$0.key] == $0.value })
+            else { return nil }
             return StoredItem(schema: schema, attributes: itemAttributes, label: "", secret: payload.records[name]!)
         }
     }
@@ -72,7 +73,10 @@ extension StorePayload {
             return (ItemSessionStore.schema, ["auth-environment-id": environment, "end-user-id": endUser])
         }
         if name.hasPrefix("portal-two-factor:") {
-            return (ItemTwoFactorStepStore.schema, ["auth-environment-id": String(name.dropFirst("portal-two-factor:".count))])
+            return (
+                ItemTwoFactorStepStore.schema,
+                ["auth-environment-id": String(name.dropFirst("portal-two-factor:".count))]
+            )
         }
         return nil
     }
@@ -83,13 +87,16 @@ enum ItemRecordName {
     static let prefix = "item:"
 
     static func make(schema: String, attributes: [String: String]) -> String {
-        prefix + encode(schema) + "?" + attributes.sorted { $0.key < $1.key }
+        prefix + encode(schema) + "?"
+            + attributes.sorted { $0.key < $1.key }
             .map { encode($0.key) + "=" + encode($0.value) }.joined(separator: "&")
     }
 
     static func parse(_ name: String) -> (schema: String, attributes: [String: String])? {
         guard name.hasPrefix(prefix), let question = name.firstIndex(of: "?") else { return nil }
-        guard let schema = decode(name[name.index(name.startIndex, offsetBy: prefix.count)..<question]) else { return nil }
+        guard let schema = decode(name[name.index(name.startIndex, offsetBy: prefix.count)..<question]) else {
+            return nil
+        }
         var attributes: [String: String] = [:]
         let query = name[name.index(after: question)...]
         for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
@@ -125,7 +132,8 @@ enum ItemRecordName {
             if byte == UInt8(ascii: "%") {
                 let first = utf8.index(after: index)
                 guard first != utf8.endIndex, utf8.index(after: first) != utf8.endIndex,
-                      let value = UInt8(String(decoding: utf8[first...utf8.index(after: first)], as: UTF8.self), radix: 16)
+                    let value = UInt8(
+                        String(decoding: utf8[first...utf8.index(after: first)], as: UTF8.self), radix: 16)
                 else { return nil }
                 bytes.append(value)
                 index = utf8.index(first, offsetBy: 2)

@@ -56,10 +56,12 @@ public final class EncryptedFileStore: CredentialStore {
     ///   - warn: receives one line for each damaged file moved aside.
     ///   - created: called after the write that created the file, so that the fallback
     ///     to the file is announced by that write alone (product contract §6).
-    public init(path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
-                kdfParameters: KDFParameters = .recommended,
-                passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
-                warn: @escaping (String) -> Void, created: @escaping () -> Void = {}) {
+    public init(
+        path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
+        kdfParameters: KDFParameters = .recommended,
+        passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
+        warn: @escaping (String) -> Void, created: @escaping () -> Void = {}
+    ) {
         self.created = created
         precondition(Sodium.initialized, "libsodium failed to initialise")
         self.path = path
@@ -117,7 +119,8 @@ public final class EncryptedFileStore: CredentialStore {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
-        let stamp = format2(Int(parts.tm_year) + 1900, width: 4) + format2(Int(parts.tm_mon) + 1) + format2(Int(parts.tm_mday))
+        let stamp =
+            format2(Int(parts.tm_year) + 1900, width: 4) + format2(Int(parts.tm_mon) + 1) + format2(Int(parts.tm_mday))
             + "T" + format2(Int(parts.tm_hour)) + format2(Int(parts.tm_min)) + format2(Int(parts.tm_sec)) + "Z"
         for attempt in 1...100 {
             let aside = "\(path).migrated-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
@@ -188,16 +191,22 @@ public final class EncryptedFileStore: CredentialStore {
             switch error {
             case .damaged(let reason): return .damaged(reason)
             case .newerVersion(let version):
-                throw StoreError(.failed, "the store file \(path) was written in format version \(version), newer than this portal-token reads",
-                                 hint: "upgrade portal-token; the file was left as it is")
+                throw StoreError(
+                    .failed,
+                    "the store file \(path) was written in format version \(version), newer than this portal-token reads",
+                    hint: "upgrade portal-token; the file was left as it is")
             case .unsupportedKDF(let what):
-                throw StoreError(.failed, "the store file \(path) asks for \(what), which this portal-token does not accept",
-                                 hint: "upgrade portal-token; the file was left as it is")
+                throw StoreError(
+                    .failed, "the store file \(path) asks for \(what), which this portal-token does not accept",
+                    hint: "upgrade portal-token; the file was left as it is")
             }
         }
         let key = try key(for: header)
-        guard var plaintext = Sodium.open(ciphertext, associatedData: header.bytes, nonce: header.nonce,
-                                          key: key.encryptionKey) else {
+        guard
+            var plaintext = Sodium.open(
+                ciphertext, associatedData: header.bytes, nonce: header.nonce,
+                key: key.encryptionKey)
+        else {
             return .damaged("its contents failed authentication")
         }
         defer { zeroize(&plaintext) }
@@ -224,8 +233,9 @@ public final class EncryptedFileStore: CredentialStore {
         let key = try derive(passphrase, identity: header.keyIdentity)
         guard key.opens(header) else {
             forgetPassphrase()
-            throw StoreError(.locked, "wrong passphrase for the store file \(path)",
-                             hint: "check the passphrase in \(passphrase.origin); the file was left as it is")
+            throw StoreError(
+                .locked, "wrong passphrase for the store file \(path)",
+                hint: "check the passphrase in \(passphrase.origin); the file was left as it is")
         }
         keyCache.store(key.derivedKey, as: description)
         unlocked = key
@@ -237,17 +247,22 @@ public final class EncryptedFileStore: CredentialStore {
         if let passphrase { return passphrase }
         let given = try passphraseSource(purpose)
         guard !given.secret.isEmpty else {
-            throw StoreError(.locked, "the passphrase from \(given.origin) is empty",
-                             hint: "an empty passphrase would not protect the store; set a real one")
+            throw StoreError(
+                .locked, "the passphrase from \(given.origin) is empty",
+                hint: "an empty passphrase would not protect the store; set a real one")
         }
         passphrase = given
         return given
     }
 
     private func derive(_ passphrase: Passphrase, identity: KeyIdentity) throws(StoreError) -> UnlockedKey {
-        guard let derived = Sodium.argon2id(passphrase: passphrase.secret, salt: identity.salt, parameters: identity.kdf) else {
-            throw StoreError(.failed, "deriving the key for the store file \(path) failed (Argon2id needs \(identity.kdf.memLimit >> 20) MiB of memory)",
-                             hint: "free some memory and try again")
+        guard
+            let derived = Sodium.argon2id(passphrase: passphrase.secret, salt: identity.salt, parameters: identity.kdf)
+        else {
+            throw StoreError(
+                .failed,
+                "deriving the key for the store file \(path) failed (Argon2id needs \(identity.kdf.memLimit >> 20) MiB of memory)",
+                hint: "free some memory and try again")
         }
         return UnlockedKey(identity: identity, derivedKey: derived)
     }
@@ -316,8 +331,9 @@ public final class EncryptedFileStore: CredentialStore {
     /// A fresh salt and the current parameters, for a file that does not exist yet.
     private func newKey() throws(StoreError) -> UnlockedKey {
         let passphrase = try passphrase(for: .create)
-        let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: kdfParameters,
-                                   salt: Sodium.randomBytes(Sodium.saltLength))
+        let identity = KeyIdentity(
+            formatVersion: StoreFileFormat.currentVersion, kdf: kdfParameters,
+            salt: Sodium.randomBytes(Sodium.saltLength))
         let key = try derive(passphrase, identity: identity)
         passphraseOpens.append(identity)
         return key
@@ -336,19 +352,22 @@ public final class EncryptedFileStore: CredentialStore {
     private func strengthened(_ key: UnlockedKey) throws(StoreError) -> UnlockedKey {
         let wanted = key.identity.kdf.raised(to: kdfParameters)
         guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.currentVersion,
-              let passphrase = try? passphrase(for: .unlock) else { return key }
+            let passphrase = try? passphrase(for: .unlock)
+        else { return key }
         if !passphraseOpens.contains(key.identity) {
             // A passphrase not yet checked against this file (the key came from the cache) must
             // match, or the re-keyed file would open under a passphrase the user never chose.
             guard let check = try? derive(passphrase, identity: key.identity),
-                  Sodium.equal(check.keyCheck, key.keyCheck) else {
+                Sodium.equal(check.keyCheck, key.keyCheck)
+            else {
                 forgetPassphrase()
                 return key
             }
             passphraseOpens.append(key.identity)
         }
-        let identity = KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: wanted,
-                                   salt: Sodium.randomBytes(Sodium.saltLength))
+        let identity = KeyIdentity(
+            formatVersion: StoreFileFormat.currentVersion, kdf: wanted,
+            salt: Sodium.randomBytes(Sodium.saltLength))
         let upgraded = try derive(passphrase, identity: identity)
         passphraseOpens.append(identity)
         return upgraded
@@ -357,7 +376,8 @@ public final class EncryptedFileStore: CredentialStore {
     private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
         var plaintext = payload.encoded()
         defer { zeroize(&plaintext) }
-        try files.replace(with: StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key))
+        try files.replace(
+            with: StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key))
         if key.identity != unlocked?.identity {
             keyCache.store(key.derivedKey, as: KeyCache.description(path: canonicalPath, identity: key.identity))
         }
@@ -368,11 +388,14 @@ public final class EncryptedFileStore: CredentialStore {
         // Another process may have moved it aside, or replaced it with a good file, meanwhile.
         guard try files.read() == seen else { return }
         let aside = try files.moveAside()
-        warn("the store file \(path) could not be read (\(reason)); moved it aside to \(aside) and started an empty store")
+        warn(
+            "the store file \(path) could not be read (\(reason)); moved it aside to \(aside) and started an empty store"
+        )
     }
 
     private func raceError() -> StoreError {
-        StoreError(.timedOut, "the store file \(path) kept changing while portal-token read it",
-                   hint: "another process is rewriting it; try again")
+        StoreError(
+            .timedOut, "the store file \(path) kept changing while portal-token read it",
+            hint: "another process is rewriting it; try again")
     }
 }

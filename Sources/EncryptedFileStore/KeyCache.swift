@@ -23,10 +23,11 @@ struct KeyCache {
         material.appendBigEndian(identity.kdf.memLimit)
         material.append(contentsOf: identity.salt)
         let digest = Sodium.hash(material, length: 16)
-        return descriptionPrefix + digest.map { byte in
-            let digits = Array("0123456789abcdef".utf8)
-            return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-        }.joined()
+        return descriptionPrefix
+            + digest.map { byte in
+                let digits = Array("0123456789abcdef".utf8)
+                return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
+            }.joined()
     }
 
     private let keyring = KernelKeyring()

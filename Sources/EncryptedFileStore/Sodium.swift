@@ -32,9 +32,10 @@ enum Sodium {
             // An empty buffer may have no address; libsodium still wants a valid pointer.
             let phrasePointer = phrase.baseAddress?.assumingMemoryBound(to: CChar.self) ?? UnsafePointer(emptyString)
             return key.withUnsafeMutableBufferPointer { output in
-                crypto_pwhash(output.baseAddress!, UInt64(output.count), phrasePointer, UInt64(phrase.count),
-                              salt, parameters.opsLimit, Int(parameters.memLimit),
-                              crypto_pwhash_ALG_ARGON2ID13)
+                crypto_pwhash(
+                    output.baseAddress!, UInt64(output.count), phrasePointer, UInt64(phrase.count),
+                    salt, parameters.opsLimit, Int(parameters.memLimit),
+                    crypto_pwhash_ALG_ARGON2ID13)
             }
         }
         return status == 0 ? Secret(bytes: key) : nil
@@ -46,8 +47,9 @@ enum Sodium {
         defer { zeroize(&output) }
         let message = Array(label.utf8)
         key.withBytes { keyBytes in
-            _ = crypto_generichash(&output, output.count, message, UInt64(message.count),
-                                   keyBytes.bindMemory(to: UInt8.self).baseAddress, keyBytes.count)
+            _ = crypto_generichash(
+                &output, output.count, message, UInt64(message.count),
+                keyBytes.bindMemory(to: UInt8.self).baseAddress, keyBytes.count)
         }
         return Secret(bytes: output)
     }
@@ -72,7 +74,8 @@ enum Sodium {
     }
 
     /// The plaintext, or nil when the tag does not verify.
-    static func open(_ ciphertext: ArraySlice<UInt8>, associatedData: [UInt8], nonce: [UInt8], key: Secret) -> [UInt8]? {
+    static func open(_ ciphertext: ArraySlice<UInt8>, associatedData: [UInt8], nonce: [UInt8], key: Secret) -> [UInt8]?
+    {
         guard ciphertext.count >= tagLength else { return nil }
         var plaintext = [UInt8](repeating: 0, count: ciphertext.count - tagLength)
         var written: UInt64 = 0

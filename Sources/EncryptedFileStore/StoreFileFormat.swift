@@ -62,8 +62,11 @@ enum StoreFileFormat {
         guard file.count >= length + Sodium.tagLength else { throw .damaged("it is truncated") }
         let headerBytes = Array(file[0..<length])
         let checksumStart = length - checksumLength
-        guard Sodium.equal(Sodium.hash(Array(headerBytes[0..<checksumStart]), length: checksumLength),
-                           Array(headerBytes[checksumStart...])) else {
+        guard
+            Sodium.equal(
+                Sodium.hash(Array(headerBytes[0..<checksumStart]), length: checksumLength),
+                Array(headerBytes[checksumStart...]))
+        else {
             throw .damaged("its header checksum does not match")
         }
         var reader = ByteReader(headerBytes, from: 10)
@@ -76,8 +79,9 @@ enum StoreFileFormat {
         guard kdf.isAccepted else {
             throw .unsupportedKDF("Argon2id with \(kdf.opsLimit) passes over \(kdf.memLimit >> 20) MiB")
         }
-        let header = StoreFileHeader(formatVersion: 1, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck,
-                                     bytes: headerBytes)
+        let header = StoreFileHeader(
+            formatVersion: 1, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck,
+            bytes: headerBytes)
         return (header, file[length...])
     }
 
@@ -130,9 +134,12 @@ struct UnlockedKey {
     init(identity: KeyIdentity, derivedKey: Secret) {
         self.identity = identity
         self.derivedKey = derivedKey
-        encryptionKey = Sodium.subkey(of: derivedKey, label: "portal-token file store: encryption", length: Sodium.keyLength)
-        keyCheck = Sodium.subkey(of: derivedKey, label: "portal-token file store: key check",
-                                 length: StoreFileFormat.keyCheckLength).withBytes { Array($0) }
+        encryptionKey = Sodium.subkey(
+            of: derivedKey, label: "portal-token file store: encryption", length: Sodium.keyLength)
+        keyCheck = Sodium.subkey(
+            of: derivedKey, label: "portal-token file store: key check",
+            length: StoreFileFormat.keyCheckLength
+        ).withBytes { Array($0) }
     }
 
     func opens(_ header: StoreFileHeader) -> Bool {

@@ -50,26 +50,32 @@ struct StoreFileSystem {
         } catch .missing {
             return nil
         } catch .notRegular {
-            throw StoreError(.failed, "the store file \(path) is not a regular file",
-                             hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
+            throw StoreError(
+                .failed, "the store file \(path) is not a regular file",
+                hint: "point PORTAL_TOKEN_FILE at a file, or remove what is there")
         } catch {
             throw failure("cannot open the store file \(path)", error)
         }
         let status = file.status
-        try Self.requireOwn(status, "the store file \(path)", forbidden: 0o077, exposure: "is open to other users",
-                            ownerHint: "point PORTAL_TOKEN_FILE at a store of your own",
-                            modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
+        try Self.requireOwn(
+            status, "the store file \(path)", forbidden: 0o077, exposure: "is open to other users",
+            ownerHint: "point PORTAL_TOKEN_FILE at a store of your own",
+            modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
         if Int64(status.st_size) > Int64(Self.maximumFileBytes) {
-            return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
-                            damage: "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be")
+            return Contents(
+                bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                damage:
+                    "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be"
+            )
         }
         let bytes: [UInt8]
         do {
             bytes = try file.readAll(limit: Self.maximumFileBytes)
         } catch .tooLarge {
             // Grown since fstat: still bounded.
-            return Contents(bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
-                            damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
+            return Contents(
+                bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
         } catch {
             throw failure("cannot read the store file \(path)", error)
         }
@@ -89,9 +95,11 @@ struct StoreFileSystem {
         do {
             return try FileLock.acquire(lockPath, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
-            throw StoreError(error, lockPath: lockPath,
-                             timedOut: StoreError(.timedOut, "the store file \(path) is locked by another process",
-                                                  hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'"))
+            throw StoreError(
+                error, lockPath: lockPath,
+                timedOut: StoreError(
+                    .timedOut, "the store file \(path) is locked by another process",
+                    hint: "try again; if it stays locked, see which process holds it with 'fuser \(lockPath)'"))
         }
     }
 
@@ -180,15 +188,20 @@ struct StoreFileSystem {
             if errno == ENOENT { return false }
             throw failure("cannot examine the store directory \(directory)", errno: errno)
         }
-        try Self.requireOwn(status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
-                            ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
-                            modeHint: "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own")
+        try Self.requireOwn(
+            status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
+            ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
+            modeHint:
+                "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own"
+        )
         return true
     }
 
     /// Refuses what another user owns, or what the `forbidden` mode bits open to others.
-    private static func requireOwn(_ status: stat, _ what: String, forbidden: mode_t, exposure: String,
-                                   ownerHint: String, modeHint: String) throws(StoreError) {
+    private static func requireOwn(
+        _ status: stat, _ what: String, forbidden: mode_t, exposure: String,
+        ownerHint: String, modeHint: String
+    ) throws(StoreError) {
         guard status.st_uid == geteuid() else {
             throw StoreError(.failed, "\(what) belongs to another user (uid \(status.st_uid))", hint: ownerHint)
         }
@@ -216,7 +229,8 @@ struct StoreFileSystem {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
-        let stamp = String(Int(parts.tm_year) + 1900) + twoDigits(parts.tm_mon + 1) + twoDigits(parts.tm_mday)
+        let stamp =
+            String(Int(parts.tm_year) + 1900) + twoDigits(parts.tm_mon + 1) + twoDigits(parts.tm_mday)
             + "T" + twoDigits(parts.tm_hour) + twoDigits(parts.tm_min) + twoDigits(parts.tm_sec) + "Z"
         var attempt = 1
         while true {
@@ -255,4 +269,3 @@ struct StoreFileSystem {
         return StoreError(.failed, "\(message): \(String(cString: strerror(number)))", hint: hint)
     }
 }
-

@@ -122,7 +122,8 @@ struct StorePayload: Equatable {
         var size = 64
         for entry in entries {
             let credential = entry.credential
-            size += 192 + credential.protocolName.utf8.count + (credential.host?.server.utf8.count ?? 0)
+            size +=
+                192 + credential.protocolName.utf8.count + (credential.host?.server.utf8.count ?? 0)
                 + (credential.path?.utf8.count ?? 0) + credential.username.utf8.count
                 + credential.password.byteCount + (credential.oauthRefreshToken?.byteCount ?? 0)
                 + (credential.authType?.utf8.count ?? 0) + (credential.credential?.byteCount ?? 0)
@@ -179,12 +180,14 @@ struct StorePayload: Equatable {
             }
         }
         let host = server.map { CredentialHost(server: $0, port: port) }
-        return Entry(credential: Credential(protocolName: protocolName, host: host, path: path, username: username,
-                                            password: password, passwordExpiresAt: passwordExpiresAt,
-                                            oauthRefreshToken: oauthRefreshToken,
-                                            // Half a pair is no credential.
-                                            authType: value == nil ? nil : authType,
-                                            credential: authType == nil ? nil : value),
-                     sequence: sequence)
+        return Entry(
+            credential: Credential(
+                protocolName: protocolName, host: host, path: path, username: username,
+                password: password, passwordExpiresAt: passwordExpiresAt,
+                oauthRefreshToken: oauthRefreshToken,
+                // Half a pair is no credential.
+                authType: value == nil ? nil : authType,
+                credential: authType == nil ? nil : value),
+            sequence: sequence)
     }
 }

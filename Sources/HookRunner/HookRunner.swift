@@ -38,10 +38,12 @@ public struct HookRunner: HookLauncher {
     /// The environment inherited variables are copied from; portal-token's own unless injected.
     public let parentEnvironment: [String: String]
 
-    public init(timeoutMilliseconds: Int = defaultTimeoutMilliseconds,
-                terminationGraceMilliseconds: Int = defaultTerminationGraceMilliseconds,
-                outputDescriptor: Int32 = STDERR_FILENO,
-                parentEnvironment: [String: String]? = nil) {
+    public init(
+        timeoutMilliseconds: Int = defaultTimeoutMilliseconds,
+        terminationGraceMilliseconds: Int = defaultTerminationGraceMilliseconds,
+        outputDescriptor: Int32 = STDERR_FILENO,
+        parentEnvironment: [String: String]? = nil
+    ) {
         self.timeoutMilliseconds = timeoutMilliseconds
         self.terminationGraceMilliseconds = terminationGraceMilliseconds
         self.outputDescriptor = outputDescriptor
@@ -69,7 +71,9 @@ public struct HookRunner: HookLauncher {
         }
         if information.st_mode & S_IFMT != S_IFREG || access(executable, X_OK) != 0 { return .notExecutable }
         // A hook another user owns or may write would run their code.
-        if let refusal = HookOutcome.untrusted(owner: information.st_uid, mode: information.st_mode, user: geteuid()) { return refusal }
+        if let refusal = HookOutcome.untrusted(owner: information.st_uid, mode: information.st_mode, user: geteuid()) {
+            return refusal
+        }
         let environment = Self.environment(variables: variables, parent: parentEnvironment)
         var ends: [Int32] = [-1, -1]
         // pipe2 is a GNU extension Swift's Glibc module does not export.
@@ -153,7 +157,8 @@ public struct HookRunner: HookLauncher {
 
     private struct SpawnError: Error { let number: Int32 }
 
-    private func spawn(_ executable: String, environment: [String: String], output: Int32) -> Result<pid_t, SpawnError> {
+    private func spawn(_ executable: String, environment: [String: String], output: Int32) -> Result<pid_t, SpawnError>
+    {
         var fileActions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&fileActions)
         defer { posix_spawn_file_actions_destroy(&fileActions) }
@@ -167,7 +172,9 @@ public struct HookRunner: HookLauncher {
         defer { for string in cStrings { free(string) } }
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup(executable), nil]
         cStrings.append(argv[0])
-        var envp: [UnsafeMutablePointer<CChar>?] = environment.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") }
+        var envp: [UnsafeMutablePointer<CChar>?] = environment.sorted { $0.key < $1.key }.map {
+            strdup("\($0.key)=\($0.value)")
+        }
         cStrings.append(contentsOf: envp)
         envp.append(nil)
         guard !cStrings.contains(where: { $0 == nil }) else { return .failure(SpawnError(number: ENOMEM)) }
@@ -211,7 +218,8 @@ public struct HookRunner: HookLauncher {
     /// The wait status once the child exits, or nil when `milliseconds` pass first. Time
     /// passed is the larger of the monotonic clock's reading and the sleeps that ran their full
     /// length, so neither a frozen clock nor an interrupted sleep ends the wait early.
-    private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int, copying output: OutputCopy) -> Int32? {
+    private func waitForExit(of pid: pid_t, withinMilliseconds milliseconds: Int, copying output: OutputCopy) -> Int32?
+    {
         let start = Int(MonotonicClock.nanoseconds())
         var slept = 0
         var interval = 1

@@ -36,7 +36,8 @@ public struct KernelKeyring: SecretCache {
         // Readable by the same user even from a session keyring that does not link the user
         // keyring (a systemd service, `keyctl new_session`): the user could ptrace those
         // processes anyway. Never by anyone else.
-        let permissions = key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
+        let permissions =
+            key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
             | key_perm_t(KEY_USR_SEARCH) | key_perm_t(KEY_USR_SETATTR)
         guard keyctl_set_timeout(id, UInt32(clamping: seconds)) == 0, keyctl_setperm(id, permissions) == 0 else {
             drop(id)

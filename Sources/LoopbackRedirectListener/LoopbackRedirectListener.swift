@@ -40,9 +40,11 @@ public final class LoopbackRedirectListener {
         /// A monotonic clock in milliseconds.
         public var now: @Sendable () -> Int64
 
-        public init(timeoutMilliseconds: Int64, maximumRequestBytes: Int = 65_536, requestDeadlineMilliseconds: Int64 = 10_000,
-                    maximumConnections: Int = 16, tickMilliseconds: Int64 = 1000, handlesInterrupts: Bool = true,
-                    now: @escaping @Sendable () -> Int64 = LoopbackRedirectListener.monotonicMilliseconds) {
+        public init(
+            timeoutMilliseconds: Int64, maximumRequestBytes: Int = 65_536, requestDeadlineMilliseconds: Int64 = 10_000,
+            maximumConnections: Int = 16, tickMilliseconds: Int64 = 1000, handlesInterrupts: Bool = true,
+            now: @escaping @Sendable () -> Int64 = LoopbackRedirectListener.monotonicMilliseconds
+        ) {
             self.timeoutMilliseconds = timeoutMilliseconds
             self.maximumRequestBytes = maximumRequestBytes
             self.requestDeadlineMilliseconds = requestDeadlineMilliseconds
@@ -77,17 +79,21 @@ public final class LoopbackRedirectListener {
             self.message = message
         }
 
-        public static let signedIn = Page(status: 200, title: "Signed in",
-                                          message: "portal-token has signed you in. You can close this tab and return to the terminal.")
+        public static let signedIn = Page(
+            status: 200, title: "Signed in",
+            message: "portal-token has signed you in. You can close this tab and return to the terminal.")
 
         public static func failed(_ message: String) -> Page {
             Page(status: 400, title: "Sign-in failed", message: message + " See the terminal for details.")
         }
 
-        static let notFound = Page(status: 404, title: "Not found", message: "This address is not the sign-in redirect.")
-        static let methodNotAllowed = Page(status: 405, title: "Method not allowed", message: "Only GET is answered here.")
+        static let notFound = Page(
+            status: 404, title: "Not found", message: "This address is not the sign-in redirect.")
+        static let methodNotAllowed = Page(
+            status: 405, title: "Method not allowed", message: "Only GET is answered here.")
         static let badRequest = Page(status: 400, title: "Bad request", message: "The request could not be read.")
-        static let tooLarge = Page(status: 431, title: "Request too large", message: "The request was larger than allowed.")
+        static let tooLarge = Page(
+            status: 431, title: "Request too large", message: "The request was larger than allowed.")
     }
 
     /// What the handler decided about a redirect.
@@ -107,7 +113,9 @@ public final class LoopbackRedirectListener {
         public var message: String {
             switch self {
             case .cannotListen(let address, let port, let number):
-                let reason = number == EADDRINUSE ? "the port is in use" : number == EACCES ? "permission denied" : "errno \(number)"
+                let reason =
+                    number == EADDRINUSE
+                    ? "the port is in use" : number == EACCES ? "permission denied" : "errno \(number)"
                 return "could not listen on \(address.contains(":") ? "[\(address)]" : address):\(port): \(reason)"
             case .timedOut(let milliseconds):
                 return "no sign-in arrived within \(Self.duration(milliseconds))"
@@ -121,7 +129,8 @@ public final class LoopbackRedirectListener {
         public var hint: String? {
             switch self {
             case .cannotListen(_, _, let number) where number == EADDRINUSE:
-                return "stop the program using that port, or choose another port in the redirect URL and allow-list it in Portal's dashboard"
+                return
+                    "stop the program using that port, or choose another port in the redirect URL and allow-list it in Portal's dashboard"
             case .cannotListen(_, _, let number) where number == EACCES:
                 return "ports below 1024 need privileges; choose a port above 1024 in the redirect URL"
             case .timedOut:
@@ -194,8 +203,10 @@ public final class LoopbackRedirectListener {
     /// Waits for the browser. `handler` receives the full redirect URL (the configured scheme
     /// and authority plus the request target) and decides. Runs on the calling thread; closes
     /// the listener before returning or throwing.
-    public func wait<Result>(progress: (Progress) -> Void = { _ in },
-                             handler: (Secret) -> Decision<Result>) throws(ListenerError) -> Result {
+    public func wait<Result>(
+        progress: (Progress) -> Void = { _ in },
+        handler: (Secret) -> Decision<Result>
+    ) throws(ListenerError) -> Result {
         defer { close() }
         guard !listeners.isEmpty else { throw .socketFailure(errorNumber: EBADF) }
         let started = options.now()
@@ -231,7 +242,8 @@ public final class LoopbackRedirectListener {
             }
             let firstConnection = descriptors.count
             descriptors += connections.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
-            let nearestDeadline = connections.map { $0.acceptedAt + options.requestDeadlineMilliseconds }.min() ?? deadline
+            let nearestDeadline =
+                connections.map { $0.acceptedAt + options.requestDeadlineMilliseconds }.min() ?? deadline
             let wait = max(0, min(deadline - now, nextTick - now, nearestDeadline - now, 1000))
             let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(wait))
             if ready < 0 {
@@ -240,7 +252,8 @@ public final class LoopbackRedirectListener {
             }
             if ready == 0 { continue }
             if options.handlesInterrupts, descriptors.count > interruptIndex, interruptIndex < firstConnection,
-               descriptors[interruptIndex].revents != 0 {
+                descriptors[interruptIndex].revents != 0
+            {
                 if let signal = InterruptRelay.signal(since: generation) { throw .interrupted(signal: signal) }
                 InterruptRelay.drain()
             }
@@ -281,12 +294,17 @@ public final class LoopbackRedirectListener {
                     _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                     _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
                     if connections.count >= options.maximumConnections,
-                       let oldest = connections.indices.min(by: { connections[$0].acceptedAt < connections[$1].acceptedAt }) {
+                        let oldest = connections.indices.min(by: {
+                            connections[$0].acceptedAt < connections[$1].acceptedAt
+                        })
+                    {
                         _ = Glibc.close(connections[oldest].descriptor)
                         connections.remove(at: oldest)
                     }
-                    connections.append(Connection(descriptor: client, acceptedAt: now,
-                                                  capacity: options.maximumRequestBytes + Self.receiveChunkBytes))
+                    connections.append(
+                        Connection(
+                            descriptor: client, acceptedAt: now,
+                            capacity: options.maximumRequestBytes + Self.receiveChunkBytes))
                 }
             }
         }
@@ -334,14 +352,17 @@ public final class LoopbackRedirectListener {
     }
 
     /// Answers one complete request; returns the handler's result when it says to finish.
-    private func serve<Result>(_ head: [UInt8], on descriptor: Int32, progress: (Progress) -> Void,
-                               handler: (Secret) -> Decision<Result>) -> Result? {
+    private func serve<Result>(
+        _ head: [UInt8], on descriptor: Int32, progress: (Progress) -> Void,
+        handler: (Secret) -> Decision<Result>
+    ) -> Result? {
         let lineEnd = head.firstIndex(of: 0x0A) ?? head.endIndex
         var line = head[..<lineEnd]
         if line.last == 0x0D { line = line.dropLast() }
         let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
         guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)), parts[1].first == UInt8(ascii: "/"),
-              let target = String(validating: parts[1], as: UTF8.self) else {
+            let target = String(validating: parts[1], as: UTF8.self)
+        else {
             respond(.badRequest, on: descriptor)
             progress(.ignoredRequest(status: Page.badRequest.status))
             return nil
@@ -385,7 +406,8 @@ public final class LoopbackRedirectListener {
 
             """
         let bodyBytes = Array(body.utf8)
-        let head = "HTTP/1.1 \(page.status) \(Self.reason(page.status))\r\n"
+        let head =
+            "HTTP/1.1 \(page.status) \(Self.reason(page.status))\r\n"
             + "Content-Type: text/html; charset=utf-8\r\n"
             + "Content-Length: \(bodyBytes.count)\r\n"
             + "Cache-Control: no-store\r\n"
@@ -399,7 +421,9 @@ public final class LoopbackRedirectListener {
         // will not take them is not waited on for long.
         let giveUpAt = options.now() + 500
         while offset < bytes.count, options.now() < giveUpAt {
-            let sent = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes {
+                send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if sent > 0 { offset += sent; continue }
             if sent < 0, errno == EINTR { continue }
             guard sent < 0, errno == EAGAIN || errno == EWOULDBLOCK else { return }
@@ -414,7 +438,9 @@ public final class LoopbackRedirectListener {
         var readable = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         var drained = 0
         let drainUntil = options.now() + 200
-        while drained < 65_536, case let left = drainUntil - options.now(), left > 0, poll(&readable, 1, Int32(min(left, 50))) > 0 {
+        while drained < 65_536, case let left = drainUntil - options.now(), left > 0,
+            poll(&readable, 1, Int32(min(left, 50))) > 0
+        {
             let count = recv(descriptor, &sink, sink.count, 0)
             if count <= 0 { break }
             drained += count
@@ -450,7 +476,8 @@ public final class LoopbackRedirectListener {
     // MARK: Sockets
 
     private static func bind(family: Int32, address: String, port: UInt16) throws(ListenerError) -> Int32 {
-        let descriptor = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let descriptor = socket(
+            family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard descriptor >= 0 else { throw .cannotListen(address: address, port: port, errorNumber: errno) }
         var yes: Int32 = 1
         // Lets a new run bind while an earlier run's connections sit in TIME_WAIT.

@@ -45,7 +45,8 @@ public final class CurlTransport: HTTPTransport {
         guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else { throw .unsupportedURL }
         guard let host = HTTPError.hostForMessages(request.url) else { throw .unsupportedURL }
         guard LibCurl.loaded != nil else {
-            throw .other(host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
+            throw .other(
+                host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
         }
         guard Self.globalInitialisation == CURLE_OK, let handle = LibCurl.functions.easyInit() else {
             throw .other(host: host, detail: "libcurl could not be initialised")
@@ -97,7 +98,8 @@ private struct Exchange {
         try set(CURLOPT_SSL_VERIFYHOST, 2)
         try set(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
         try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
-        try check(LibCurl.functions.setoptOffT(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
+        try check(
+            LibCurl.functions.setoptOffT(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
         if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
 
         let context = Unmanaged.passUnretained(accumulator).toOpaque()
@@ -136,7 +138,8 @@ private struct Exchange {
     private mutating func configureHeaders(_ request: HTTPRequest) throws(HTTPError) {
         for header in request.headers {
             guard !header.name.isEmpty, header.name.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }),
-                  header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) }) else {
+                header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) })
+            else {
                 throw .other(host: host, detail: "a request header has a name or value HTTP cannot carry")
             }
             try append(header: "\(header.name): \(header.value)")
@@ -207,15 +210,17 @@ private struct Exchange {
         _ = LibCurl.functions.getinfoLong(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?
         _ = LibCurl.functions.getinfoString(handle, CURLINFO_EFFECTIVE_URL, &effective)
-        return HTTPResponse(status: status, headers: accumulator.headers, body: accumulator.body,
-                            effectiveURL: effective.map { String(cString: $0) } ?? "")
+        return HTTPResponse(
+            status: status, headers: accumulator.headers, body: accumulator.body,
+            effectiveURL: effective.map { String(cString: $0) } ?? "")
     }
 
     private func error(for code: CURLcode) -> HTTPError {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             var connected: curl_off_t = 0
-            _ = LibCurl.functions.getinfoOffT(handle, isHTTPS ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &connected)
+            _ = LibCurl.functions.getinfoOffT(
+                handle, isHTTPS ? CURLINFO_APPCONNECT_TIME_T : CURLINFO_CONNECT_TIME_T, &connected)
             if connected == 0, options.connectTimeoutMilliseconds < options.totalTimeoutMilliseconds {
                 return .connectTimedOut(host: host, milliseconds: options.connectTimeoutMilliseconds)
             }
@@ -223,10 +228,10 @@ private struct Exchange {
         case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             return .cannotConnect(host: host)
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
-             CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
-             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_CACERT_BADFILE,
-             CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
-             CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
+            CURLE_SSL_CIPHER, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_CACERT_BADFILE,
+            CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+            CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
             return .tlsFailure(host: host, detail: Self.text(of: code))
         case CURLE_FILESIZE_EXCEEDED:
             return .responseTooLarge(host: host, limitBytes: options.maximumResponseBytes)
@@ -296,8 +301,10 @@ private final class ResponseAccumulator {
     init(limit: Int) { self.limit = limit }
 }
 
-private func receiveBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
-                         _ context: UnsafeMutableRawPointer?) -> Int {
+private func receiveBody(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+    _ context: UnsafeMutableRawPointer?
+) -> Int {
     guard let context else { return 0 }
     let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
@@ -311,8 +318,10 @@ private func receiveBody(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ co
 
 /// Called once per header line, status lines included. Each status line (an interim 1xx, then
 /// the final one) starts the header set afresh.
-private func receiveHeader(_ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
-                           _ context: UnsafeMutableRawPointer?) -> Int {
+private func receiveHeader(
+    _ data: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int,
+    _ context: UnsafeMutableRawPointer?
+) -> Int {
     let length = size * count
     guard let context, let data else { return length }
     let accumulator = Unmanaged<ResponseAccumulator>.fromOpaque(context).takeUnretainedValue()
@@ -340,7 +349,8 @@ enum HTTPSyntax {
     /// `tchar`: what a method or header name may hold.
     static func isTokenCharacter(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
             return true
         default:
             return "!#$%&'*+-.^_`|~".utf8.contains(byte)

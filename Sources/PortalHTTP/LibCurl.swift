@@ -23,33 +23,45 @@ enum LibCurl {
             guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
             func resolve(_ name: String) -> UnsafeMutableRawPointer? { dlsym(library, name) }
             guard let globalInit = resolve("curl_global_init"), let easyInit = resolve("curl_easy_init"),
-                  let easyCleanup = resolve("curl_easy_cleanup"), let easyPerform = resolve("curl_easy_perform"),
-                  let easyStrerror = resolve("curl_easy_strerror"), let slistAppend = resolve("curl_slist_append"),
-                  let slistFreeAll = resolve("curl_slist_free_all"), let setopt = resolve("curl_easy_setopt"),
-                  let getinfo = resolve("curl_easy_getinfo") else { return nil }
-            return Functions(globalInitFunction: globalInit, easyInitFunction: easyInit, easyCleanupFunction: easyCleanup,
-                             easyPerformFunction: easyPerform, easyStrerrorFunction: easyStrerror,
-                             slistAppendFunction: slistAppend, slistFreeAllFunction: slistFreeAll,
-                             setoptFunction: setopt, getinfoFunction: getinfo)
+                let easyCleanup = resolve("curl_easy_cleanup"), let easyPerform = resolve("curl_easy_perform"),
+                let easyStrerror = resolve("curl_easy_strerror"), let slistAppend = resolve("curl_slist_append"),
+                let slistFreeAll = resolve("curl_slist_free_all"), let setopt = resolve("curl_easy_setopt"),
+                let getinfo = resolve("curl_easy_getinfo")
+            else { return nil }
+            return Functions(
+                globalInitFunction: globalInit, easyInitFunction: easyInit, easyCleanupFunction: easyCleanup,
+                easyPerformFunction: easyPerform, easyStrerrorFunction: easyStrerror,
+                slistAppendFunction: slistAppend, slistFreeAllFunction: slistFreeAll,
+                setoptFunction: setopt, getinfoFunction: getinfo)
         }
 
         func globalInit(_ flags: Int) -> CURLcode { portal_curl_global_init(globalInitFunction, flags) }
         func easyInit() -> UnsafeMutableRawPointer? { portal_curl_easy_init(easyInitFunction) }
         func easyCleanup(_ handle: UnsafeMutableRawPointer) { portal_curl_easy_cleanup(easyCleanupFunction, handle) }
-        func easyPerform(_ handle: UnsafeMutableRawPointer) -> CURLcode { portal_curl_easy_perform(easyPerformFunction, handle) }
-        func easyStrerror(_ code: CURLcode) -> UnsafePointer<CChar>? { portal_curl_easy_strerror(easyStrerrorFunction, code) }
+        func easyPerform(_ handle: UnsafeMutableRawPointer) -> CURLcode {
+            portal_curl_easy_perform(easyPerformFunction, handle)
+        }
+        func easyStrerror(_ code: CURLcode) -> UnsafePointer<CChar>? {
+            portal_curl_easy_strerror(easyStrerrorFunction, code)
+        }
 
-        func slistAppend(_ list: UnsafeMutablePointer<curl_slist>?, _ text: UnsafePointer<CChar>) -> UnsafeMutablePointer<curl_slist>? {
+        func slistAppend(_ list: UnsafeMutablePointer<curl_slist>?, _ text: UnsafePointer<CChar>)
+            -> UnsafeMutablePointer<curl_slist>?
+        {
             portal_curl_slist_append(slistAppendFunction, list, text)
         }
 
-        func slistFreeAll(_ list: UnsafeMutablePointer<curl_slist>?) { portal_curl_slist_free_all(slistFreeAllFunction, list) }
+        func slistFreeAll(_ list: UnsafeMutablePointer<curl_slist>?) {
+            portal_curl_slist_free_all(slistFreeAllFunction, list)
+        }
 
         func setoptLong(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ value: Int) -> CURLcode {
             portal_curl_setopt_long(setoptFunction, handle, option, value)
         }
 
-        func setoptPointer(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ value: UnsafeRawPointer?) -> CURLcode {
+        func setoptPointer(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ value: UnsafeRawPointer?)
+            -> CURLcode
+        {
             portal_curl_setopt_pointer(setoptFunction, handle, option, value)
         }
 
@@ -57,20 +69,28 @@ enum LibCurl {
             portal_curl_setopt_off_t(setoptFunction, handle, option, value)
         }
 
-        func setoptWriteCallback(_ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ callback: curl_write_callback) -> CURLcode {
+        func setoptWriteCallback(
+            _ handle: UnsafeMutableRawPointer, _ option: CURLoption, _ callback: curl_write_callback
+        ) -> CURLcode {
             portal_curl_setopt_write_callback(setoptFunction, handle, option, callback)
         }
 
-        func getinfoLong(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO, _ value: UnsafeMutablePointer<Int>) -> CURLcode {
+        func getinfoLong(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO, _ value: UnsafeMutablePointer<Int>)
+            -> CURLcode
+        {
             portal_curl_getinfo_long(getinfoFunction, handle, info, value)
         }
 
-        func getinfoOffT(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO, _ value: UnsafeMutablePointer<curl_off_t>) -> CURLcode {
+        func getinfoOffT(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO, _ value: UnsafeMutablePointer<curl_off_t>)
+            -> CURLcode
+        {
             portal_curl_getinfo_off_t(getinfoFunction, handle, info, value)
         }
 
-        func getinfoString(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO,
-                           _ value: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CURLcode {
+        func getinfoString(
+            _ handle: UnsafeMutableRawPointer, _ info: CURLINFO,
+            _ value: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
+        ) -> CURLcode {
             portal_curl_getinfo_string(getinfoFunction, handle, info, value)
         }
     }

@@ -102,24 +102,29 @@ struct ArgumentReader {
     /// With `optionsOnly`, only an unknown option is reported (the command's own error explains
     /// a stray word better).
     func finish(command: String, options: [String], optionsOnly: Bool = false) throws(CLIError) {
-        let leftover = optionArguments.filter { $0.hasPrefix("-") && $0 != "-" }.map { String($0.prefix { $0 != "=" }.prefix(64)) }
+        let leftover = optionArguments.filter { $0.hasPrefix("-") && $0 != "-" }.map {
+            String($0.prefix { $0 != "=" }.prefix(64))
+        }
         if let unknown = leftover.first(where: { !options.contains($0) }) {
-            throw .usage("unknown option '\(unknown)' for '\(command)'",
-                         hint: Suggestion.hint(for: unknown, among: options + ["--help"], command: command))
+            throw .usage(
+                "unknown option '\(unknown)' for '\(command)'",
+                hint: Suggestion.hint(for: unknown, among: options + ["--help"], command: command))
         }
         // A known option still here was not taken: its value is missing (the command's own error
         // says so), or it is repeated or does not go with the others.
         guard !optionsOnly else { return }
         if let known = leftover.first {
-            throw .usage("option '\(known)' is repeated or does not go with the other options of '\(command)'",
-                         hint: "see 'portal-token \(command) --help'")
+            throw .usage(
+                "option '\(known)' is repeated or does not go with the other options of '\(command)'",
+                hint: "see 'portal-token \(command) --help'")
         }
         guard let first = arguments.first else { return }
         if first == "--" {
             throw .usage("'\(command)' takes nothing after '--'", hint: "see 'portal-token \(command) --help'")
         }
         if Suggestion.isShowable(first) {
-            throw .usage("unexpected argument '\(first)' for '\(command)'", hint: "see 'portal-token \(command) --help'")
+            throw .usage(
+                "unexpected argument '\(first)' for '\(command)'", hint: "see 'portal-token \(command) --help'")
         }
         throw .usage("'\(command)' takes no further arguments", hint: "see 'portal-token \(command) --help'")
     }
@@ -154,7 +159,8 @@ enum Suggestion {
     /// Whether a stray word may be echoed: a short plain word that cannot be a token, a code or
     /// an email address.
     static func isShowable(_ word: String) -> Bool {
-        word.count <= 32 && !word.isEmpty && word.allSatisfy { ($0.isLetter && $0.isASCII) || $0 == "-" || $0 == "_" || $0 == "." }
+        word.count <= 32 && !word.isEmpty
+            && word.allSatisfy { ($0.isLetter && $0.isASCII) || $0 == "-" || $0 == "_" || $0 == "." }
     }
 
     /// Optimal string alignment distance: insertions, deletions, substitutions and adjacent

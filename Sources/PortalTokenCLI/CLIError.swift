@@ -64,7 +64,8 @@ extension CLIError {
             self.init(error.message, hint: error.hint, exitCode: .network)
         case let error as ClientAuthError:
             // The core names the product's exit code (2, 5 or 6) for each sign-in error.
-            self.init(error.message, hint: error.hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
+            self.init(
+                error.message, hint: error.hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
         case let error as SignInError:
             let code: ExitCode
             switch error {
@@ -89,9 +90,10 @@ extension CLIError {
             self.init(error.message, hint: "see gitcredentials(7) for the input format", exitCode: .usage)
         default:
             // Only the type name: an arbitrary error's description may carry input.
-            self.init("internal error: unexpected \(type(of: error))",
-                      hint: "this is a bug in portal-token; please report it with the command that was run",
-                      exitCode: .internalError)
+            self.init(
+                "internal error: unexpected \(type(of: error))",
+                hint: "this is a bug in portal-token; please report it with the command that was run",
+                exitCode: .internalError)
         }
     }
 }

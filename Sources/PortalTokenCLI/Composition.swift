@@ -46,7 +46,8 @@ enum Composition {
     static func backendChoice(for context: Context) throws -> BackendChoice {
         let requested = try requestedBackend(context.settings)
         let bus = requested == .auto ? try context.sessionBus() : nil
-        return try BackendChoice.decide(requested, requestedBy: context.settings.origin(of: .backend)) { () throws(StoreError) in
+        return try BackendChoice.decide(requested, requestedBy: context.settings.origin(of: .backend)) {
+            () throws(StoreError) in
             try presence(on: bus)
         }
     }
@@ -59,7 +60,8 @@ enum Composition {
 
     /// The Secret Service as an item store, bounded like every keyring call.
     static func keyringItems(for context: Context) throws -> SecretServiceItemStore {
-        SecretServiceItemStore(timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
+        SecretServiceItemStore(
+            timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
     }
 
     /// The git credential store of one backend, every write under the store lock.
@@ -69,8 +71,10 @@ enum Composition {
         case .file:
             return LockedCredentialStore(try context.fileStore(), lock: lock)
         case .secretService:
-            return LockedCredentialStore(SecretServiceStore(timeoutMilliseconds: try keyringTimeout(context.settings),
-                                                            allowPrompt: context.allowPrompt), lock: lock)
+            return LockedCredentialStore(
+                SecretServiceStore(
+                    timeoutMilliseconds: try keyringTimeout(context.settings),
+                    allowPrompt: context.allowPrompt), lock: lock)
         }
     }
 
@@ -84,8 +88,9 @@ enum Composition {
     static func storeFilePath(_ context: Context) throws(CLIError) -> String {
         if let path = context.settings.value(.storeFile) { return path }
         if context.environment["XDG_DATA_HOME"]?.hasPrefix("/") != true, context.environment["HOME"]?.isEmpty ?? true {
-            throw .usage("cannot place the encrypted store: neither XDG_DATA_HOME nor HOME is set",
-                         hint: "set PORTAL_TOKEN_FILE to the store's path")
+            throw .usage(
+                "cannot place the encrypted store: neither XDG_DATA_HOME nor HOME is set",
+                hint: "set PORTAL_TOKEN_FILE to the store's path")
         }
         return context.xdgDirectory("XDG_DATA_HOME", default: ".local/share") + "/portal-token/store"
     }
@@ -94,8 +99,9 @@ enum Composition {
     /// one unlock.
     static func fileStore(for context: Context) throws -> EncryptedFileStore {
         let path = try storeFilePath(context)
-        let source = PassphraseSource(settings: context.settings, environment: context.environment,
-                                      streams: context.streams, storePath: path)
+        let source = PassphraseSource(
+            settings: context.settings, environment: context.environment,
+            streams: context.streams, storePath: path)
         let streams = context.streams
         return EncryptedFileStore(
             path: path,
@@ -107,7 +113,9 @@ enum Composition {
             created: { [weak context] in
                 // The one announcement of the fallback (product contract §6): by the write that
                 // creates the file store, never again.
-                if let notice = (try? context?.backendChoice())??.fallbackNotice { streams.printError("portal-token: \(notice)") }
+                if let notice = (try? context?.backendChoice())??.fallbackNotice {
+                    streams.printError("portal-token: \(notice)")
+                }
             })
     }
 
@@ -142,7 +150,8 @@ enum Composition {
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             now: context.now,
-            confirmUnlocked: choice.backend == .secretService ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil,
+            confirmUnlocked: choice.backend == .secretService
+                ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil,
             store: { try fileSessions ?? sessionStore(for: context, backend: choice.backend) })
     }
 
@@ -158,8 +167,9 @@ enum Composition {
             throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
         }
         guard let bus = connected else {
-            throw StoreError(.unavailable, "no D-Bus session bus",
-                             hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+            throw StoreError(
+                .unavailable, "no D-Bus session bus",
+                hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }
         if try bus.isDefaultCollectionLocked() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
@@ -190,16 +200,21 @@ enum Composition {
     // MARK: Sign-in
 
     /// The Client Auth client for the configured environment and API host (wire contract §1).
-    static func clientAuthClient(for context: Context, configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+    static func clientAuthClient(for context: Context, configuration: ClientAuthConfiguration) throws
+        -> ClientAuthClient
+    {
         let apiBase = try context.apiBase()
-        let api = ClientAuthAPI(configuration: configuration, apiBase: apiBase,
-                                builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
+        let api = ClientAuthAPI(
+            configuration: configuration, apiBase: apiBase,
+            builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
         return ClientAuthClient(api: api, transport: try context.services.transport(context))
     }
 
     /// Where a waiting two-factor step is kept: beside the session, in the same backend, every
     /// write under the store lock (taken after the sign-in lock, never before it).
-    static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
+    static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws
+        -> any TwoFactorStepStore
+    {
         let store = ItemTwoFactorStepStore(try context.itemStore(backend ?? context.backendChoice().backend))
         return LockedTwoFactorStepStore(store, lock: try context.storeLock())
     }
@@ -208,7 +223,8 @@ enum Composition {
     /// wait for another process's exchange to finish, bounded like every other lock.
     static func signInLock(for context: Context) throws -> SessionFileLock {
         let http = try HTTPTransportOptions(settings: context.settings)
-        let wait = http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout(context.settings))
+        let wait =
+            http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout(context.settings))
         return SessionFileLock(context: context, timeoutMilliseconds: wait, name: "sign-in.lock")
     }
 
@@ -219,7 +235,8 @@ enum Composition {
         return SignInService(
             configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
             sessions: try cachedSessionStore(for: context), steps: try twoFactorStepStore(for: context),
-            sessionLock: try context.storeLock(), signInLock: try signInLock(for: context), memory: context.services.secretCache(context),
+            sessionLock: try context.storeLock(), signInLock: try signInLock(for: context),
+            memory: context.services.secretCache(context),
             now: context.now, trace: context.trace)
     }
 }

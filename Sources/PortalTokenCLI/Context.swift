@@ -17,8 +17,10 @@ final class Context {
     /// Why the config file could not be used, for `doctor`, which runs on without it.
     var settingsError: (any Error)?
 
-    init(streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
-         services: Services = .live) {
+    init(
+        streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
+        services: Services = .live
+    ) {
         self.streams = streams
         self.environment = environment
         self.settings = settings
@@ -136,8 +138,9 @@ final class Context {
     /// The configured auth environment ID; every Portal-session command needs one.
     func authEnvironmentID() throws(CLIError) -> String {
         guard let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty else {
-            throw .usage("no auth environment ID is set",
-                         hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
+            throw .usage(
+                "no auth environment ID is set",
+                hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
         }
         return value
     }

@@ -19,23 +19,24 @@ private let protocolDetails = """
 struct GetCommand: Command {
     static let name = "get"
     static let summary = "Print the stored credential that matches the request on stdin"
-    static let details = protocolDetails + """
+    static let details =
+        protocolDetails + """
 
 
-        Prints username, password, and password_expiry_utc / oauth_refresh_token when
-        stored; prints nothing when no credential matches. A credential whose
-        password_expiry_utc has passed is never printed. Without a username, the most
-        recently stored match is printed.
+            Prints username, password, and password_expiry_utc / oauth_refresh_token when
+            stored; prints nothing when no credential matches. A credential whose
+            password_expiry_utc has passed is never printed. Without a username, the most
+            recently stored match is printed.
 
-        git 2.46+: a request with capability[]=authtype also gets authtype and
-        credential when stored (a Portal host: authtype=Bearer, credential=<token>,
-        ephemeral=1 instead of a password); one with capability[]=state gets
-        state[]=portal-token:served.
+            git 2.46+: a request with capability[]=authtype also gets authtype and
+            credential when stored (a Portal host: authtype=Bearer, credential=<token>,
+            ephemeral=1 instead of a password); one with capability[]=state gets
+            state[]=portal-token:served.
 
-        Script mode: when stdin is a terminal or carries no attribute at all
-        (portal-token get </dev/null), prints the signed-in session's token alone.
-        Scripts should use 'portal-token token', which never reads stdin.
-        """
+            Script mode: when stdin is a terminal or carries no attribute at all
+            (portal-token get </dev/null), prints the signed-in session's token alone.
+            Scripts should use 'portal-token token', which never reads stdin.
+            """
 
     let format: String?
 
@@ -74,10 +75,11 @@ struct GetCommand: Command {
             return nil
         }
         if let username = request.username, username != session.endUserID { return nil }
-        var answer = CredentialProtocol.Answer(credential: Credential(
-            protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
-            password: session.token, passwordExpiresAt: session.expiresAt,
-            authType: "Bearer", credential: session.token))
+        var answer = CredentialProtocol.Answer(
+            credential: Credential(
+                protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
+                password: session.token, passwordExpiresAt: session.expiresAt,
+                authType: "Bearer", credential: session.token))
         if request.advertisesAuthType {
             answer.authType = true
             answer.ephemeral = true
@@ -96,15 +98,16 @@ struct GetCommand: Command {
 struct StoreCommand: Command {
     static let name = "store"
     static let summary = "Store the credential given on stdin"
-    static let details = protocolDetails + """
+    static let details =
+        protocolDetails + """
 
 
-        Needs protocol, host (or path), username and password; replaces the credential
-        stored for the same protocol, host, path and username. password_expiry_utc and
-        oauth_refresh_token are kept with it. With capability[]=authtype, authtype and
-        credential are kept too (a username and password are then optional). A
-        credential marked ephemeral=1 is never stored.
-        """
+            Needs protocol, host (or path), username and password; replaces the credential
+            stored for the same protocol, host, path and username. password_expiry_utc and
+            oauth_refresh_token are kept with it. With capability[]=authtype, authtype and
+            credential are kept too (a username and password are then optional). A
+            credential marked ephemeral=1 is never stored.
+            """
 
     init(arguments: inout ArgumentReader) throws(CLIError) {}
 
@@ -128,21 +131,23 @@ struct StoreCommand: Command {
             return try sessions.approve(token: token, endUserID: session.endUserID)
         }
         if request.isEphemeral { return }
-        throw CLIError.usage("a Portal session needs its end user ID as the username",
-                             hint: "give username=<endUserId> with the token")
+        throw CLIError.usage(
+            "a Portal session needs its end user ID as the username",
+            hint: "give username=<endUserId> with the token")
     }
 }
 
 struct EraseCommand: Command {
     static let name = "erase"
     static let summary = "Remove the stored credentials that match the request on stdin"
-    static let details = protocolDetails + """
+    static let details =
+        protocolDetails + """
 
 
-        Removes every match. With a password (or credential) in the request, removes
-        only entries whose stored password (or credential) equals it. A pattern with no
-        protocol, host, path or username removes nothing.
-        """
+            Removes every match. With a password (or credential) in the request, removes
+            only entries whose stored password (or credential) equals it. A pattern with no
+            protocol, host, path or username removes nothing.
+            """
 
     init(arguments: inout ArgumentReader) throws(CLIError) {}
 

@@ -30,17 +30,20 @@ final class DesktopActivation {
 
     /// No bus to serve: a configuration problem of the desktop session, not of a sign-in.
     static func busFailure(_ step: String, _ code: Int32) -> CLIError {
-        CLIError("cannot \(step): \(String(cString: strerror(code)))",
-                 hint: "--dbus-activated is for the session bus to start; deliver a URL by hand with 'portal-token redirect -'",
-                 exitCode: .usage)
+        CLIError(
+            "cannot \(step): \(String(cString: strerror(code)))",
+            hint:
+                "--dbus-activated is for the session bus to start; deliver a URL by hand with 'portal-token redirect -'",
+            exitCode: .usage)
     }
 
     /// Serves the bus until it has been idle for `idleMicroseconds`, or the bus goes away.
     func serve() throws {
         guard let sd = SDBus.loaded else {
-            throw CLIError("cannot load \(SDBus.soname) to serve the session bus",
-                           hint: "install Debian's libsystemd0; deliver a URL by hand with 'portal-token redirect -'",
-                           exitCode: .usage)
+            throw CLIError(
+                "cannot load \(SDBus.soname) to serve the session bus",
+                hint: "install Debian's libsystemd0; deliver a URL by hand with 'portal-token redirect -'",
+                exitCode: .usage)
         }
         var bus: OpaquePointer?
         // The bus that started this process (DBUS_STARTER_ADDRESS), else the user's session bus.
@@ -48,10 +51,12 @@ final class DesktopActivation {
         guard opened >= 0, let bus else { throw Self.busFailure("connect to the session bus", -opened) }
         defer { _ = sd.flushCloseUnref(bus) }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        let added = sd.addObject(bus, nil, DesktopRedirectHandler.objectPath, { message, userData, _ in
-            guard let message, let userData else { return 0 }
-            return Unmanaged<DesktopActivation>.fromOpaque(userData).takeUnretainedValue().handle(message)
-        }, context)
+        let added = sd.addObject(
+            bus, nil, DesktopRedirectHandler.objectPath,
+            { message, userData, _ in
+                guard let message, let userData else { return 0 }
+                return Unmanaged<DesktopActivation>.fromOpaque(userData).takeUnretainedValue().handle(message)
+            }, context)
         guard added >= 0 else { throw Self.busFailure("serve \(DesktopRedirectHandler.objectPath)", -added) }
         let requested = sd.requestName(bus, DesktopRedirectHandler.busName, 0)
         guard requested >= 0 else { throw Self.busFailure("own \(DesktopRedirectHandler.busName)", -requested) }
@@ -82,7 +87,8 @@ final class DesktopActivation {
             return open(message)
         }
         if sd.isMethodCall(message, Self.interface, "Activate") > 0
-            || sd.isMethodCall(message, Self.interface, "ActivateAction") > 0 {
+            || sd.isMethodCall(message, Self.interface, "ActivateAction") > 0
+        {
             // Nothing to show: the handler has no window and no actions.
             return reply(to: message, error: nil)
         }
@@ -95,13 +101,19 @@ final class DesktopActivation {
         receivedOpen = true
         var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
         guard SDBus.served.readStrv(message, &strings) >= 0, let strings else {
-            return reply(to: message, error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))
+            return reply(
+                to: message,
+                error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))
         }
         var uris: [Secret] = []
         var index = 0
         while let entry = strings[index] {
-            uris.append(Secret(bytes: Array(UnsafeBufferPointer(start: UnsafeRawPointer(entry).assumingMemoryBound(to: UInt8.self),
-                                                                count: strlen(entry)))))
+            uris.append(
+                Secret(
+                    bytes: Array(
+                        UnsafeBufferPointer(
+                            start: UnsafeRawPointer(entry).assumingMemoryBound(to: UInt8.self),
+                            count: strlen(entry)))))
             // The URL's grant is single-use: no copy stays behind in freed memory.
             explicit_bzero(entry, strlen(entry))
             free(entry)

@@ -63,19 +63,23 @@ enum DockerCredentialHelper {
 
     private static func get(serverURL: String, _ context: Context) throws {
         let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
-        guard let credential = try helper.get(try request(for: serverURL)) else { throw Failure(message: notFoundMessage) }
-        var bytes = Array((JSONValue.object([
-            "ServerURL": .string(serverURL),
-            "Username": .string(credential.username),
-            "Secret": .string(credential.password.text),
-        ]).serialized + "\n").utf8)
+        guard let credential = try helper.get(try request(for: serverURL)) else {
+            throw Failure(message: notFoundMessage)
+        }
+        var bytes = Array(
+            (JSONValue.object([
+                "ServerURL": .string(serverURL),
+                "Username": .string(credential.username),
+                "Secret": .string(credential.password.text),
+            ]).serialized + "\n").utf8)
         context.streams.write(bytes, to: context.streams.output)
         zeroize(&bytes)
     }
 
     private static func store(_ input: [UInt8], _ context: Context) throws {
         guard let object = try? JSONValue.parse(input) else {
-            throw Failure(message: "the credentials on stdin are not JSON of the form {\"ServerURL\",\"Username\",\"Secret\"}")
+            throw Failure(
+                message: "the credentials on stdin are not JSON of the form {\"ServerURL\",\"Username\",\"Secret\"}")
         }
         guard let serverURL = object["ServerURL"]?.stringValue, !serverURL.trimmingWhitespace.isEmpty else {
             throw Failure(message: "no credentials server URL")

@@ -40,10 +40,12 @@ struct DoctorCommand: Command {
                     "detail": .string(check.detail), "hint": check.hint.map { .string($0) } ?? .null,
                 ])
             }
-            context.streams.print(JSONValue.object(["ok": .bool(checks.allSatisfy(\.ok)), "checks": .array(objects)]).serialized)
+            context.streams.print(
+                JSONValue.object(["ok": .bool(checks.allSatisfy(\.ok)), "checks": .array(objects)]).serialized)
         } else {
             for check in checks {
-                context.streams.print("\(check.ok ? "ok     " : "problem") \(check.name): \(ListCommand.shown(check.detail))")
+                context.streams.print(
+                    "\(check.ok ? "ok     " : "problem") \(check.name): \(ListCommand.shown(check.detail))")
                 if let hint = check.hint { context.streams.print("        hint: \(hint)") }
             }
         }
@@ -68,31 +70,44 @@ private struct Diagnosis {
         }
         let bus = sessionBus()
         checks.append(bus)
-        let timeout = (try? Composition.keyringTimeout(context.settings)) ?? Composition.defaultKeyringTimeoutMilliseconds
+        let timeout =
+            (try? Composition.keyringTimeout(context.settings)) ?? Composition.defaultKeyringTimeoutMilliseconds
         let keyring = SecretServiceDiagnosis(timeoutMilliseconds: timeout)
         var provider: StoreError.Kind?
         if bus.ok {
             do {
                 try keyring.ping()
-                checks.append(Check(name: "secret service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+                checks.append(
+                    Check(name: "secret service provider", ok: true, detail: "org.freedesktop.secrets answers"))
             } catch {
                 provider = error.kind
                 let ok = error.kind == .unavailable && requested != .secretService
-                checks.append(Check(name: "secret service provider", ok: ok, detail: error.message,
-                                    hint: ok ? nil : error.kind == .timedOut ? "the keyring daemon does not answer: restart it (or log out and in)"
-                                        : "install and start gnome-keyring (or KeePassXC's Secret Service), or use --backend file"))
+                checks.append(
+                    Check(
+                        name: "secret service provider", ok: ok, detail: error.message,
+                        hint: ok
+                            ? nil
+                            : error.kind == .timedOut
+                                ? "the keyring daemon does not answer: restart it (or log out and in)"
+                                : "install and start gnome-keyring (or KeePassXC's Secret Service), or use --backend file"
+                    ))
             }
         } else {
             provider = .unavailable
-            checks.append(Check(name: "secret service provider", ok: requested != .secretService,
-                                detail: "not checked: no session bus", hint: nil))
+            checks.append(
+                Check(
+                    name: "secret service provider", ok: requested != .secretService,
+                    detail: "not checked: no session bus", hint: nil))
         }
         if provider == nil {
             do {
                 let collection = try keyring.defaultCollection()
-                checks.append(Check(name: "default keyring", ok: !collection.isLocked,
-                                    detail: "'\(collection.label)' is \(collection.isLocked ? "locked" : "unlocked")",
-                                    hint: collection.isLocked ? "unlock it (log in to the desktop, or open Passwords and Keys)" : nil))
+                checks.append(
+                    Check(
+                        name: "default keyring", ok: !collection.isLocked,
+                        detail: "'\(collection.label)' is \(collection.isLocked ? "locked" : "unlocked")",
+                        hint: collection.isLocked
+                            ? "unlock it (log in to the desktop, or open Passwords and Keys)" : nil))
             } catch {
                 checks.append(Check(name: "default keyring", ok: false, detail: error.message, hint: error.hint))
             }
@@ -118,7 +133,8 @@ private struct Diagnosis {
             return Check(name: "settings", ok: false, detail: failure.message, hint: failure.hint)
         }
         guard access(path, F_OK) == 0 else {
-            return Check(name: "config file", ok: true, detail: "\(path) does not exist; defaults and the environment apply")
+            return Check(
+                name: "config file", ok: true, detail: "\(path) does not exist; defaults and the environment apply")
         }
         return Check(name: "config file", ok: true, detail: "\(path) (\(context.settings.configFile.count) settings)")
     }
@@ -128,10 +144,14 @@ private struct Diagnosis {
     private func sessionBus() -> Check {
         let runtimeBus = context.environment["XDG_RUNTIME_DIR"].map { $0 + "/bus" }
             .flatMap { access($0, F_OK) == 0 ? "unix:path=" + $0 : nil }
-        guard let address = context.environment["DBUS_SESSION_BUS_ADDRESS"].flatMap({ $0.isEmpty ? nil : $0 }) ?? runtimeBus else {
-            return Check(name: "session bus", ok: requested != .secretService,
-                         detail: "DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus",
-                         hint: requested == .secretService ? "run inside a desktop session, or under dbus-run-session" : nil)
+        guard
+            let address = context.environment["DBUS_SESSION_BUS_ADDRESS"].flatMap({ $0.isEmpty ? nil : $0 })
+                ?? runtimeBus
+        else {
+            return Check(
+                name: "session bus", ok: requested != .secretService,
+                detail: "DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus",
+                hint: requested == .secretService ? "run inside a desktop session, or under dbus-run-session" : nil)
         }
         let first = address.split(separator: ";").first.map(String.init) ?? address
         var path: String?
@@ -161,8 +181,10 @@ private struct Diagnosis {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, length) == 0 }
         }
         guard connected else {
-            return Check(name: "session bus", ok: false, detail: "cannot connect to \(first.prefix(120)): \(String(cString: strerror(errno)))",
-                         hint: "DBUS_SESSION_BUS_ADDRESS names a bus that is gone; open a new session")
+            return Check(
+                name: "session bus", ok: false,
+                detail: "cannot connect to \(first.prefix(120)): \(String(cString: strerror(errno)))",
+                hint: "DBUS_SESSION_BUS_ADDRESS names a bus that is gone; open a new session")
         }
         return Check(name: "session bus", ok: true, detail: first.prefix(120) + "")
     }
@@ -183,24 +205,35 @@ private struct Diagnosis {
     /// code. A keyring that cannot be read here is reported by the checks above.
     private func secondStore(choice: BackendChoice?) -> Check? {
         guard let choice, let notice = try? Composition.otherStoreNotice(for: context) else { return nil }
-        return Check(name: "second store", ok: false, detail: notice,
-                     hint: "merge it into the store in use with 'portal-token migrate --to \(choice.backend.rawValue)'")
+        return Check(
+            name: "second store", ok: false, detail: notice,
+            hint: "merge it into the store in use with 'portal-token migrate --to \(choice.backend.rawValue)'")
     }
 
     /// The encrypted file: where, whose, which mode, and where its passphrase would come from.
     private func encryptedFile() -> [Check] {
         guard let path = try? Composition.storeFilePath(context) else {
-            return [Check(name: "encrypted file", ok: requested != .file, detail: "no path: neither XDG_DATA_HOME nor HOME is set",
-                          hint: "set PORTAL_TOKEN_FILE")]
+            return [
+                Check(
+                    name: "encrypted file", ok: requested != .file,
+                    detail: "no path: neither XDG_DATA_HOME nor HOME is set",
+                    hint: "set PORTAL_TOKEN_FILE")
+            ]
         }
-        let source = PassphraseSource(settings: context.settings, environment: context.environment,
-                                      streams: context.streams, storePath: path).originDescription
+        let source = PassphraseSource(
+            settings: context.settings, environment: context.environment,
+            streams: context.streams, storePath: path
+        ).originDescription
         var status = stat()
         guard lstat(path, &status) == 0 else {
             let needed = requested == .file
-            return [Check(name: "encrypted file", ok: !needed || source != nil,
-                          detail: "\(path) does not exist yet; passphrase source: \(source ?? "none")",
-                          hint: needed && source == nil ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)]
+            return [
+                Check(
+                    name: "encrypted file", ok: !needed || source != nil,
+                    detail: "\(path) does not exist yet; passphrase source: \(source ?? "none")",
+                    hint: needed && source == nil
+                        ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)
+            ]
         }
         var problems: [String] = []
         if status.st_mode & S_IFMT != S_IFREG { problems.append("not a regular file") }
@@ -212,12 +245,16 @@ private struct Diagnosis {
             problems.append("its directory is writable by others")
         }
         let mode = String(status.st_mode & 0o777, radix: 8)
-        return [Check(
-            name: "encrypted file", ok: problems.isEmpty && (source != nil || requested != .file),
-            detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
-                + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
-            hint: !problems.isEmpty ? "chmod 600 the file and 700 its directory, owned by you"
-                : source == nil && requested == .file ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)]
+        return [
+            Check(
+                name: "encrypted file", ok: problems.isEmpty && (source != nil || requested != .file),
+                detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
+                    + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
+                hint: !problems.isEmpty
+                    ? "chmod 600 the file and 700 its directory, owned by you"
+                    : source == nil && requested == .file
+                        ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)
+        ]
     }
 
     private func hook() -> Check {
@@ -230,20 +267,28 @@ private struct Diagnosis {
             return Check(name: "hook", ok: true, detail: "none configured")
         }
         guard access(path, F_OK) == 0 else {
-            return Check(name: "hook", ok: false, detail: "\(path) does not exist", hint: "create it, or unset PORTAL_TOKEN_ON_SESSION_INVALIDATED")
+            return Check(
+                name: "hook", ok: false, detail: "\(path) does not exist",
+                hint: "create it, or unset PORTAL_TOKEN_ON_SESSION_INVALIDATED")
         }
         guard access(path, X_OK) == 0 else {
             return Check(name: "hook", ok: false, detail: "\(path) is not executable", hint: "chmod +x \(path)")
         }
         var status = stat()
-        if stat(path, &status) == 0, let refusal = HookOutcome.untrusted(owner: status.st_uid, mode: status.st_mode, user: geteuid()) {
+        if stat(path, &status) == 0,
+            let refusal = HookOutcome.untrusted(owner: status.st_uid, mode: status.st_mode, user: geteuid())
+        {
             switch refusal {
             case .writableByOthers(let mode):
-                return Check(name: "hook", ok: false, detail: "\(path) is writable by other users (mode \(String(mode, radix: 8))), so it is not run",
-                             hint: "chmod go-w \(path)")
+                return Check(
+                    name: "hook", ok: false,
+                    detail: "\(path) is writable by other users (mode \(String(mode, radix: 8))), so it is not run",
+                    hint: "chmod go-w \(path)")
             default:
-                return Check(name: "hook", ok: false, detail: "\(path) belongs to another user (uid \(status.st_uid)), so it is not run",
-                             hint: "use a hook of your own")
+                return Check(
+                    name: "hook", ok: false,
+                    detail: "\(path) belongs to another user (uid \(status.st_uid)), so it is not run",
+                    hint: "use a hook of your own")
             }
         }
         return Check(name: "hook", ok: true, detail: "\(path) (executable)")
@@ -257,8 +302,11 @@ private struct Diagnosis {
         keyring.store(Secret("ok"), as: name, forSeconds: 5)
         let works = keyring.read(name)?.text == "ok"
         keyring.drop(name)
-        return works ? Check(name: "kernel keyring", ok: true, detail: "the user keyring caches values")
-            : Check(name: "kernel keyring", ok: true, detail: "not usable here (keyctl refused); every call reads the store instead")
+        return works
+            ? Check(name: "kernel keyring", ok: true, detail: "the user keyring caches values")
+            : Check(
+                name: "kernel keyring", ok: true,
+                detail: "not usable here (keyctl refused); every call reads the store instead")
     }
 
     /// One unauthenticated request to the API host: any HTTP answer means Portal is reachable.
@@ -272,8 +320,9 @@ private struct Diagnosis {
             return Check(name: "portal api", ok: true, detail: "\(base.url) answered HTTP \(response.status)")
         } catch {
             let failure = CLIError(error)
-            return Check(name: "portal api", ok: false, detail: failure.message,
-                         hint: failure.hint ?? "check the network and PORTAL_API_HOST")
+            return Check(
+                name: "portal api", ok: false, detail: failure.message,
+                hint: failure.hint ?? "check the network and PORTAL_API_HOST")
         }
     }
 }
@@ -284,7 +333,8 @@ extension PassphraseSource {
         if let path = settings.value(.passphraseFile) { return "\(settings.origin(of: .passphraseFile)) (\(path))" }
         if let value = environment[Self.environmentVariable], !value.isEmpty { return Self.environmentVariable }
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty,
-           access(directory + "/" + Self.systemdCredentialName, F_OK) == 0 {
+            access(directory + "/" + Self.systemdCredentialName, F_OK) == 0
+        {
             return "the systemd credential \(Self.systemdCredentialName)"
         }
         if streams.inputIsTerminal || streams.errorIsTerminal { return "a prompt on the terminal" }

@@ -41,7 +41,9 @@ struct ListCommand: Command {
                     "expiresAt": session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null,
                 ])
             }
-            context.streams.print(JSONValue.object(["credentials": .array(credentialObjects), "sessions": .array(sessionObjects)]).serialized)
+            context.streams.print(
+                JSONValue.object(["credentials": .array(credentialObjects), "sessions": .array(sessionObjects)])
+                    .serialized)
             return
         }
         if credentials.isEmpty && sessions.isEmpty {
@@ -49,11 +51,15 @@ struct ListCommand: Command {
             return
         }
         for credential in credentials {
-            context.streams.print("credential  \(Self.shown(DockerCredentialHelper.url(of: credential)))  \(Self.shown(credential.username))")
+            context.streams.print(
+                "credential  \(Self.shown(DockerCredentialHelper.url(of: credential)))  \(Self.shown(credential.username))"
+            )
         }
         for session in sessions {
             let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
-            context.streams.print("session     environment \(Self.shown(session.authEnvironmentID))  end user \(Self.shown(session.endUserID))  expires at \(expiry)")
+            context.streams.print(
+                "session     environment \(Self.shown(session.authEnvironmentID))  end user \(Self.shown(session.endUserID))  expires at \(expiry)"
+            )
         }
     }
 

@@ -44,12 +44,15 @@ struct MigrateCommand: Command {
         let source = destination.other
         let streams = context.streams
         guard try Composition.storeExists(source, for: context) else {
-            streams.printError("portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds nothing")
+            streams.printError(
+                "portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds nothing"
+            )
             return
         }
         if destination == .secretService, try context.services.secretServicePresence(context) != .provider {
-            throw StoreError(.unavailable, "no Secret Service provider is registered on the session bus",
-                             hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
+            throw StoreError(
+                .unavailable, "no Secret Service provider is registered on the session bus",
+                hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
         }
         let (moved, kept, aside) = try context.storeLock().withLock { () throws -> (Int, Int, String) in
             var contents = try Composition.contents(of: source, for: context)
@@ -60,27 +63,32 @@ struct MigrateCommand: Command {
             contents.credentials.removeAll { differing.contains($0) }
             var aside = try Composition.clear(source, holding: contents, for: context)
             if source == .secretService, !differing.isEmpty {
-                aside += "; left \(differing.count) credential\(differing.count == 1 ? "" : "s") there whose secret differs"
+                aside +=
+                    "; left \(differing.count) credential\(differing.count == 1 ? "" : "s") there whose secret differs"
                     + " from the one the file keeps (see 'secret-tool search --all')"
             }
             return (moved, kept, aside)
         }
         KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix(family: Composition.cacheFamily(context)))
-        streams.printError("portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
-            + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
+        streams.printError(
+            "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
+                + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
     }
 
     /// Writes each item where the destination holds nothing newer; returns how many were
     /// written, how many were kept as they were, and the credentials of the source that were
     /// not written because the destination kept a different one in their slot.
-    private static func merge(_ contents: StoreContents, into destination: BackendChoice.Backend,
-                              context: Context) throws -> (moved: Int, kept: Int, differing: [Credential]) {
+    private static func merge(
+        _ contents: StoreContents, into destination: BackendChoice.Backend,
+        context: Context
+    ) throws -> (moved: Int, kept: Int, differing: [Credential]) {
         var moved = 0, kept = 0
         var differing: [Credential] = []
         let credentials = try context.services.credentialStore(context, destination)
         for credential in contents.credentials {
-            let slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
-                                       path: credential.path, username: credential.username)
+            let slot = CredentialQuery(
+                protocolName: credential.protocolName, host: credential.host,
+                path: credential.path, username: credential.username)
             if let present = try credentials.lookup(slot).first(where: { $0.occupiesSameSlot(as: credential) }) {
                 kept += 1
                 if present.password != credential.password || present.credential != credential.credential {
@@ -94,7 +102,8 @@ struct MigrateCommand: Command {
         let sessions = try Composition.sessionStore(for: context, backend: destination)
         for session in contents.sessions {
             if case .present(let present) = try sessions.loadSession(authEnvironmentID: session.authEnvironmentID),
-               present.isAtLeastAsRecent(as: session) {
+                present.isAtLeastAsRecent(as: session)
+            {
                 kept += 1
             } else {
                 try sessions.saveSession(session)
@@ -103,7 +112,9 @@ struct MigrateCommand: Command {
         }
         let steps = try context.twoFactorStepStore(backend: destination)
         for step in contents.steps {
-            if let present = try steps.loadStep(authEnvironmentID: step.authEnvironmentID), present.expiresAt >= step.expiresAt {
+            if let present = try steps.loadStep(authEnvironmentID: step.authEnvironmentID),
+                present.expiresAt >= step.expiresAt
+            {
                 kept += 1
             } else {
                 try steps.saveStep(step)
@@ -151,22 +162,29 @@ extension Composition {
 
     /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what
     /// was done, in words.
-    static func clear(_ backend: BackendChoice.Backend, holding contents: StoreContents, for context: Context) throws -> String {
+    static func clear(_ backend: BackendChoice.Backend, holding contents: StoreContents, for context: Context) throws
+        -> String
+    {
         switch backend {
         case .file:
             return "moved the encrypted file aside to \(try context.fileStore().moveAsideAfterMigration())"
         case .secretService:
             let credentials = try context.services.credentialStore(context, .secretService)
             for credential in contents.credentials {
-                try credentials.erase(CredentialQuery(protocolName: credential.protocolName, host: credential.host,
-                                                      path: credential.path, username: credential.username,
-                                                      password: credential.password))
+                try credentials.erase(
+                    CredentialQuery(
+                        protocolName: credential.protocolName, host: credential.host,
+                        path: credential.path, username: credential.username,
+                        password: credential.password))
             }
             let sessions = try sessionStore(for: context, backend: .secretService)
-            for session in contents.sessions { try sessions.deleteSession(authEnvironmentID: session.authEnvironmentID) }
+            for session in contents.sessions {
+                try sessions.deleteSession(authEnvironmentID: session.authEnvironmentID)
+            }
             let steps = try twoFactorStepStore(for: context, backend: .secretService)
             for step in contents.steps { try steps.deleteStep(authEnvironmentID: step.authEnvironmentID) }
-            return "deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the Secret Service"
+            return
+                "deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the Secret Service"
         }
     }
 
@@ -181,8 +199,10 @@ extension Composition {
             guard EncryptedFileStore.exists(at: try storeFilePath(context)) else { return nil }
         case .secretService:
             guard try context.services.secretServicePresence(context) == .provider,
-                  let contents = try? contents(of: .secretService, for: context), !contents.isEmpty else { return nil }
+                let contents = try? contents(of: .secretService, for: context), !contents.isEmpty
+            else { return nil }
         }
-        return "\(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \(inUse.rawValue)' merges them"
+        return
+            "\(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \(inUse.rawValue)' merges them"
     }
 }

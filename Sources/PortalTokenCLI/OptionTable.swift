@@ -28,8 +28,10 @@ public struct OptionSpec: Sendable {
     public let excludes: [String]
     public let repeatable: Bool
 
-    init(_ long: String, short: String? = nil, value: String? = nil, completion: Completion = .text,
-         excludes: [String] = [], repeatable: Bool = false, help: String) {
+    init(
+        _ long: String, short: String? = nil, value: String? = nil, completion: Completion = .text,
+        excludes: [String] = [], repeatable: Bool = false, help: String
+    ) {
         self.long = long
         self.short = short
         self.valueName = value
@@ -81,8 +83,10 @@ public struct CommandSpec: Sendable {
     /// that reads stdin, or whose options exclude one another).
     let forms: [String]?
 
-    init(_ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
-         usage forms: [String]? = nil) {
+    init(
+        _ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
+        usage forms: [String]? = nil
+    ) {
         self.name = name
         self.summary = summary
         self.positionals = positionals
@@ -93,9 +97,12 @@ public struct CommandSpec: Sendable {
     /// The usage line(s), without the leading "usage: ": as written, else each option in
     /// brackets, then the operands.
     public var usage: String {
-        let lines = forms ?? [(["portal-token", name]
-            + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
-            + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")]
+        let lines =
+            forms ?? [
+                (["portal-token", name]
+                    + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
+                    + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")
+            ]
         return lines.joined(separator: "\n       ")
     }
 
@@ -103,8 +110,11 @@ public struct CommandSpec: Sendable {
     var optionsText: String {
         guard !options.isEmpty else { return "" }
         let rows = options.map { option in
-            ((option.short.map { "-\($0), " } ?? "") + "--" + option.long + (option.valueName.map { " " + $0 } ?? ""),
-             option.help)
+            (
+                (option.short.map { "-\($0), " } ?? "") + "--" + option.long
+                    + (option.valueName.map { " " + $0 } ?? ""),
+                option.help
+            )
         }
         return "Options:\n" + OptionTable.columns(rows) + "\n"
     }
@@ -118,91 +128,128 @@ public enum OptionTable {
 
     /// Every command, in the order `--help` lists them (the summaries are those of the commands).
     public static let commands: [CommandSpec] = [
-        CommandSpec("get", GetCommand.summary, options: [
-            OptionSpec("format", value: "json", completion: .words(["json"]),
-                       help: "print the session token as JSON (script mode)"),
-        ], usage: ["portal-token get [--format json] < request"]),
+        CommandSpec(
+            "get", GetCommand.summary,
+            options: [
+                OptionSpec(
+                    "format", value: "json", completion: .words(["json"]),
+                    help: "print the session token as JSON (script mode)")
+            ], usage: ["portal-token get [--format json] < request"]),
         CommandSpec("store", StoreCommand.summary, usage: ["portal-token store < credential"]),
         CommandSpec("erase", EraseCommand.summary, usage: ["portal-token erase < pattern"]),
         CommandSpec("capability", CapabilityCommand.summary),
         CommandSpec("token", TokenCommand.summary, options: [format]),
-        CommandSpec("exec", ExecCommand.summary,
-                    positionals: [PositionalSpec("COMMAND", completion: .program,
-                                                 help: "the program to run, after --")],
-                    options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")],
-                    usage: ["portal-token exec [--token-var NAME] -- COMMAND [ARG...]"]),
+        CommandSpec(
+            "exec", ExecCommand.summary,
+            positionals: [
+                PositionalSpec(
+                    "COMMAND", completion: .program,
+                    help: "the program to run, after --")
+            ],
+            options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")],
+            usage: ["portal-token exec [--token-var NAME] -- COMMAND [ARG...]"]),
         CommandSpec("exec-credential", ExecCredentialCommand.summary),
         CommandSpec("list", ListCommand.summary, options: [format]),
-        CommandSpec("setup-git", SetupGitCommand.summary, options: [
-            OptionSpec("unset", help: "remove portal-token from the global git config"),
-        ]),
-        CommandSpec("doctor", DoctorCommand.summary, options: [
-            format, OptionSpec("network", help: "also check that the Portal API answers"),
-        ]),
+        CommandSpec(
+            "setup-git", SetupGitCommand.summary,
+            options: [
+                OptionSpec("unset", help: "remove portal-token from the global git config")
+            ]),
+        CommandSpec(
+            "doctor", DoctorCommand.summary,
+            options: [
+                format, OptionSpec("network", help: "also check that the Portal API answers"),
+            ]),
         CommandSpec("methods", MethodsCommand.summary, options: [format]),
-        CommandSpec("login", LoginCommand.summary, options: [
-            OptionSpec("email", value: "ADDRESS", excludes: ["google", "apple", "with-token"],
-                       help: "sign in with a magic link sent to ADDRESS"),
-            OptionSpec("google", excludes: ["email", "apple", "with-token"], help: "sign in with Google"),
-            OptionSpec("apple", excludes: ["email", "google", "with-token"], help: "sign in with Apple"),
-            OptionSpec("no-browser", help: "do not open a browser; show the sign-in link to open elsewhere"),
-            OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds"),
-            OptionSpec("with-token", excludes: ["email", "google", "apple"],
-                       help: "adopt a token from stdin, minted by your backend"),
-            OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token"),
-        ], usage: [
-            "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
-            "portal-token login --with-token [--end-user ID] < token",
-        ]),
-        CommandSpec("redirect", RedirectCommand.summary,
-                    positionals: [PositionalSpec("URL", help: "redirect URL, or - to read it from stdin")],
-                    options: [OptionSpec(String(DesktopRedirectHandler.activationOption.dropFirst(2)),
-                                         excludes: ["URL"],
-                                         help: "take the URL from the session bus "
-                                             + "(how the desktop handler starts it)")],
-                    usage: ["portal-token redirect URL", "portal-token redirect - < url",
-                            "portal-token redirect --dbus-activated"]),
-        CommandSpec("verify-totp", VerifyTOTPCommand.summary,
-                    positionals: [PositionalSpec("CODE", optional: true,
-                                                 help: "two-factor code (prompted for when omitted)")]),
+        CommandSpec(
+            "login", LoginCommand.summary,
+            options: [
+                OptionSpec(
+                    "email", value: "ADDRESS", excludes: ["google", "apple", "with-token"],
+                    help: "sign in with a magic link sent to ADDRESS"),
+                OptionSpec("google", excludes: ["email", "apple", "with-token"], help: "sign in with Google"),
+                OptionSpec("apple", excludes: ["email", "google", "with-token"], help: "sign in with Apple"),
+                OptionSpec("no-browser", help: "do not open a browser; show the sign-in link to open elsewhere"),
+                OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds"),
+                OptionSpec(
+                    "with-token", excludes: ["email", "google", "apple"],
+                    help: "adopt a token from stdin, minted by your backend"),
+                OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token"),
+            ],
+            usage: [
+                "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
+                "portal-token login --with-token [--end-user ID] < token",
+            ]),
+        CommandSpec(
+            "redirect", RedirectCommand.summary,
+            positionals: [PositionalSpec("URL", help: "redirect URL, or - to read it from stdin")],
+            options: [
+                OptionSpec(
+                    String(DesktopRedirectHandler.activationOption.dropFirst(2)),
+                    excludes: ["URL"],
+                    help: "take the URL from the session bus "
+                        + "(how the desktop handler starts it)")
+            ],
+            usage: [
+                "portal-token redirect URL", "portal-token redirect - < url",
+                "portal-token redirect --dbus-activated",
+            ]),
+        CommandSpec(
+            "verify-totp", VerifyTOTPCommand.summary,
+            positionals: [
+                PositionalSpec(
+                    "CODE", optional: true,
+                    help: "two-factor code (prompted for when omitted)")
+            ]),
         CommandSpec("status", StatusCommand.summary, options: [format]),
         CommandSpec("refresh", RefreshCommand.summary),
-        CommandSpec("api", APICommand.summary,
-                    positionals: [PositionalSpec("PATH", completion: .words(["/api/v3/clients/me"]), help: "API path")],
-                    options: [
-                        OptionSpec("method", short: "X", value: "METHOD",
-                                   completion: .words(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
-                                   help: "HTTP method (GET, or POST with --data)"),
-                        OptionSpec("data", short: "d", value: "JSON", completion: .body,
-                                   help: "request body: JSON, @FILE, or @- for stdin"),
-                        OptionSpec("header", short: "H", value: "'Name: value'", repeatable: true,
-                                   help: "add a request header: 'Name: value'"),
-                    ],
-                    usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
+        CommandSpec(
+            "api", APICommand.summary,
+            positionals: [PositionalSpec("PATH", completion: .words(["/api/v3/clients/me"]), help: "API path")],
+            options: [
+                OptionSpec(
+                    "method", short: "X", value: "METHOD",
+                    completion: .words(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+                    help: "HTTP method (GET, or POST with --data)"),
+                OptionSpec(
+                    "data", short: "d", value: "JSON", completion: .body,
+                    help: "request body: JSON, @FILE, or @- for stdin"),
+                OptionSpec(
+                    "header", short: "H", value: "'Name: value'", repeatable: true,
+                    help: "add a request header: 'Name: value'"),
+            ],
+            usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
         CommandSpec("logout", LogoutCommand.summary),
-        CommandSpec("migrate", MigrateCommand.summary, options: [
-            OptionSpec("to", value: "STORE", completion: .words(["secret-service", "file"]),
-                       help: "the store to move every item into"),
-        ], usage: ["portal-token migrate --to secret-service|file"]),
+        CommandSpec(
+            "migrate", MigrateCommand.summary,
+            options: [
+                OptionSpec(
+                    "to", value: "STORE", completion: .words(["secret-service", "file"]),
+                    help: "the store to move every item into")
+            ], usage: ["portal-token migrate --to secret-service|file"]),
     ]
 
     /// The settings flags (product contract §2): before or after the command name.
     public static let settings: [OptionSpec] = [
         OptionSpec("env", value: "ID", help: "auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)"),
-        OptionSpec("api-host", value: "HOST", completion: .words(["api.portalhq.io", "localhost", "127.0.0.1"]),
-                   help: "Portal API host (PORTAL_API_HOST; api.portalhq.io)"),
+        OptionSpec(
+            "api-host", value: "HOST", completion: .words(["api.portalhq.io", "localhost", "127.0.0.1"]),
+            help: "Portal API host (PORTAL_API_HOST; api.portalhq.io)"),
         OptionSpec("redirect-url", value: "URL", help: "sign-in redirect URL (PORTAL_REDIRECT_URL)"),
-        OptionSpec("account-abstracted", value: "BOOL", completion: .words(["true", "false"]),
-                   help: "ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)"),
-        OptionSpec("backend", value: "BACKEND", completion: .words(["auto", "secret-service", "file"]),
-                   help: "storage backend (PORTAL_TOKEN_BACKEND; auto)"),
+        OptionSpec(
+            "account-abstracted", value: "BOOL", completion: .words(["true", "false"]),
+            help: "ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)"),
+        OptionSpec(
+            "backend", value: "BACKEND", completion: .words(["auto", "secret-service", "file"]),
+            help: "storage backend (PORTAL_TOKEN_BACKEND; auto)"),
         OptionSpec("config", value: "PATH", completion: .file, help: "config file (PORTAL_TOKEN_CONFIG)"),
         OptionSpec("verbose", help: "trace to stderr, every secret redacted"),
     ]
 
     /// What every invocation takes besides the settings flags.
-    public static let help = OptionSpec("help", short: "h",
-                                        help: "this help; 'portal-token COMMAND --help' for a command")
+    public static let help = OptionSpec(
+        "help", short: "h",
+        help: "this help; 'portal-token COMMAND --help' for a command")
     public static let version = OptionSpec("version", short: "V", help: "the version")
 
     /// The exit codes (product contract §4).
@@ -222,7 +269,8 @@ public enum OptionTable {
     /// The global options of `--help`, one a line, in columns.
     static var globalOptionsText: String {
         let rows = (settings + [help, version]).map { option -> (String, String) in
-            let value = option.words.isEmpty || option.words.count > 3 || option.long == "api-host"
+            let value =
+                option.words.isEmpty || option.words.count > 3 || option.long == "api-host"
                 ? option.valueName.map { " " + $0 } ?? "" : " " + option.words.joined(separator: "|")
             let names = option.short.map { "-\($0), " } ?? ""
             return (names + "--" + option.long + value, option.help)
@@ -242,7 +290,8 @@ public enum OptionTable {
         var lines: [String] = []
         var line = "Exit codes:"
         for (index, entry) in exitCodes.enumerated() {
-            let item = "\(index == exitCodes.count - 1 ? "and " : "")\(entry.code) \(entry.meaning)"
+            let item =
+                "\(index == exitCodes.count - 1 ? "and " : "")\(entry.code) \(entry.meaning)"
                 + (index == exitCodes.count - 1 ? "." : ",")
             for word in item.split(separator: " ") {
                 if line.count + 1 + word.count > 90 {

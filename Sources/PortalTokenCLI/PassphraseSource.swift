@@ -57,15 +57,18 @@ struct PassphraseSource {
         do {
             file = try RegularFile(path)
         } catch .notRegular {
-            throw StoreError(.locked, "the passphrase file from \(origin) is not a regular file",
-                             hint: "point it at a file holding the passphrase")
+            throw StoreError(
+                .locked, "the passphrase file from \(origin) is not a regular file",
+                hint: "point it at a file holding the passphrase")
         } catch {
-            throw StoreError(.locked, "cannot read the passphrase from \(origin): \(error.reason)",
-                             hint: "put the passphrase on the first line of that file")
+            throw StoreError(
+                .locked, "cannot read the passphrase from \(origin): \(error.reason)",
+                hint: "put the passphrase on the first line of that file")
         }
         if file.status.st_mode & 0o044 != 0 {
             let mode = String(file.status.st_mode & 0o777, radix: 8)
-            streams.printError("portal-token: warning: the passphrase file from \(origin) is readable by other users (mode \(mode))")
+            streams.printError(
+                "portal-token: warning: the passphrase file from \(origin) is readable by other users (mode \(mode))")
             streams.printError("hint: restrict it with 'chmod 600 \(path)'")
         }
         // One read into a buffer that is wiped afterwards; a longer file is not a passphrase.
@@ -82,8 +85,9 @@ struct PassphraseSource {
             if count > 0, buffer[count - 1] == UInt8(ascii: "\r") { count -= 1 }
         }
         guard count <= Self.maximumLength else {
-            throw StoreError(.locked, "the passphrase from \(origin) is longer than \(Self.maximumLength) bytes",
-                             hint: "put only the passphrase in that file")
+            throw StoreError(
+                .locked, "the passphrase from \(origin) is longer than \(Self.maximumLength) bytes",
+                hint: "put only the passphrase in that file")
         }
         return Passphrase(Secret(bytes: Array(buffer[0..<count])), origin: origin)
     }
@@ -114,11 +118,14 @@ struct TerminalPrompt {
             say("Creating the encrypted store \(storePath).\n")
             let first = read(prompt: "New passphrase: ")
             guard !first.isEmpty else {
-                throw StoreError(.locked, "no passphrase was given", hint: "an empty passphrase would not protect the store")
+                throw StoreError(
+                    .locked, "no passphrase was given", hint: "an empty passphrase would not protect the store")
             }
             let second = read(prompt: "Repeat it: ")
             guard first == second else {
-                throw StoreError(.locked, "the two passphrases differ", hint: "run the command again and type the same passphrase twice")
+                throw StoreError(
+                    .locked, "the two passphrases differ",
+                    hint: "run the command again and type the same passphrase twice")
             }
             return Passphrase(first, origin: origin)
         }

@@ -35,15 +35,18 @@ public enum PortalTokenCLI {
         let environment = ProcessEnvironment.current()
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
-        return execute(Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams,
-                       environment: environment, services: .live)
+        return execute(
+            Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams,
+            environment: environment, services: .live)
     }
 
     /// One command, run in this process with the given streams, environment and services, through
     /// the error funnel: what `main` does once the process is set up, and what the in-process
     /// tests drive with fakes.
-    static func execute(_ arguments: [String], isGitHelper: Bool = false, streams: StandardStreams,
-                        environment: [String: String], services: Services) -> Int32 {
+    static func execute(
+        _ arguments: [String], isGitHelper: Bool = false, streams: StandardStreams,
+        environment: [String: String], services: Services
+    ) -> Int32 {
         do {
             try run(arguments, isGitHelper: isGitHelper, streams: streams, environment: environment, services: services)
             return ExitCode.success.rawValue
@@ -64,8 +67,10 @@ public enum PortalTokenCLI {
         return failure
     }
 
-    static func run(_ arguments: [String], isGitHelper: Bool, streams: StandardStreams,
-                    environment: [String: String], services: Services) throws {
+    static func run(
+        _ arguments: [String], isGitHelper: Bool, streams: StandardStreams,
+        environment: [String: String], services: Services
+    ) throws {
         var reader = ArgumentReader(arguments)
         try reader.extractSettingFlags()
         guard let word = reader.next() else {
@@ -92,10 +97,13 @@ public enum PortalTokenCLI {
             if isGitHelper { return }
             if word.hasPrefix("-") {
                 let name = String(word.prefix { $0 != "=" }.prefix(64))
-                throw CLIError.usage("unknown option '\(name)'", hint: Suggestion.hint(for: name, among: globalOptionNames, command: nil))
+                throw CLIError.usage(
+                    "unknown option '\(name)'", hint: Suggestion.hint(for: name, among: globalOptionNames, command: nil)
+                )
             }
-            throw CLIError.usage("'\(word.prefix(64))' is not a portal-token command",
-                                 hint: Suggestion.hint(for: word, among: commands.map { $0.name }, command: nil))
+            throw CLIError.usage(
+                "'\(word.prefix(64))' is not a portal-token command",
+                hint: Suggestion.hint(for: word, among: commands.map { $0.name }, command: nil))
         }
         if reader.flag("help") || reader.flag("h") {
             streams.print(commandType.helpText)
@@ -121,13 +129,14 @@ public enum PortalTokenCLI {
                 // doctor reports it as one of its checks instead.
                 _ = try SessionHook.configuredPath(settings, environment: environment)
             }
-        } catch where commandType == DoctorCommand.self {
+        } catch  where commandType == DoctorCommand.self {
             // doctor reports a broken config file as one of its checks, and goes on without it.
             settings = Settings(flags: reader.settingFlags, environment: environment)
             settingsError = error
         }
-        let context = Context(streams: streams, environment: environment, settings: settings,
-                              programName: isGitHelper ? gitHelperName : "portal-token", services: services)
+        let context = Context(
+            streams: streams, environment: environment, settings: settings,
+            programName: isGitHelper ? gitHelperName : "portal-token", services: services)
         context.settingsError = settingsError
         try command.run(in: context)
     }
@@ -166,8 +175,9 @@ public enum PortalTokenCLI {
         } catch FileReading.Failure.missing where explicitPath == nil {
             // No config file is the ordinary case.
         } catch FileReading.Failure.writableByOthers(let mode) {
-            throw CLIError.usage("cannot read the config file \(path): it is writable by other users (mode \(String(mode, radix: 8)))",
-                                 hint: "restrict it with 'chmod go-w \(path)'")
+            throw CLIError.usage(
+                "cannot read the config file \(path): it is writable by other users (mode \(String(mode, radix: 8)))",
+                hint: "restrict it with 'chmod go-w \(path)'")
         } catch let failure as FileReading.Failure {
             throw CLIError.usage("cannot read the config file \(path): \(describe(failure))")
         }
@@ -194,7 +204,8 @@ public enum PortalTokenCLI {
             """
         let width = OptionTable.commands.map { $0.name.count }.max() ?? 0
         for command in OptionTable.commands {
-            text += "  " + command.name + String(repeating: " ", count: width - command.name.count + 3)
+            text +=
+                "  " + command.name + String(repeating: " ", count: width - command.name.count + 3)
                 + command.summary + "\n"
         }
         text += """

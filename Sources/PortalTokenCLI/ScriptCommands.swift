@@ -93,14 +93,16 @@ struct ExecCommand: Command {
         inheritedDescriptors = Self.openDescriptors()
         let variable = try arguments.option("token-var") ?? Self.defaultTokenVariable
         guard Self.isVariableName(variable) else {
-            throw .usage("--token-var takes an environment variable name such as PORTAL_CLIENT_SESSION_TOKEN",
-                         hint: "use letters, digits and underscores, not starting with a digit")
+            throw .usage(
+                "--token-var takes an environment variable name such as PORTAL_CLIENT_SESSION_TOKEN",
+                hint: "use letters, digits and underscores, not starting with a digit")
         }
         // The names exec sets itself would overwrite the token (or it them), and PATH is how
         // COMMAND is found.
         guard !Self.reservedVariables.contains(variable) else {
-            throw .usage("--token-var cannot be \(variable): \(variable == "PATH" ? "COMMAND is looked up through it" : "exec sets it itself")",
-                         hint: "choose another name, such as API_TOKEN")
+            throw .usage(
+                "--token-var cannot be \(variable): \(variable == "PATH" ? "COMMAND is looked up through it" : "exec sets it itself")",
+                hint: "choose another name, such as API_TOKEN")
         }
         tokenVariable = variable
         command = arguments.remainder()
@@ -110,10 +112,13 @@ struct ExecCommand: Command {
     }
 
     static func isVariableName(_ name: String) -> Bool {
-        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        guard let first = name.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+            return false
+        }
         return name.utf8.allSatisfy { byte in
             byte == UInt8(ascii: "_") || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
         }
     }
 
@@ -136,7 +141,8 @@ struct ExecCommand: Command {
         unsetenv(tokenVariable)
         let name = String(command[0].prefix(256))
         if failure == ENOENT || failure == ENOTDIR {
-            throw CLIError("cannot run '\(name)': command not found", hint: "check the name and PATH", exitCode: .commandNotFound)
+            throw CLIError(
+                "cannot run '\(name)': command not found", hint: "check the name and PATH", exitCode: .commandNotFound)
         }
         throw CLIError("cannot run '\(name)': \(String(cString: strerror(failure)))", exitCode: .commandNotExecutable)
     }
@@ -189,8 +195,9 @@ struct ExecCredentialCommand: Command {
         }
         guard let requested = info["apiVersion"]?.stringValue else { return "\(apiGroup)/v1" }
         guard versions.contains(where: { "\(apiGroup)/\($0)" == requested }) else {
-            throw .usage("KUBERNETES_EXEC_INFO asks for \(requested.prefix(80)), which portal-token does not speak",
-                         hint: "use apiVersion \(apiGroup)/v1 or \(apiGroup)/v1beta1 in the kubeconfig")
+            throw .usage(
+                "KUBERNETES_EXEC_INFO asks for \(requested.prefix(80)), which portal-token does not speak",
+                hint: "use apiVersion \(apiGroup)/v1 or \(apiGroup)/v1beta1 in the kubeconfig")
         }
         return requested
     }
@@ -229,7 +236,8 @@ struct TokenAdoption {
             var bytes = context.streams.readAll(limit: Self.maximumTokenBytes)
             defer { zeroize(&bytes) }
             guard bytes.count <= Self.maximumTokenBytes else {
-                throw CLIError.usage("the input on stdin is larger than a token (64 KiB)", hint: "give one token on one line")
+                throw CLIError.usage(
+                    "the input on stdin is larger than a token (64 KiB)", hint: "give one token on one line")
             }
             token = Secret(String(decoding: bytes, as: UTF8.self).trimmingWhitespace)
         }
@@ -237,18 +245,22 @@ struct TokenAdoption {
             throw CLIError.usage("no token on stdin", hint: "portal-token login --with-token < token-file")
         }
         guard token.withBytes({ !$0.contains { $0 < 0x21 || $0 == 0x7f } }) else {
-            throw CLIError.usage("the token on stdin holds spaces or control characters", hint: "give one token on one line")
+            throw CLIError.usage(
+                "the token on stdin holds spaces or control characters", hint: "give one token on one line")
         }
         let sessions = try context.sessionService()
         switch try sessions.adoptChecked(token: token, endUserID: endUserID?.trimmingWhitespace) {
         case .adopted(let session):
-            context.streams.printError("portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'")
+            context.streams.printError(
+                "portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'")
         case .refused(let status):
-            throw CLIError("Portal refused the token (HTTP \(status) to GET \(SessionService.validationPath)); nothing was stored",
-                           hint: "mint a new token for the end user, or check --env and --api-host", exitCode: .rejected)
+            throw CLIError(
+                "Portal refused the token (HTTP \(status) to GET \(SessionService.validationPath)); nothing was stored",
+                hint: "mint a new token for the end user, or check --env and --api-host", exitCode: .rejected)
         case .noEndUser:
-            throw CLIError("Portal accepted the token but named no end user; nothing was stored",
-                           hint: "give the end user with --end-user ID", exitCode: .rejected)
+            throw CLIError(
+                "Portal accepted the token but named no end user; nothing was stored",
+                hint: "give the end user with --end-user ID", exitCode: .rejected)
         }
     }
 }

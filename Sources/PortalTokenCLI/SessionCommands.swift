@@ -68,7 +68,8 @@ struct StatusCommand: Command {
                 case .expired:
                     lines.append("the session of \(show(session.endUserID)) has ended: it passed its 7-day cap")
                 case .checkWithPortal:
-                    lines.append("signed in as \(show(session.endUserID)) (idle past expires-at: the next use asks Portal)")
+                    lines.append(
+                        "signed in as \(show(session.endUserID)) (idle past expires-at: the next use asks Portal)")
                 default:
                     lines.append("signed in as \(show(session.endUserID))")
                 }
@@ -80,10 +81,15 @@ struct StatusCommand: Command {
                     "  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)",
                 ]
             } else {
-                lines += ["not signed in", "  environment:  \(show(environmentID))", "  backend:      \(backend.name) (\(show(backend.reason)))"]
+                lines += [
+                    "not signed in", "  environment:  \(show(environmentID))",
+                    "  backend:      \(backend.name) (\(show(backend.reason)))",
+                ]
             }
             if let step {
-                lines.append("  two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' before \(RFC3339.format(step.expiresAt))")
+                lines.append(
+                    "  two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' before \(RFC3339.format(step.expiresAt))"
+                )
             }
             if let otherStore { lines.append("  note:         \(show(otherStore))") }
             context.streams.print(lines.joined(separator: "\n"))
@@ -174,11 +180,13 @@ struct APICommand: Command {
         }
         // Spaces and control characters would split or end the request line (RFC 9112 §3).
         guard !path.isEmpty, !path.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
-            throw .usage("the API path holds a space or a control character", hint: "percent-encode it, e.g. %20 for a space")
+            throw .usage(
+                "the API path holds a space or a control character", hint: "percent-encode it, e.g. %20 for a space")
         }
         self.path = path
         self.method = (method ?? (data == nil ? "GET" : "POST")).uppercased()
-        guard !self.method.isEmpty, self.method.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else {
+        guard !self.method.isEmpty, self.method.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
+        else {
             throw .usage("-X takes an HTTP method such as GET or POST")
         }
     }
@@ -193,10 +201,12 @@ struct APICommand: Command {
         let value = String(text[text.index(after: colon)...]).trimmingWhitespace
         let tokenSymbols = Array("!#$%&'*+-.^_`|~".utf8)
         let isTokenByte = { (byte: UInt8) in
-            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7a) || tokenSymbols.contains(byte)
+            (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7a)
+                || tokenSymbols.contains(byte)
         }
         guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
-            throw .usage("-H takes 'Name: value', and the name is not a header name", hint: "for example -H 'X-Request-Id: 42'")
+            throw .usage(
+                "-H takes 'Name: value', and the name is not a header name", hint: "for example -H 'X-Request-Id: 42'")
         }
         if PortalRequestBuilder.ownedHeaderNames.contains(name.lowercased()) {
             throw .usage("-H cannot set \(name): portal-token sets it itself")
@@ -235,20 +245,25 @@ struct APICommand: Command {
         if data == "@-" {
             bytes = context.streams.readAll(limit: Self.maximumBodyBytes)
             guard bytes.count <= Self.maximumBodyBytes else {
-                throw CLIError.usage("cannot read the request body from stdin: \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))")
+                throw CLIError.usage(
+                    "cannot read the request body from stdin: \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))"
+                )
             }
         } else if data.hasPrefix("@") {
             let file = String(data.dropFirst())
             do {
                 bytes = try FileReading.contents(of: file, limit: Self.maximumBodyBytes, regularOnly: false)
             } catch {
-                throw CLIError.usage("cannot read the request body from \(file): \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))")
+                throw CLIError.usage(
+                    "cannot read the request body from \(file): \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))"
+                )
             }
         } else {
             bytes = Array(data.utf8)
         }
         guard (try? JSONValue.parse(bytes)) != nil else {
-            throw CLIError.usage("the request body is not JSON", hint: "give a JSON document with --data, or --data @FILE")
+            throw CLIError.usage(
+                "the request body is not JSON", hint: "give a JSON document with --data, or --data @FILE")
         }
         return bytes
     }

@@ -49,9 +49,11 @@ final class SessionFileLock: SessionLock {
         do {
             return try FileLock.acquire(path, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
-            throw StoreError(error, lockPath: path,
-                             timedOut: StoreError(.timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
-                                                  hint: "try again; if it persists, look for a stuck portal-token process"))
+            throw StoreError(
+                error, lockPath: path,
+                timedOut: StoreError(
+                    .timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
+                    hint: "try again; if it persists, look for a stuck portal-token process"))
         }
     }
 }

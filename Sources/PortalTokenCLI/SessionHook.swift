@@ -20,13 +20,19 @@ struct SessionHook {
         if value.hasPrefix("~/"), let home = environment["HOME"], home.hasPrefix("/") {
             return home + value.dropFirst(1)
         }
-        throw .usage("\(settings.origin(of: .onSessionInvalidated)): the hook path '\(TerminalText.escaped(value))' is not absolute",
-                     hint: "give the hook's full path, or one starting with ~/; a relative path would run from whatever directory portal-token is started in")
+        throw .usage(
+            "\(settings.origin(of: .onSessionInvalidated)): the hook path '\(TerminalText.escaped(value))' is not absolute",
+            hint:
+                "give the hook's full path, or one starting with ~/; a relative path would run from whatever directory portal-token is started in"
+        )
     }
 
     var executable: String? {
-        if let configured = try? Self.configuredPath(context.settings, environment: context.environment) { return configured }
-        let path = context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/hooks/on-session-invalidated"
+        if let configured = try? Self.configuredPath(context.settings, environment: context.environment) {
+            return configured
+        }
+        let path =
+            context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/hooks/on-session-invalidated"
         // A relative HOME makes a relative default: never looked up in the current directory.
         guard path.hasPrefix("/") else { return nil }
         // Anything there is the hook: one that is not executable is reported when it would run.
@@ -36,11 +42,16 @@ struct SessionHook {
 
     func run(_ event: SessionEndedEvent) {
         guard let executable else { return }
-        let outcome = HookRunner(parentEnvironment: context.environment).run(executable: executable, variables: event.environment)
+        let outcome = HookRunner(parentEnvironment: context.environment).run(
+            executable: executable, variables: event.environment)
         if let failure = outcome.failureMessage(path: executable) {
             context.streams.printError("portal-token: warning: \(failure)")
-            if outcome == .notExecutable { context.streams.printError("hint: make it executable: chmod +x \(executable)") }
-            if case .writableByOthers = outcome { context.streams.printError("hint: restrict it with 'chmod go-w \(executable)'") }
+            if outcome == .notExecutable {
+                context.streams.printError("hint: make it executable: chmod +x \(executable)")
+            }
+            if case .writableByOthers = outcome {
+                context.streams.printError("hint: restrict it with 'chmod go-w \(executable)'")
+            }
         }
     }
 }

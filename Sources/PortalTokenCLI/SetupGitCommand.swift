@@ -26,22 +26,26 @@ struct SetupGitCommand: Command {
         let others = helpers.filter { $0 != Self.helperValue }
         if unset {
             guard helpers.contains(Self.helperValue) else {
-                context.streams.printError("portal-token: your global git config does not use portal-token; nothing changed")
+                context.streams.printError(
+                    "portal-token: your global git config does not use portal-token; nothing changed")
                 return
             }
             // A value pattern that matches exactly this entry, so other helpers stay.
             _ = try Self.git(["config", "--global", "--unset-all", "credential.helper", "^portal-token$"])
-            context.streams.printError("portal-token: removed credential.helper portal-token from your global git config"
-                                       + Self.kept(others))
+            context.streams.printError(
+                "portal-token: removed credential.helper portal-token from your global git config"
+                    + Self.kept(others))
             return
         }
         guard !helpers.contains(Self.helperValue) else {
-            context.streams.printError("portal-token: git already uses portal-token as a credential helper; nothing changed")
+            context.streams.printError(
+                "portal-token: git already uses portal-token as a credential helper; nothing changed")
             return
         }
         _ = try Self.git(["config", "--global", "--add", "credential.helper", Self.helperValue])
-        context.streams.printError("portal-token: added credential.helper portal-token to your global git config"
-                                   + Self.kept(others))
+        context.streams.printError(
+            "portal-token: added credential.helper portal-token to your global git config"
+                + Self.kept(others))
         if !others.isEmpty {
             context.streams.printError("hint: git asks its helpers in order, so a helper listed earlier answers first")
         }
@@ -60,13 +64,15 @@ struct SetupGitCommand: Command {
         let result = ChildProcess.run("git", arguments)
         guard let status = result.status else {
             if result.startError == ENOENT {
-                throw CLIError.usage("git is not installed", hint: "install git, then run 'portal-token setup-git' again")
+                throw CLIError.usage(
+                    "git is not installed", hint: "install git, then run 'portal-token setup-git' again")
             }
             throw CLIError.usage("cannot run git: \(String(cString: strerror(result.startError)))")
         }
         guard status == 0 || allowing.contains(status) else {
-            throw CLIError.usage("git config exited with status \(status); the global git config was not changed",
-                                 hint: "run 'git config --global --list' to see what git reports")
+            throw CLIError.usage(
+                "git config exited with status \(status); the global git config was not changed",
+                hint: "run 'git config --global --list' to see what git reports")
         }
         return result
     }

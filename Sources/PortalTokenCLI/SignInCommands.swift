@@ -123,16 +123,20 @@ struct LoginCommand: Command {
         if apple { chosen.append(.apple) }
         if withToken {
             guard chosen.isEmpty else { throw .usage("--with-token adopts a token; it takes no sign-in method") }
-            if let adoptedEndUserID, adoptedEndUserID.trimmingWhitespace.isEmpty { throw .usage("--end-user needs an end user ID") }
+            if let adoptedEndUserID, adoptedEndUserID.trimmingWhitespace.isEmpty {
+                throw .usage("--end-user needs an end user ID")
+            }
             method = nil
             opensBrowser = false
             timeoutSeconds = 0
             return
         }
         guard chosen.count == 1, let method = chosen.first else {
-            throw .usage(chosen.isEmpty ? "choose how to sign in: --email ADDRESS, --google, --apple or --with-token"
-                                        : "choose one way to sign in, not \(chosen.count)",
-                         hint: "run 'portal-token methods' to see the methods this environment allows")
+            throw .usage(
+                chosen.isEmpty
+                    ? "choose how to sign in: --email ADDRESS, --google, --apple or --with-token"
+                    : "choose one way to sign in, not \(chosen.count)",
+                hint: "run 'portal-token methods' to see the methods this environment allows")
         }
         guard adoptedEndUserID == nil else { throw .usage("--end-user goes with --with-token") }
         self.method = method
@@ -170,9 +174,13 @@ struct LoginCommand: Command {
         defer { listener?.close() }
         try start(method, service, context)
         guard let listener else {
-            context.streams.printError("portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser is sent back")
+            context.streams.printError(
+                "portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser is sent back"
+            )
             if let registration = DesktopRedirectHandler.registrationCommand(redirectURL: redirectURL) {
-                context.streams.printError("hint: if it is not set up yet: install \(DesktopRedirectHandler.fileName) and run '\(registration)'")
+                context.streams.printError(
+                    "hint: if it is not set up yet: install \(DesktopRedirectHandler.fileName) and run '\(registration)'"
+                )
             }
             return
         }
@@ -184,7 +192,8 @@ struct LoginCommand: Command {
         switch method {
         case .email(let address):
             try service.client.sendMagicLink(email: address)
-            context.streams.printError("portal-token: a sign-in link was sent to the address you gave; open it on this computer")
+            context.streams.printError(
+                "portal-token: a sign-in link was sent to the address you gave; open it on this computer")
         case .google, .apple:
             let url = try service.client.authorizeURL(for: method.authMethod)
             let provider = method == .google ? "Google" : "Apple"
@@ -200,16 +209,22 @@ struct LoginCommand: Command {
     }
 
     /// Waits for the browser; the redirect is completed while the browser waits for its page.
-    private func wait(for listener: LoopbackRedirectListener, _ service: SignInService, _ context: Context) throws -> RedirectOutcome {
+    private func wait(for listener: LoopbackRedirectListener, _ service: SignInService, _ context: Context) throws
+        -> RedirectOutcome
+    {
         let progress = ProgressLine(streams: context.streams)
         defer { progress.clear() }
         let result: Result<RedirectOutcome, any Error> = try listener.wait(progress: progress.show) { url in
             do {
                 let outcome = try service.completeRedirect(url)
                 if case .twoFactorRequired = outcome {
-                    return .finish(.success(outcome), page: LoopbackRedirectListener.Page(
-                        status: 200, title: "Two-factor code needed",
-                        message: "Return to the terminal and enter the code from your authenticator app to finish signing in."))
+                    return .finish(
+                        .success(outcome),
+                        page: LoopbackRedirectListener.Page(
+                            status: 200, title: "Two-factor code needed",
+                            message:
+                                "Return to the terminal and enter the code from your authenticator app to finish signing in."
+                        ))
                 }
                 return .finish(.success(outcome), page: .signedIn)
             } catch SignInError.notARedirect {
@@ -219,7 +234,9 @@ struct LoginCommand: Command {
                 // error parameter: Portal's refusal is reported and the real one still awaited
                 // (product contract §7). Its timeout still bounds the wait.
                 progress.clear()
-                context.streams.printError("portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); still waiting")
+                context.streams.printError(
+                    "portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); still waiting"
+                )
                 return .keepWaiting(page: .failed("portal-token could not complete this sign-in."))
             } catch {
                 return .finish(.failure(error), page: .failed("portal-token could not complete the sign-in."))
@@ -278,19 +295,24 @@ struct RedirectCommand: Command {
             // Started from the entry's Exec= line rather than by the bus: the URL went nowhere,
             // and the person waiting in the browser must hear so rather than nothing.
             if !handler.receivedOpen && context.environment["DBUS_STARTER_ADDRESS"] == nil {
-                DesktopLauncher.notify("Portal sign-in did not finish",
-                                       "The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token redirect -",
-                                       environment: context.environment)
-                throw CLIError("no redirect URL arrived: the desktop handler was started without D-Bus activation, so the launcher kept the URL",
-                               hint: "use a launcher that honours DBusActivatable (GIO: gio open, GNOME, browsers), or copy the URL the browser was sent to and run 'portal-token redirect -'",
-                               exitCode: .usage)
+                DesktopLauncher.notify(
+                    "Portal sign-in did not finish",
+                    "The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token redirect -",
+                    environment: context.environment)
+                throw CLIError(
+                    "no redirect URL arrived: the desktop handler was started without D-Bus activation, so the launcher kept the URL",
+                    hint:
+                        "use a launcher that honours DBusActivatable (GIO: gio open, GNOME, browsers), or copy the URL the browser was sent to and run 'portal-token redirect -'",
+                    exitCode: .usage)
             }
             return
         }
         try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)
     }
 
-    private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool) throws {
+    private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool)
+        throws
+    {
         let service = try context.signInService(configuration: configuration)
         let outcome = try service.completeRedirect(url)
         try SignInCompletion(context: context, service: service, notifies: notifies).finish(outcome)
@@ -336,19 +358,24 @@ struct VerifyTOTPCommand: Command {
             var line = context.streams.readLine(limit: 256)
             defer { zeroize(&line) }
             guard !line.isEmpty else {
-                throw CLIError.usage("no two-factor code given", hint: "give it as 'portal-token verify-totp CODE', or on stdin")
+                throw CLIError.usage(
+                    "no two-factor code given", hint: "give it as 'portal-token verify-totp CODE', or on stdin")
             }
             session = try verifyOnce(String(decoding: line, as: UTF8.self), step, service)
         }
         completion.report(session, replayed: false)
     }
 
-    private func verifyOnce(_ code: String, _ step: PendingTwoFactor, _ service: SignInService) throws -> PortalSession {
+    private func verifyOnce(_ code: String, _ step: PendingTwoFactor, _ service: SignInService) throws -> PortalSession
+    {
         do {
             return try service.verify(code: code, for: step)
         } catch let error as ClientAuthError where error.isRejectedCode {
-            throw CLIError(error.message, hint: "the step stays usable until it expires: run 'portal-token verify-totp' with the code your app shows now",
-                           exitCode: .rejected)
+            throw CLIError(
+                error.message,
+                hint:
+                    "the step stays usable until it expires: run 'portal-token verify-totp' with the code your app shows now",
+                exitCode: .rejected)
         }
     }
 }

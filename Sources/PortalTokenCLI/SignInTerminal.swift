@@ -25,9 +25,12 @@ final class ProgressLine {
             address = (addresses.first ?? "127.0.0.1") + ":\(port)"
         case .waiting(let remaining):
             if isLive {
-                draw("portal-token: waiting for the browser on \(address), \(Self.clock(remaining)) left (Ctrl-C to stop)")
+                draw(
+                    "portal-token: waiting for the browser on \(address), \(Self.clock(remaining)) left (Ctrl-C to stop)"
+                )
             } else if !announced {
-                streams.printError("portal-token: waiting for the browser on \(address) for up to \(Self.clock(remaining))")
+                streams.printError(
+                    "portal-token: waiting for the browser on \(address) for up to \(Self.clock(remaining))")
             }
             announced = true
         case .ignoredRequest:
@@ -74,7 +77,8 @@ enum DesktopLauncher {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for descriptor in Int32(0)...2 {
-            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(
+                &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
         }
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
@@ -138,8 +142,13 @@ struct SignInCompletion {
                 if let notKept { throw notKept }
                 let minutes = max(1, (step.expiresAt - context.now() + 59) / 60)
                 let next = "run 'portal-token verify-totp' within \(minutes) minute\(minutes == 1 ? "" : "s")"
-                context.streams.printError("portal-token: \(step.endUserID) needs a two-factor code to finish signing in: \(next)")
-                if notifies { DesktopLauncher.notify("Portal sign-in needs a two-factor code", "In a terminal, \(next).", environment: context.environment) }
+                context.streams.printError(
+                    "portal-token: \(step.endUserID) needs a two-factor code to finish signing in: \(next)")
+                if notifies {
+                    DesktopLauncher.notify(
+                        "Portal sign-in needs a two-factor code", "In a terminal, \(next).",
+                        environment: context.environment)
+                }
                 return
             }
             if let enrollment {
@@ -203,7 +212,11 @@ struct SignInCompletion {
 
     func report(_ session: PortalSession, replayed: Bool) {
         let note = replayed ? " (this sign-in link was used before; nothing was sent to Portal)" : ""
-        context.streams.printError("portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'\(note)")
-        if notifies { DesktopLauncher.notify("Signed in to Portal", "Signed in as \(session.endUserID).", environment: context.environment) }
+        context.streams.printError(
+            "portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'\(note)")
+        if notifies {
+            DesktopLauncher.notify(
+                "Signed in to Portal", "Signed in as \(session.endUserID).", environment: context.environment)
+        }
     }
 }

@@ -35,8 +35,9 @@ public struct StandardStreams: Sendable {
             buffer.append(contentsOf: chunk[0..<count])
             if buffer.count > Self.requestLimit {
                 zeroize(&buffer)
-                throw .usage("the credential request on stdin is larger than \(Self.requestLimit >> 20) MiB",
-                             hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
+                throw .usage(
+                    "the credential request on stdin is larger than \(Self.requestLimit >> 20) MiB",
+                    hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
             }
             if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
         }

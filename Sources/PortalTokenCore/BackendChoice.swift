@@ -61,11 +61,13 @@ public struct BackendChoice: Sendable, Equatable {
         case .auto:
             switch try presence() {
             case .provider:
-                return BackendChoice(backend: .secretService,
-                                     reason: "a Secret Service provider is registered on the session bus")
+                return BackendChoice(
+                    backend: .secretService,
+                    reason: "a Secret Service provider is registered on the session bus")
             case .noProvider:
-                return BackendChoice(backend: .file, reason: "no Secret Service provider is registered on the session bus",
-                                     isFallback: true)
+                return BackendChoice(
+                    backend: .file, reason: "no Secret Service provider is registered on the session bus",
+                    isFallback: true)
             case .noBus:
                 return BackendChoice(backend: .file, reason: "there is no D-Bus session bus", isFallback: true)
             }

@@ -36,9 +36,11 @@ public final class CachedSessionStore: SessionStore {
     ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
     ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
     ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
-    public init(cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
-                now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil,
-                store: @escaping () throws -> any SessionStore) {
+    public init(
+        cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
+        now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil,
+        store: @escaping () throws -> any SessionStore
+    ) {
         self.confirmUnlocked = confirmUnlocked
         self.cache = cache
         self.lock = lock
@@ -78,8 +80,9 @@ public final class CachedSessionStore: SessionStore {
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
         if timeoutSeconds > 0, let copy = cache.read(name(for: authEnvironmentID)),
-           let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
-           session.decision(at: now()) == .handOut {
+            let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
+            session.decision(at: now()) == .handOut
+        {
             do {
                 try confirmUnlocked?()
             } catch {
@@ -120,8 +123,9 @@ public final class CachedSessionStore: SessionStore {
         guard timeoutSeconds > 0, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - now()
         guard remaining > 0 else { return }
-        cache.store(session.payload, as: name(for: session.authEnvironmentID),
-                    forSeconds: Int(min(remaining, Int64(timeoutSeconds))))
+        cache.store(
+            session.payload, as: name(for: session.authEnvironmentID),
+            forSeconds: Int(min(remaining, Int64(timeoutSeconds))))
     }
 
     private func withLock<Result>(_ body: () throws(StoreError) -> Result) throws(StoreError) -> Result {

@@ -22,7 +22,8 @@ public struct CredentialHost: Sendable, Hashable {
         if boundary != gitHost.endIndex {
             let digits = gitHost[gitHost.index(after: boundary)...]
             if !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-               let port = Int(digits), port <= 65535 {
+                let port = Int(digits), port <= 65535
+            {
                 self.init(server: String(gitHost[..<boundary]), port: port)
                 return
             }
@@ -54,9 +55,11 @@ public struct Credential: Sendable, Equatable {
     /// The pre-encoded value of the Authorization header after the scheme (`credential`).
     public var credential: Secret?
 
-    public init(protocolName: String, host: CredentialHost?, path: String? = nil, username: String,
-                password: Secret, passwordExpiresAt: Int64? = nil, oauthRefreshToken: Secret? = nil,
-                authType: String? = nil, credential: Secret? = nil) {
+    public init(
+        protocolName: String, host: CredentialHost?, path: String? = nil, username: String,
+        password: Secret, passwordExpiresAt: Int64? = nil, oauthRefreshToken: Secret? = nil,
+        authType: String? = nil, credential: Secret? = nil
+    ) {
         self.protocolName = protocolName
         self.host = host
         self.path = path
@@ -117,9 +120,11 @@ public struct CredentialQuery: Sendable {
     /// `capability[]=authtype` could not use one, so it does not look for them.
     public var includesBearerOnly: Bool
 
-    public init(protocolName: String? = nil, host: CredentialHost? = nil, path: String? = nil,
-                username: String? = nil, password: Secret? = nil, credential: Secret? = nil,
-                includesBearerOnly: Bool = true) {
+    public init(
+        protocolName: String? = nil, host: CredentialHost? = nil, path: String? = nil,
+        username: String? = nil, password: Secret? = nil, credential: Secret? = nil,
+        includesBearerOnly: Bool = true
+    ) {
         self.protocolName = protocolName
         self.host = host
         self.path = path

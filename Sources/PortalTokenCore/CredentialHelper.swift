@@ -41,8 +41,9 @@ public struct CredentialHelper {
     public func store(_ request: CredentialRequest) throws(StoreError) -> Bool {
         guard let credential = Self.credential(in: request) else { return false }
         if request.state.contains(CredentialState.served) {
-            var slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
-                                       path: credential.path, username: credential.username)
+            var slot = CredentialQuery(
+                protocolName: credential.protocolName, host: credential.host,
+                path: credential.path, username: credential.username)
             slot.includesBearerOnly = true
             let stored = try store.lookup(slot).first { $0.occupiesSameSlot(as: credential) }
             // What that get handed out: without the authtype pair to a client lacking the capability.
@@ -56,10 +57,12 @@ public struct CredentialHelper {
     /// The credential a `store` request describes, or nil when there is nothing to keep.
     static func credential(in request: CredentialRequest) -> Credential? {
         guard !request.isEphemeral, let protocolName = request.protocolName,
-              request.host != nil || request.path != nil else { return nil }
+            request.host != nil || request.path != nil
+        else { return nil }
         var authType: String?, value: Secret?
         if request.advertisesAuthType, let type = request.authType, !type.isEmpty,
-           let credential = request.credential, !credential.isEmpty {
+            let credential = request.credential, !credential.isEmpty
+        {
             authType = type
             value = credential
         }
@@ -68,10 +71,11 @@ public struct CredentialHelper {
             // A password-only credential, as before git 2.46: username and password are needed.
             guard request.username != nil, request.password != nil else { return nil }
         }
-        return Credential(protocolName: protocolName, host: request.host, path: request.path,
-                          username: request.username ?? "", password: password,
-                          passwordExpiresAt: request.passwordExpiresAt, oauthRefreshToken: request.oauthRefreshToken,
-                          authType: authType, credential: value)
+        return Credential(
+            protocolName: protocolName, host: request.host, path: request.path,
+            username: request.username ?? "", password: password,
+            passwordExpiresAt: request.passwordExpiresAt, oauthRefreshToken: request.oauthRefreshToken,
+            authType: authType, credential: value)
     }
 
     /// Removes every match; with a password (or `credential`) in the request, only entries

@@ -32,8 +32,9 @@ public struct CredentialRequest: Sendable {
     public init() {}
 
     public var query: CredentialQuery {
-        CredentialQuery(protocolName: protocolName, host: host, path: path, username: username,
-                        includesBearerOnly: advertisesAuthType)
+        CredentialQuery(
+            protocolName: protocolName, host: host, path: path, username: username,
+            includesBearerOnly: advertisesAuthType)
     }
 
     /// The token a request carries for an origin: its password, else (git 2.46+) its
@@ -71,7 +72,8 @@ public enum CredentialProtocolError: Error, Equatable, Sendable {
         case .invalidExpiry(let line):
             return "line \(line) of the credential input: password_expiry_utc is not a number of seconds"
         case .invalidURL(let line):
-            return "line \(line) of the credential input: url cannot be parsed (no protocol://, a newline or CR once decoded, or not UTF-8)"
+            return
+                "line \(line) of the credential input: url cannot be parsed (no protocol://, a newline or CR once decoded, or not UTF-8)"
         case .unwritableValue(let key):
             return "the stored \(key) contains a newline, CR or NUL and cannot be written to git"
         }
@@ -92,7 +94,8 @@ public enum CredentialProtocol {
             // git reads lines with strbuf_getline: a CR right before the newline belongs to the
             // line ending, not to the value.
             if lineEnd != input.endIndex, !line.isEmpty,
-               line[line.index(line.startIndex, offsetBy: line.count - 1)] == UInt8(ascii: "\r") {
+                line[line.index(line.startIndex, offsetBy: line.count - 1)] == UInt8(ascii: "\r")
+            {
                 line = line[line.startIndex..<line.index(line.startIndex, offsetBy: line.count - 1)]
             }
             lineStart = lineEnd == input.endIndex ? lineEnd : input.index(after: lineEnd)
@@ -102,15 +105,18 @@ public enum CredentialProtocol {
         return request
     }
 
-    private static func read(line: some Collection<UInt8>, number: Int,
-                             into request: inout CredentialRequest) throws(CredentialProtocolError) {
+    private static func read(
+        line: some Collection<UInt8>, number: Int,
+        into request: inout CredentialRequest
+    ) throws(CredentialProtocolError) {
         if line.contains(0) { throw .forbiddenCharacter(line: number, character: "NUL") }
         if line.contains(UInt8(ascii: "\r")) { throw .forbiddenCharacter(line: number, character: "CR") }
         guard let separator = line.firstIndex(of: UInt8(ascii: "=")) else {
             throw .missingSeparator(line: number)
         }
         guard let key = String(validating: line[line.startIndex..<separator], as: UTF8.self),
-              let value = String(validating: line[line.index(after: separator)...], as: UTF8.self) else {
+            let value = String(validating: line[line.index(after: separator)...], as: UTF8.self)
+        else {
             throw .invalidUTF8(line: number)
         }
         request.hasAttributes = true
@@ -173,7 +179,8 @@ public enum CredentialProtocol {
     public static func format(_ answer: Answer) throws(CredentialProtocolError) -> [UInt8] {
         var output: [UInt8] = []
         let credential = answer.credential
-        let pair = answer.authType ? credential.authType.flatMap { type in credential.credential.map { (type, $0) } } : nil
+        let pair =
+            answer.authType ? credential.authType.flatMap { type in credential.credential.map { (type, $0) } } : nil
         if pair != nil { try append("capability[]", "authtype", to: &output) }
         if !answer.state.isEmpty { try append("capability[]", "state", to: &output) }
         if let (authType, value) = pair {
@@ -202,7 +209,8 @@ public enum CredentialProtocol {
     }
 
     /// Writes one line; a value that would break the framing (newline, CR, NUL) is refused.
-    public static func append(_ key: String, _ value: String, to output: inout [UInt8]) throws(CredentialProtocolError) {
+    public static func append(_ key: String, _ value: String, to output: inout [UInt8]) throws(CredentialProtocolError)
+    {
         if value.utf8.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") || $0 == 0 }) {
             throw .unwritableValue(key: key)
         }
@@ -243,13 +251,15 @@ struct GitURL {
         protocolName = String(decoding: bytes[..<schemeEnd], as: UTF8.self)
         let start = schemeEnd + 3
         let rest = bytes[start...]
-        let hostEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        let hostEnd =
+            rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? bytes.endIndex
         var hostStart = start
         if let at = rest.firstIndex(of: UInt8(ascii: "@")), at < hostEnd {
             if let colon = rest.firstIndex(of: UInt8(ascii: ":")), colon < at {
                 guard let user = decodeLeniently(bytes[start..<colon]),
-                      let pass = decodeLeniently(bytes[(colon + 1)..<at]) else { return nil }
+                    let pass = decodeLeniently(bytes[(colon + 1)..<at])
+                else { return nil }
                 username = user
                 password = pass
             } else {

@@ -18,11 +18,14 @@ public enum CredentialRouting {
         do {
             base = try PortalAPIBase(apiHost: apiHost ?? PortalAPIBase.defaultHost)
         } catch {
-            if PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host, unreadableAPIHost: apiHost ?? "") {
+            if PortalHostGate.mayBePortalOrigin(
+                protocolName: protocolName, host: host, unreadableAPIHost: apiHost ?? "")
+            {
                 throw error
             }
             return .storage
         }
-        return PortalHostGate(apiBase: base).isPortalOrigin(protocolName: protocolName, host: host) ? .portalSession : .storage
+        return PortalHostGate(apiBase: base).isPortalOrigin(protocolName: protocolName, host: host)
+            ? .portalSession : .storage
     }
 }

@@ -32,7 +32,8 @@ public struct StoreError: Error, Sendable, Equatable {
     public var hint: String?
 
     /// The hint every "keyring is locked" error carries.
-    public static let keyringLockedHint = "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
+    public static let keyringLockedHint =
+        "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
     public init(_ kind: Kind, _ message: String, hint: String? = nil) {
         self.kind = kind
@@ -56,8 +57,10 @@ public enum SecretPacking {
     }
 
     public static func pack(password: Secret, passwordExpiresAt: Int64?, oauthRefreshToken: Secret?) -> Secret {
-        pack(Credential(protocolName: "", host: nil, username: "", password: password,
-                        passwordExpiresAt: passwordExpiresAt, oauthRefreshToken: oauthRefreshToken))
+        pack(
+            Credential(
+                protocolName: "", host: nil, username: "", password: password,
+                passwordExpiresAt: passwordExpiresAt, oauthRefreshToken: oauthRefreshToken))
     }
 
     public static func pack(_ credential: Credential) -> Secret {
@@ -103,9 +106,13 @@ public enum SecretPacking {
         }
     }
 
-    private static func value(of line: UnsafeRawBufferPointer.SubSequence, after prefix: String) -> UnsafeRawBufferPointer.SubSequence? {
+    private static func value(of line: UnsafeRawBufferPointer.SubSequence, after prefix: String)
+        -> UnsafeRawBufferPointer.SubSequence?
+    {
         let prefixBytes = Array(prefix.utf8)
-        guard line.count >= prefixBytes.count, line.prefix(prefixBytes.count).elementsEqual(prefixBytes) else { return nil }
+        guard line.count >= prefixBytes.count, line.prefix(prefixBytes.count).elementsEqual(prefixBytes) else {
+            return nil
+        }
         return line.dropFirst(prefixBytes.count)
     }
 }

@@ -32,7 +32,9 @@ public struct HTTPRequest: Sendable, CustomStringConvertible, CustomDebugStringC
     public var authorization: Secret?
     public var body: [UInt8]?
 
-    public init(method: String, url: String, headers: [HTTPHeader] = [], authorization: Secret? = nil, body: [UInt8]? = nil) {
+    public init(
+        method: String, url: String, headers: [HTTPHeader] = [], authorization: Secret? = nil, body: [UInt8]? = nil
+    ) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -43,8 +45,9 @@ public struct HTTPRequest: Sendable, CustomStringConvertible, CustomDebugStringC
     public var description: String { "\(method) \(HTTPError.hostForMessages(url) ?? "<unparsed URL>")" }
     public var debugDescription: String { description }
     public var customMirror: Mirror {
-        Mirror(self, children: ["method": method, "host": HTTPError.hostForMessages(url) ?? "<unparsed URL>"],
-               displayStyle: .struct)
+        Mirror(
+            self, children: ["method": method, "host": HTTPError.hostForMessages(url) ?? "<unparsed URL>"],
+            displayStyle: .struct)
     }
 }
 
@@ -152,10 +155,12 @@ public struct HTTPTransportOptions: Sendable, Equatable {
     public var caBundlePath: String?
     public var maximumResponseBytes: Int
 
-    public init(connectTimeoutMilliseconds: Int = defaultConnectTimeoutMilliseconds,
-                totalTimeoutMilliseconds: Int = defaultTotalTimeoutMilliseconds,
-                caBundlePath: String? = nil,
-                maximumResponseBytes: Int = defaultMaximumResponseBytes) {
+    public init(
+        connectTimeoutMilliseconds: Int = defaultConnectTimeoutMilliseconds,
+        totalTimeoutMilliseconds: Int = defaultTotalTimeoutMilliseconds,
+        caBundlePath: String? = nil,
+        maximumResponseBytes: Int = defaultMaximumResponseBytes
+    ) {
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
         self.caBundlePath = caBundlePath
@@ -164,8 +169,10 @@ public struct HTTPTransportOptions: Sendable, Equatable {
 
     public init(settings: Settings) throws(SettingError) {
         self.init(
-            connectTimeoutMilliseconds: try settings.milliseconds(.httpConnectTimeout, default: Self.defaultConnectTimeoutMilliseconds),
-            totalTimeoutMilliseconds: try settings.milliseconds(.httpTimeout, default: Self.defaultTotalTimeoutMilliseconds),
+            connectTimeoutMilliseconds: try settings.milliseconds(
+                .httpConnectTimeout, default: Self.defaultConnectTimeoutMilliseconds),
+            totalTimeoutMilliseconds: try settings.milliseconds(
+                .httpTimeout, default: Self.defaultTotalTimeoutMilliseconds),
             caBundlePath: settings.value(.caBundle).map { $0.trimmingWhitespace }.flatMap { $0.isEmpty ? nil : $0 })
     }
 }
@@ -184,8 +191,10 @@ public struct PortalRequestBuilder: Sendable {
     public let userAgent: String
     private let makeTraceID: @Sendable () -> String
 
-    public init(gate: PortalHostGate, version: String,
-                traceID: @escaping @Sendable () -> String = { TraceID.generate() }) {
+    public init(
+        gate: PortalHostGate, version: String,
+        traceID: @escaping @Sendable () -> String = { TraceID.generate() }
+    ) {
         self.gate = gate
         self.userAgent = "portal-token/\(version)"
         self.makeTraceID = traceID
@@ -201,8 +210,10 @@ public struct PortalRequestBuilder: Sendable {
     /// - Parameters:
     ///   - bearer: the token for `Authorization: Bearer`; attached only if the gate allows `url`.
     ///   - extraHeaders: headers of a particular call (e.g. `x-portal-auth-environment-id`).
-    public func request(_ method: String, _ url: String, body: [UInt8]? = nil, bearer: Secret? = nil,
-                        extraHeaders: [HTTPHeader] = []) -> HTTPRequest {
+    public func request(
+        _ method: String, _ url: String, body: [UInt8]? = nil, bearer: Secret? = nil,
+        extraHeaders: [HTTPHeader] = []
+    ) -> HTTPRequest {
         var headers = [
             HTTPHeader("Accept", "application/json"),
             HTTPHeader("Content-Type", "application/json"),
@@ -239,8 +250,8 @@ public enum TraceID {
             let random = generator.next() as UInt64
             for offset in 0..<8 { bytes[half * 8 + offset] = UInt8(truncatingIfNeeded: random >> (offset * 8)) }
         }
-        bytes[6] = (bytes[6] & 0x0f) | 0x40   // version 4
-        bytes[8] = (bytes[8] & 0x3f) | 0x80   // variant 10xx
+        bytes[6] = (bytes[6] & 0x0f) | 0x40  // version 4
+        bytes[8] = (bytes[8] & 0x3f) | 0x80  // variant 10xx
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(36)
@@ -263,10 +274,14 @@ public enum TraceID {
             case 14:
                 guard byte == UInt8(ascii: "4") else { return false }
             case 19:
-                guard byte == UInt8(ascii: "8") || byte == UInt8(ascii: "9") || byte == UInt8(ascii: "a")
-                        || byte == UInt8(ascii: "b") else { return false }
+                guard
+                    byte == UInt8(ascii: "8") || byte == UInt8(ascii: "9") || byte == UInt8(ascii: "a")
+                        || byte == UInt8(ascii: "b")
+                else { return false }
             default:
-                guard URLAuthority.isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")) else { return false }
+                guard URLAuthority.isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")) else {
+                    return false
+                }
             }
         }
         return true

@@ -66,13 +66,16 @@ public enum HookOutcome: Sendable, Equatable {
         case .exited(let status): return "the on-session-invalidated hook exited with status \(status)"
         case .signalled(let signal): return "the on-session-invalidated hook was killed by signal \(signal)"
         case .timedOut(let milliseconds): return "the on-session-invalidated hook was stopped after \(milliseconds) ms"
-        case .couldNotStart(let errorNumber): return "the on-session-invalidated hook could not be started (errno \(errorNumber))"
+        case .couldNotStart(let errorNumber):
+            return "the on-session-invalidated hook could not be started (errno \(errorNumber))"
         case .statusUnavailable: return "the on-session-invalidated hook ended with an unknown status"
         case .missing: return "the on-session-invalidated hook does not exist"
         case .notExecutable: return "the on-session-invalidated hook is not an executable file; it was not run"
-        case .foreignOwner(let uid): return "the on-session-invalidated hook belongs to another user (uid \(uid)); it was not run"
+        case .foreignOwner(let uid):
+            return "the on-session-invalidated hook belongs to another user (uid \(uid)); it was not run"
         case .writableByOthers(let mode):
-            return "the on-session-invalidated hook is writable by other users (mode \(String(mode, radix: 8))); it was not run"
+            return
+                "the on-session-invalidated hook is writable by other users (mode \(String(mode, radix: 8))); it was not run"
         }
     }
 

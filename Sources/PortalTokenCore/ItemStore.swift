@@ -43,20 +43,26 @@ public struct ItemSessionStore: SessionStore {
     public init(_ items: any ItemStore) { self.items = items }
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        guard let newest = try items.search(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID]).first else {
+        guard
+            let newest = try items.search(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID])
+                .first
+        else {
             return .absent
         }
         guard let session = PortalSession.decode(payload: newest.secret, authEnvironmentID: authEnvironmentID),
-              newest.attributes["end-user-id"] == session.endUserID else { return .unreadable }
+            newest.attributes["end-user-id"] == session.endUserID
+        else { return .unreadable }
         return .present(session)
     }
 
     public func saveSession(_ session: PortalSession) throws(StoreError) {
-        try items.replace(matching: ["auth-environment-id": session.authEnvironmentID], with: StoredItem(
-            schema: Self.schema,
-            attributes: ["auth-environment-id": session.authEnvironmentID, "end-user-id": session.endUserID],
-            label: "Portal session for \(session.endUserID) (\(session.authEnvironmentID))",
-            secret: session.payload))
+        try items.replace(
+            matching: ["auth-environment-id": session.authEnvironmentID],
+            with: StoredItem(
+                schema: Self.schema,
+                attributes: ["auth-environment-id": session.authEnvironmentID, "end-user-id": session.endUserID],
+                label: "Portal session for \(session.endUserID) (\(session.authEnvironmentID))",
+                secret: session.payload))
     }
 
     @discardableResult
@@ -66,7 +72,9 @@ public struct ItemSessionStore: SessionStore {
 
     /// Every readable session, the newest of each environment (for `migrate` and `status`).
     public func allSessions() throws(StoreError) -> [PortalSession] {
-        newestPerEnvironment(try items.search(schema: Self.schema, attributes: [:]), decode: PortalSession.decode(payload:authEnvironmentID:))
+        newestPerEnvironment(
+            try items.search(schema: Self.schema, attributes: [:]),
+            decode: PortalSession.decode(payload:authEnvironmentID:))
     }
 }
 
@@ -84,9 +92,11 @@ public struct ItemTwoFactorStepStore: TwoFactorStepStore {
     }
 
     public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        try items.replace(matching: ["auth-environment-id": step.authEnvironmentID], with: StoredItem(
-            schema: Self.schema, attributes: ["auth-environment-id": step.authEnvironmentID],
-            label: "Portal two-factor sign-in step (\(step.authEnvironmentID))", secret: step.payload))
+        try items.replace(
+            matching: ["auth-environment-id": step.authEnvironmentID],
+            with: StoredItem(
+                schema: Self.schema, attributes: ["auth-environment-id": step.authEnvironmentID],
+                label: "Portal two-factor sign-in step (\(step.authEnvironmentID))", secret: step.payload))
     }
 
     @discardableResult
@@ -96,7 +106,9 @@ public struct ItemTwoFactorStepStore: TwoFactorStepStore {
 
     /// Every readable step, the newest of each environment (for `migrate`).
     public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
-        newestPerEnvironment(try items.search(schema: Self.schema, attributes: [:]), decode: PendingTwoFactor.decode(payload:authEnvironmentID:))
+        newestPerEnvironment(
+            try items.search(schema: Self.schema, attributes: [:]),
+            decode: PendingTwoFactor.decode(payload:authEnvironmentID:))
     }
 }
 
@@ -106,7 +118,8 @@ private func newestPerEnvironment<Record>(_ items: [StoredItem], decode: (Secret
     var records: [Record] = []
     for item in items {
         guard let environment = item.attributes["auth-environment-id"], !seen.contains(environment),
-              let record = decode(item.secret, environment) else { continue }
+            let record = decode(item.secret, environment)
+        else { continue }
         seen.insert(environment)
         records.append(record)
     }

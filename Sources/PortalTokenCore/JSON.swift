@@ -217,7 +217,9 @@ public struct JSONReader {
         index += 1
     }
 
-    private mutating func nested<Result>(_ body: (inout JSONReader) throws(JSONError) -> Result) throws(JSONError) -> Result {
+    private mutating func nested<Result>(_ body: (inout JSONReader) throws(JSONError) -> Result) throws(JSONError)
+        -> Result
+    {
         guard depth < Self.maximumDepth else { throw fail() }
         depth += 1
         defer { depth -= 1 }
@@ -303,7 +305,9 @@ public struct JSONReader {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard index < bytes.count, isDigit(bytes[index]) else { throw fail() }
             skipDigits()
         }

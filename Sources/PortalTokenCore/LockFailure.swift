@@ -14,8 +14,9 @@ extension StoreError {
         case .notOwnRegularFile:
             self.init(.failed, "the lock file \(lockPath) is not a regular file of your own", hint: removeHint)
         case .cannotOpen(let number):
-            self.init(.failed, "cannot open the lock file \(lockPath): \(String(cString: strerror(number)))",
-                      hint: Self.hint(errno: number, lockPath: lockPath))
+            self.init(
+                .failed, "cannot open the lock file \(lockPath): \(String(cString: strerror(number)))",
+                hint: Self.hint(errno: number, lockPath: lockPath))
         case .cannotLock(let number):
             self.init(.failed, "cannot lock \(lockPath): \(String(cString: strerror(number)))")
         }

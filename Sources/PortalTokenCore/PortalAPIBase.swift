@@ -38,9 +38,11 @@ public struct PortalAPIBase: Sendable, Equatable {
         let authority = rest.prefix { $0 != "/" }
         guard !authority.isEmpty else { return false }
         for byte in authority.utf8 {
-            guard URLAuthority.isLetter(byte) || URLAuthority.isDigit(byte) || byte == UInt8(ascii: ".")
+            guard
+                URLAuthority.isLetter(byte) || URLAuthority.isDigit(byte) || byte == UInt8(ascii: ".")
                     || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ":") || byte == UInt8(ascii: "[")
-                    || byte == UInt8(ascii: "]") else { return false }
+                    || byte == UInt8(ascii: "]")
+            else { return false }
         }
         // Host, then optionally ':' and a port number; a bracketed IPv6 literal keeps its colons.
         var hostPart = authority[...], portPart: Substring?
@@ -58,10 +60,13 @@ public struct PortalAPIBase: Sendable, Equatable {
         }
         guard !hostPart.isEmpty else { return false }
         if let portPart {
-            guard !portPart.isEmpty, portPart.count <= 5, portPart.utf8.allSatisfy(URLAuthority.isDigit) else { return false }
+            guard !portPart.isEmpty, portPart.count <= 5, portPart.utf8.allSatisfy(URLAuthority.isDigit) else {
+                return false
+            }
         }
         // A path prefix may follow, but no query, fragment, space or control character.
-        for byte in rest.utf8 where byte <= 0x20 || byte == 0x7f || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") {
+        for byte in rest.utf8
+        where byte <= 0x20 || byte == 0x7f || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") {
             return false
         }
         return true
@@ -72,5 +77,7 @@ public struct PortalAPIBase: Sendable, Equatable {
 public struct InvalidAPIHostError: Error, Sendable, Equatable {
     public init() {}
     public var message: String { "the API host is not a host name, host:port or http(s) URL" }
-    public var hint: String? { "set --api-host or PORTAL_API_HOST to a value such as api.portalhq.io or localhost:3000" }
+    public var hint: String? {
+        "set --api-host or PORTAL_API_HOST to a value such as api.portalhq.io or localhost:3000"
+    }
 }

@@ -45,7 +45,7 @@ public struct PortalHostGate: Sendable {
         for byte in host.utf8 {
             switch byte {
             case UInt8(ascii: "/"), UInt8(ascii: "@"), UInt8(ascii: "?"), UInt8(ascii: "#"),
-                 UInt8(ascii: "\\"), UInt8(ascii: "%"), UInt8(ascii: " "), 0..<0x20, 0x7f...:
+                UInt8(ascii: "\\"), UInt8(ascii: "%"), UInt8(ascii: " "), 0..<0x20, 0x7f...:
                 return false
             default: continue
             }
@@ -59,7 +59,8 @@ public struct PortalHostGate: Sendable {
     /// names. Any other host (github.com) is not Portal's whatever the setting was meant to say.
     public static func mayBePortalOrigin(protocolName: String, host: String, unreadableAPIHost: String) -> Bool {
         if PortalHostGate(registeredHosts: PortalHostRegistry(), configuredEndpoints: [])
-            .isPortalOrigin(protocolName: protocolName, host: host) {
+            .isPortalOrigin(protocolName: protocolName, host: host)
+        {
             return true
         }
         let name = (host.split(separator: ":", maxSplits: 1).first.map(String.init) ?? host).lowercased()
@@ -197,8 +198,10 @@ struct URLAuthority: Equatable {
         guard index != bytes.endIndex, Self.isLetter(bytes[index]) else { return nil }
         while index != bytes.endIndex, bytes[index] != UInt8(ascii: ":") {
             let byte = bytes[index]
-            guard Self.isLetter(byte) || Self.isDigit(byte) || byte == UInt8(ascii: "+")
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") else { return nil }
+            guard
+                Self.isLetter(byte) || Self.isDigit(byte) || byte == UInt8(ascii: "+")
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            else { return nil }
             index = bytes.index(after: index)
         }
         guard index != bytes.endIndex else { return nil }
@@ -272,7 +275,8 @@ struct URLAuthority: Equatable {
             hostKind = .ipv6Loopback
         } else {
             guard rawHost.count <= Self.maximumHostLength,
-                  let name = Self.lowercasedHostName(rawHost) else { return nil }
+                let name = Self.lowercasedHostName(rawHost)
+            else { return nil }
             host = name
             hostKind = Self.classify(name)
         }
@@ -299,7 +303,9 @@ struct URLAuthority: Equatable {
                 previousWasDot = true
                 labelLength = 0
             } else {
-                guard isLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") else { return nil }
+                guard isLetter(byte) || isDigit(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") else {
+                    return nil
+                }
                 if lowered.isEmpty, !(isLetter(byte) || isDigit(byte)) { return nil }
                 previousWasDot = false
                 labelLength += 1
@@ -331,9 +337,9 @@ struct URLAuthority: Equatable {
             switch byte {
             case UInt8(ascii: "%"): remainingHexDigits = 2
             case UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"),
-                 UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"),
-                 UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
-                 UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"):
+                UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+                UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+                UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"):
                 continue
             default:
                 guard isLetter(byte) || isDigit(byte) else { return false }
@@ -343,12 +349,14 @@ struct URLAuthority: Equatable {
     }
 
     static func isLetter(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+        (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
     }
 
     static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 
     static func isHexDigit(_ byte: UInt8) -> Bool {
-        isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
+        isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+            || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
     }
 }

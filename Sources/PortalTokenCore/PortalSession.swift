@@ -20,8 +20,10 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     /// this session without a second exchange while it is stored (wire contract §5.2).
     public var grantDigest: String?
 
-    public init(token: Secret, endUserID: String, authEnvironmentID: String, issuedAt: Int64?, lastActivityAt: Int64?,
-                grantDigest: String? = nil) {
+    public init(
+        token: Secret, endUserID: String, authEnvironmentID: String, issuedAt: Int64?, lastActivityAt: Int64?,
+        grantDigest: String? = nil
+    ) {
         self.token = token
         self.endUserID = endUserID
         self.authEnvironmentID = authEnvironmentID
@@ -72,14 +74,16 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     /// Returns nil for an unusable payload.
     public static func decode(payload: Secret, authEnvironmentID: String) -> PortalSession? {
         guard let value = payload.withBytes({ try? JSONValue.parse($0) }),
-              case .object = value,
-              let token = value["clientSessionToken"]?.stringValue, !token.trimmingWhitespace.isEmpty,
-              let endUserID = value["endUserId"]?.stringValue, !endUserID.trimmingWhitespace.isEmpty else {
+            case .object = value,
+            let token = value["clientSessionToken"]?.stringValue, !token.trimmingWhitespace.isEmpty,
+            let endUserID = value["endUserId"]?.stringValue, !endUserID.trimmingWhitespace.isEmpty
+        else {
             return nil
         }
-        return PortalSession(token: Secret(token), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                             issuedAt: value["issuedAt"]?.int64Value, lastActivityAt: value["lastActivityAt"]?.int64Value,
-                             grantDigest: value["grantDigest"]?.stringValue)
+        return PortalSession(
+            token: Secret(token), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+            issuedAt: value["issuedAt"]?.int64Value, lastActivityAt: value["lastActivityAt"]?.int64Value,
+            grantDigest: value["grantDigest"]?.stringValue)
     }
 }
 
@@ -136,7 +140,8 @@ public enum RFC3339 {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2))Z"
+        return
+            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2))Z"
     }
 
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {

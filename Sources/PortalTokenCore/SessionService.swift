@@ -68,10 +68,12 @@ public final class SessionService {
     private let warn: (String) -> Void
     private let now: () -> Int64
 
-    public init(authEnvironmentID: String, apiBase: PortalAPIBase, store: any SessionStore, lock: any SessionLock,
-                transport: any HTTPTransport, requests: PortalRequestBuilder,
-                sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
-                now: @escaping () -> Int64) {
+    public init(
+        authEnvironmentID: String, apiBase: PortalAPIBase, store: any SessionStore, lock: any SessionLock,
+        transport: any HTTPTransport, requests: PortalRequestBuilder,
+        sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
+        now: @escaping () -> Int64
+    ) {
         self.authEnvironmentID = authEnvironmentID
         self.apiBase = apiBase
         self.store = store
@@ -101,7 +103,9 @@ public final class SessionService {
                 return try store.deleteSession(authEnvironmentID: authEnvironmentID)
             }
             if removed {
-                warn("the stored Portal session for environment '\(authEnvironmentID)' could not be read and was removed")
+                warn(
+                    "the stored Portal session for environment '\(authEnvironmentID)' could not be read and was removed"
+                )
                 return nil
             }
             return try restore()
@@ -150,8 +154,10 @@ public final class SessionService {
         return session
     }
 
-    private func send(_ session: PortalSession, _ method: String, _ path: String, body: [UInt8]?,
-                      headers: [HTTPHeader] = []) throws -> HTTPResponse {
+    private func send(
+        _ session: PortalSession, _ method: String, _ path: String, body: [UInt8]?,
+        headers: [HTTPHeader] = []
+    ) throws -> HTTPResponse {
         let url = try resolve(path)
         let request = requests.request(method, url, body: body, bearer: session.token, extraHeaders: headers)
         let response: HTTPResponse
@@ -186,8 +192,9 @@ public final class SessionService {
     @discardableResult
     public func adopt(token: Secret, endUserID: String) throws -> PortalSession {
         let time = now()
-        let session = PortalSession(token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                                    issuedAt: time, lastActivityAt: time)
+        let session = PortalSession(
+            token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+            issuedAt: time, lastActivityAt: time)
         try lock.withLock { try store.saveSession(session) }
         return session
     }
@@ -238,12 +245,14 @@ public final class SessionService {
     private func slide(_ session: PortalSession) throws -> PortalSession {
         let slid = session.accepted(at: now())
         if let recorded = session.lastActivityAt, session.issuedAt != nil,
-           slid.lastActivityAt! - recorded < Self.activityRecordingInterval {
+            slid.lastActivityAt! - recorded < Self.activityRecordingInterval
+        {
             return slid
         }
         try lock.withLock {
             guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
-                  current.token == session.token else { return }
+                current.token == session.token
+            else { return }
             try store.saveSession(slid)
         }
         return slid
@@ -266,11 +275,13 @@ public final class SessionService {
     private func end(_ session: PortalSession, reason: SessionEndReason) throws -> Never {
         let removed = try lock.withLock { () throws -> Bool in
             guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
-                  current.token == session.token else { return false }
+                current.token == session.token
+            else { return false }
             return try store.deleteSession(authEnvironmentID: authEnvironmentID)
         }
         if removed {
-            sessionEnded(SessionEndedEvent(authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, reason: reason))
+            sessionEnded(
+                SessionEndedEvent(authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, reason: reason))
         }
         throw SessionError.ended(reason: reason, endUserID: session.endUserID)
     }

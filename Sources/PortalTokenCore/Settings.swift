@@ -13,23 +13,31 @@ public struct Setting: Sendable, Hashable {
         self.environment = environment
     }
 
-    public static let authEnvironmentID = Setting(key: "auth-environment-id", flag: "env", environment: "PORTAL_AUTH_ENVIRONMENT_ID")
+    public static let authEnvironmentID = Setting(
+        key: "auth-environment-id", flag: "env", environment: "PORTAL_AUTH_ENVIRONMENT_ID")
     public static let apiHost = Setting(key: "api-host", flag: "api-host", environment: "PORTAL_API_HOST")
-    public static let redirectURL = Setting(key: "redirect-url", flag: "redirect-url", environment: "PORTAL_REDIRECT_URL")
-    public static let magicLinkFromEmail = Setting(key: "magic-link-from-email", environment: "PORTAL_MAGIC_LINK_FROM_EMAIL")
-    public static let magicLinkTemplateID = Setting(key: "magic-link-template-id", environment: "PORTAL_MAGIC_LINK_TEMPLATE_ID")
-    public static let accountAbstracted = Setting(key: "account-abstracted", flag: "account-abstracted", environment: "PORTAL_ACCOUNT_ABSTRACTED")
+    public static let redirectURL = Setting(
+        key: "redirect-url", flag: "redirect-url", environment: "PORTAL_REDIRECT_URL")
+    public static let magicLinkFromEmail = Setting(
+        key: "magic-link-from-email", environment: "PORTAL_MAGIC_LINK_FROM_EMAIL")
+    public static let magicLinkTemplateID = Setting(
+        key: "magic-link-template-id", environment: "PORTAL_MAGIC_LINK_TEMPLATE_ID")
+    public static let accountAbstracted = Setting(
+        key: "account-abstracted", flag: "account-abstracted", environment: "PORTAL_ACCOUNT_ABSTRACTED")
     public static let backend = Setting(key: "backend", flag: "backend", environment: "PORTAL_TOKEN_BACKEND")
     public static let storeFile = Setting(key: "file", environment: "PORTAL_TOKEN_FILE")
     public static let passphraseFile = Setting(key: "passphrase-file", environment: "PORTAL_TOKEN_PASSPHRASE_FILE")
-    public static let onSessionInvalidated = Setting(key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
-    public static let keyringTimeout = Setting(key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    public static let onSessionInvalidated = Setting(
+        key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
+    public static let keyringTimeout = Setting(
+        key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
     /// How long the encrypted file store's derived key stays in the kernel user keyring, in
     /// seconds; 0 turns the cache off.
     public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
     public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
     /// Bound on the TCP and TLS handshake of each HTTP request; default 3000 ms.
-    public static let httpConnectTimeout = Setting(key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
+    public static let httpConnectTimeout = Setting(
+        key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
     /// Bound on each whole HTTP exchange, connection included; default 10000 ms.
     public static let httpTimeout = Setting(key: "http-timeout-ms", environment: "PORTAL_TOKEN_HTTP_TIMEOUT_MS")
     /// A PEM file of CA certificates trusted in addition to the system's (a test CA, a
@@ -63,8 +71,10 @@ public struct Settings: Sendable {
     /// Where the config file was read from, for messages.
     public var configPath: String?
 
-    public init(flags: [String: String] = [:], environment: [String: String] = [:],
-                configFile: [String: String] = [:], configPath: String? = nil) {
+    public init(
+        flags: [String: String] = [:], environment: [String: String] = [:],
+        configFile: [String: String] = [:], configPath: String? = nil
+    ) {
         self.flags = flags
         self.environment = environment
         self.configFile = configFile
@@ -97,8 +107,9 @@ public struct Settings: Sendable {
     public func seconds(_ setting: Setting, default defaultValue: Int, maximum: Int) throws(SettingError) -> Int {
         guard let text = value(setting) else { return defaultValue }
         guard let number = Int(text.trimmingWhitespace), number >= 0, number <= maximum else {
-            throw SettingError("\(origin(of: setting)) must be a whole number of seconds between 0 and \(maximum)",
-                               hint: "0 turns it off")
+            throw SettingError(
+                "\(origin(of: setting)) must be a whole number of seconds between 0 and \(maximum)",
+                hint: "0 turns it off")
         }
         return number
     }
@@ -128,8 +139,9 @@ public struct Settings: Sendable {
             }
             let key = line[..<equals].trimmingWhitespace
             guard known.contains(key) else {
-                throw SettingError("\(path):\(index + 1): unknown setting '\(key)'",
-                                   hint: "see 'portal-token --help' for the settings the config file takes")
+                throw SettingError(
+                    "\(path):\(index + 1): unknown setting '\(key)'",
+                    hint: "see 'portal-token --help' for the settings the config file takes")
             }
             values[key] = line[line.index(after: equals)...].trimmingWhitespace
         }
@@ -145,7 +157,8 @@ extension StringProtocol {
         let haystack = Array(utf8)
         let pattern = Array(needle.utf8)
         guard !pattern.isEmpty, haystack.count >= pattern.count else { return nil }
-        for start in 0...(haystack.count - pattern.count) where haystack[start..<(start + pattern.count)].elementsEqual(pattern) {
+        for start in 0...(haystack.count - pattern.count)
+        where haystack[start..<(start + pattern.count)].elementsEqual(pattern) {
             let lower = utf8.index(utf8.startIndex, offsetBy: start)
             let upper = utf8.index(lower, offsetBy: pattern.count)
             return lower..<upper

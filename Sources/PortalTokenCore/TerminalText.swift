@@ -9,7 +9,9 @@ public enum TerminalText {
     /// become `\xNN` / `\u{NN}`; a backslash stays as it is. `keepingNewlines` leaves line
     /// breaks for text of several lines that portal-token composed itself.
     public static func escaped(_ text: String, keepingNewlines: Bool = false) -> String {
-        guard text.unicodeScalars.contains(where: { isControl($0) && !(keepingNewlines && $0 == "\n") }) else { return text }
+        guard text.unicodeScalars.contains(where: { isControl($0) && !(keepingNewlines && $0 == "\n") }) else {
+            return text
+        }
         var result = ""
         result.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
         for scalar in text.unicodeScalars {

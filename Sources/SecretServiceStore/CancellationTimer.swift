@@ -22,8 +22,10 @@ final class CancellationTimer {
     private let lib: LibSecret.Functions
     private let deadline: Int64
 
-    init(cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int,
-         using lib: LibSecret.Functions) {
+    init(
+        cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int,
+        using lib: LibSecret.Functions
+    ) {
         self.cancellable = cancellable
         self.lib = lib
         deadline = MonotonicClock.milliseconds() + Int64(milliseconds)
@@ -37,11 +39,15 @@ final class CancellationTimer {
         pthread_attr_init(&threadAttributes)
         pthread_attr_setstacksize(&threadAttributes, 64 * 1024)
         let context = Unmanaged.passRetained(self).toOpaque()
-        started = wakeup >= 0 && pthread_create(&thread, &threadAttributes, { context in
-            let timer = Unmanaged<CancellationTimer>.fromOpaque(context!).takeRetainedValue()
-            timer.waitForDeadline()
-            return nil
-        }, context) == 0
+        started =
+            wakeup >= 0
+            && pthread_create(
+                &thread, &threadAttributes,
+                { context in
+                    let timer = Unmanaged<CancellationTimer>.fromOpaque(context!).takeRetainedValue()
+                    timer.waitForDeadline()
+                    return nil
+                }, context) == 0
         if !started { Unmanaged<CancellationTimer>.fromOpaque(context).release() }
         pthread_attr_destroy(&threadAttributes)
     }

@@ -6,7 +6,8 @@ func makeAttributeTable(_ attributes: [(String, String)]) -> OpaquePointer {
     let lib = LibSecret.functions
     let table = lib.hashTableNewWithStringKeys(freeingValues: true)!
     for (name, value) in attributes {
-        lib.hashTableInsert(table, UnsafeMutableRawPointer(lib.strdup(name)), UnsafeMutableRawPointer(lib.strdup(value)))
+        lib.hashTableInsert(
+            table, UnsafeMutableRawPointer(lib.strdup(name)), UnsafeMutableRawPointer(lib.strdup(value)))
     }
     return table
 }
@@ -20,7 +21,9 @@ let silentLogWriter: GLogWriterFunc = { level, fields, count, _ in
 
 /// Turns a GError into the store's error, naming what was being done. GError texts come from
 /// GLib and D-Bus and carry no stored values.
-func storeError(from error: UnsafeMutablePointer<GError>, while operation: String, timeoutMilliseconds: Int) -> StoreError {
+func storeError(from error: UnsafeMutablePointer<GError>, while operation: String, timeoutMilliseconds: Int)
+    -> StoreError
+{
     let lib = LibSecret.functions
     defer { lib.errorFree(error) }
     if lib.isCancellation(error) {
@@ -37,7 +40,9 @@ func storeError(from error: UnsafeMutablePointer<GError>, while operation: Strin
     case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
         return StoreError(
             .unavailable, "no Secret Service provider is running on the session bus",
-            hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file")
+            hint:
+                "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file"
+        )
     case "org.freedesktop.Secret.Error.IsLocked":
         return StoreError(.locked, "the keyring is locked", hint: lockedHint)
     default:

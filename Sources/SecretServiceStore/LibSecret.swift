@@ -20,8 +20,9 @@ enum LibSecret {
     /// be loaded.
     static func load() throws(StoreError) -> Functions {
         guard let loaded else {
-            throw StoreError(.unavailable, "libsecret (\(soname)) could not be loaded",
-                             hint: "install Debian's libsecret-1-0, or use --backend file")
+            throw StoreError(
+                .unavailable, "libsecret (\(soname)) could not be loaded",
+                hint: "install Debian's libsecret-1-0, or use --backend file")
         }
         return loaded
     }
@@ -43,8 +44,10 @@ enum LibSecret {
         private let dbusProxyGetConnectionFunction, dbusProxyGetObjectPathFunction: UnsafeMutableRawPointer
         private let dbusConnectionCallSyncFunction, variantUnrefFunction: UnsafeMutableRawPointer
         // libsecret
-        private let serviceGetSyncFunction, serviceSearchSyncFunction, serviceUnlockSyncFunction: UnsafeMutableRawPointer
-        private let collectionForAliasSyncFunction, collectionGetLockedFunction, collectionGetLabelFunction: UnsafeMutableRawPointer
+        private let serviceGetSyncFunction, serviceSearchSyncFunction,
+            serviceUnlockSyncFunction: UnsafeMutableRawPointer
+        private let collectionForAliasSyncFunction, collectionGetLockedFunction,
+            collectionGetLabelFunction: UnsafeMutableRawPointer
         private let schemaNewvFunction, itemCreateSyncFunction, itemDeleteSyncFunction: UnsafeMutableRawPointer
         private let itemGetAttributesFunction, itemGetLockedFunction, itemGetModifiedFunction: UnsafeMutableRawPointer
         private let itemGetCreatedFunction, itemGetSecretFunction, itemGetLabelFunction: UnsafeMutableRawPointer
@@ -118,11 +121,13 @@ enum LibSecret {
         /// A hash table with string keys (g_str_hash, g_str_equal) that frees its keys with
         /// g_free, and its values too when `freeingValues`.
         func hashTableNewWithStringKeys(freeingValues: Bool) -> OpaquePointer? {
-            portal_g_hash_table_new_full(hashTableNewFullFunction, strHashFunction, strEqualFunction, freeFunction,
-                                         freeingValues ? freeFunction : nil)
+            portal_g_hash_table_new_full(
+                hashTableNewFullFunction, strHashFunction, strEqualFunction, freeFunction,
+                freeingValues ? freeFunction : nil)
         }
 
-        func hashTableInsert(_ table: OpaquePointer, _ key: UnsafeMutableRawPointer?, _ value: UnsafeMutableRawPointer?) {
+        func hashTableInsert(_ table: OpaquePointer, _ key: UnsafeMutableRawPointer?, _ value: UnsafeMutableRawPointer?)
+        {
             _ = portal_g_hash_table_insert(hashTableInsertFunction, table, key, value)
         }
 
@@ -132,15 +137,19 @@ enum LibSecret {
             portal_g_hash_table_iter_init(hashTableIterInitFunction, iterator, table)
         }
 
-        func hashTableIterNext(_ iterator: UnsafeMutablePointer<GHashTableIter>, _ key: UnsafeMutablePointer<gpointer?>,
-                               _ value: UnsafeMutablePointer<gpointer?>) -> Bool {
+        func hashTableIterNext(
+            _ iterator: UnsafeMutablePointer<GHashTableIter>, _ key: UnsafeMutablePointer<gpointer?>,
+            _ value: UnsafeMutablePointer<gpointer?>
+        ) -> Bool {
             portal_g_hash_table_iter_next(hashTableIterNextFunction, iterator, key, value) != 0
         }
 
         func strdup(_ text: String) -> UnsafeMutablePointer<gchar>? { portal_g_strdup(strdupFunction, text) }
         func free(_ memory: UnsafeMutableRawPointer?) { portal_g_free(freeFunction, memory) }
 
-        func listAppend(_ list: UnsafeMutablePointer<GList>?, _ data: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<GList>? {
+        func listAppend(_ list: UnsafeMutablePointer<GList>?, _ data: UnsafeMutableRawPointer?) -> UnsafeMutablePointer<
+            GList
+        >? {
             portal_g_list_append(listAppendFunction, list, data)
         }
 
@@ -178,14 +187,18 @@ enum LibSecret {
             portal_g_dbus_error_get_remote_error(dbusErrorGetRemoteErrorFunction, error)
         }
 
-        func cancellableNew() -> UnsafeMutablePointer<GCancellable>? { portal_g_cancellable_new(cancellableNewFunction) }
+        func cancellableNew() -> UnsafeMutablePointer<GCancellable>? {
+            portal_g_cancellable_new(cancellableNewFunction)
+        }
 
         func cancellableCancel(_ cancellable: UnsafeMutablePointer<GCancellable>) {
             portal_g_cancellable_cancel(cancellableCancelFunction, cancellable)
         }
 
-        func busGetSync(_ type: GBusType, _ cancellable: UnsafeMutablePointer<GCancellable>,
-                        _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> OpaquePointer? {
+        func busGetSync(
+            _ type: GBusType, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> OpaquePointer? {
             portal_g_bus_get_sync(busGetSyncFunction, type, cancellable, error)
         }
 
@@ -203,37 +216,48 @@ enum LibSecret {
             flags: GDBusCallFlags, timeoutMilliseconds: gint, _ cancellable: UnsafeMutablePointer<GCancellable>,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> OpaquePointer? {
-            portal_g_dbus_connection_call_sync(dbusConnectionCallSyncFunction, connection, busName, objectPath, interfaceName,
-                                               methodName, nil, nil, flags, timeoutMilliseconds, cancellable, error)
+            portal_g_dbus_connection_call_sync(
+                dbusConnectionCallSyncFunction, connection, busName, objectPath, interfaceName,
+                methodName, nil, nil, flags, timeoutMilliseconds, cancellable, error)
         }
 
         func variantUnref(_ value: OpaquePointer) { portal_g_variant_unref(variantUnrefFunction, value) }
 
         // MARK: libsecret
 
-        func serviceGetSync(_ flags: SecretServiceFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
-                            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> UnsafeMutablePointer<SecretService>? {
+        func serviceGetSync(
+            _ flags: SecretServiceFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> UnsafeMutablePointer<SecretService>? {
             portal_secret_service_get_sync(serviceGetSyncFunction, flags, cancellable, error)
         }
 
         /// A search by attributes alone, of any schema.
-        func serviceSearchSync(_ service: UnsafeMutablePointer<SecretService>, _ attributes: OpaquePointer,
-                               _ flags: SecretSearchFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
-                               _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> UnsafeMutablePointer<GList>? {
-            portal_secret_service_search_sync(serviceSearchSyncFunction, service, nil, attributes, flags, cancellable, error)
+        func serviceSearchSync(
+            _ service: UnsafeMutablePointer<SecretService>, _ attributes: OpaquePointer,
+            _ flags: SecretSearchFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> UnsafeMutablePointer<GList>? {
+            portal_secret_service_search_sync(
+                serviceSearchSyncFunction, service, nil, attributes, flags, cancellable, error)
         }
 
         /// Unlocks the objects; how many were unlocked is returned, not which.
-        func serviceUnlockSync(_ service: UnsafeMutablePointer<SecretService>, _ objects: UnsafeMutablePointer<GList>?,
-                               _ cancellable: UnsafeMutablePointer<GCancellable>,
-                               _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> gint {
+        func serviceUnlockSync(
+            _ service: UnsafeMutablePointer<SecretService>, _ objects: UnsafeMutablePointer<GList>?,
+            _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> gint {
             portal_secret_service_unlock_sync(serviceUnlockSyncFunction, service, objects, cancellable, nil, error)
         }
 
-        func collectionForAliasSync(_ service: UnsafeMutablePointer<SecretService>, _ alias: String,
-                                    _ flags: SecretCollectionFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
-                                    _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> UnsafeMutablePointer<SecretCollection>? {
-            portal_secret_collection_for_alias_sync(collectionForAliasSyncFunction, service, alias, flags, cancellable, error)
+        func collectionForAliasSync(
+            _ service: UnsafeMutablePointer<SecretService>, _ alias: String,
+            _ flags: SecretCollectionFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> UnsafeMutablePointer<SecretCollection>? {
+            portal_secret_collection_for_alias_sync(
+                collectionForAliasSyncFunction, service, alias, flags, cancellable, error)
         }
 
         func collectionGetLocked(_ collection: UnsafeMutablePointer<SecretCollection>) -> Bool {
@@ -244,20 +268,27 @@ enum LibSecret {
             portal_secret_collection_get_label(collectionGetLabelFunction, collection)
         }
 
-        func schemaNewv(_ name: String, _ flags: SecretSchemaFlags, _ types: OpaquePointer) -> UnsafeMutablePointer<SecretSchema>? {
+        func schemaNewv(_ name: String, _ flags: SecretSchemaFlags, _ types: OpaquePointer) -> UnsafeMutablePointer<
+            SecretSchema
+        >? {
             portal_secret_schema_newv(schemaNewvFunction, name, flags, types)
         }
 
-        func itemCreateSync(_ collection: UnsafeMutablePointer<SecretCollection>, _ schema: UnsafeMutablePointer<SecretSchema>,
-                            _ attributes: OpaquePointer, _ label: String, _ value: OpaquePointer, _ flags: SecretItemCreateFlags,
-                            _ cancellable: UnsafeMutablePointer<GCancellable>,
-                            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> UnsafeMutablePointer<SecretItem>? {
-            portal_secret_item_create_sync(itemCreateSyncFunction, collection, schema, attributes, label, value, flags,
-                                           cancellable, error)
+        func itemCreateSync(
+            _ collection: UnsafeMutablePointer<SecretCollection>, _ schema: UnsafeMutablePointer<SecretSchema>,
+            _ attributes: OpaquePointer, _ label: String, _ value: OpaquePointer, _ flags: SecretItemCreateFlags,
+            _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> UnsafeMutablePointer<SecretItem>? {
+            portal_secret_item_create_sync(
+                itemCreateSyncFunction, collection, schema, attributes, label, value, flags,
+                cancellable, error)
         }
 
-        func itemDeleteSync(_ item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>,
-                            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>) -> Bool {
+        func itemDeleteSync(
+            _ item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> Bool {
             portal_secret_item_delete_sync(itemDeleteSyncFunction, item, cancellable, error) != 0
         }
 
@@ -293,6 +324,8 @@ enum LibSecret {
             portal_secret_value_get(valueGetFunction, value, length)
         }
 
-        func valueUnref(_ value: OpaquePointer) { portal_secret_value_unref(valueUnrefFunction, UnsafeMutableRawPointer(value)) }
+        func valueUnref(_ value: OpaquePointer) {
+            portal_secret_value_unref(valueUnrefFunction, UnsafeMutableRawPointer(value))
+        }
     }
 }

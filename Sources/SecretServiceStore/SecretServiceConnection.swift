@@ -30,17 +30,23 @@ final class SecretServiceConnection {
         // Where GLib would find no session bus at all, say so before loading libsecret: with
         // `--backend secret-service` on a server or in a container, the error comes at once.
         if !Self.sessionBusMayExist() {
-            throw StoreError(.unavailable, "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
-                             hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+            throw StoreError(
+                .unavailable,
+                "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
+                hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }
         let lib = try LibSecret.load()
         // Ask for the bus first, so that "no bus" and "no keyring on the bus" read differently.
-        let bus = try bounded("connecting to the D-Bus session bus", classify: { error in
-            let message = String(cString: error.pointee.message)
-            lib.errorFree(error)
-            return StoreError(.unavailable, "no D-Bus session bus: \(message)",
-                              hint: "run inside a desktop session or dbus-run-session, or use --backend file")
-        }) { cancellable, error in
+        let bus = try bounded(
+            "connecting to the D-Bus session bus",
+            classify: { error in
+                let message = String(cString: error.pointee.message)
+                lib.errorFree(error)
+                return StoreError(
+                    .unavailable, "no D-Bus session bus: \(message)",
+                    hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+            }
+        ) { cancellable, error in
             lib.busGetSync(G_BUS_TYPE_SESSION, cancellable, &error)
         }
         if let bus { lib.objectUnref(UnsafeMutableRawPointer(bus)) }
@@ -77,17 +83,20 @@ final class SecretServiceConnection {
             throw StoreError(.unavailable, "the Secret Service could not be reached")
         }
         let reply = try bounded("asking the Secret Service to answer") { cancellable, error in
-            lib.dbusConnectionCallSync(bus, busName: "org.freedesktop.secrets", objectPath: "/org/freedesktop/secrets",
-                                       interfaceName: "org.freedesktop.DBus.Peer", methodName: "Ping",
-                                       flags: G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds: gint(timeoutMilliseconds),
-                                       cancellable, &error)
+            lib.dbusConnectionCallSync(
+                bus, busName: "org.freedesktop.secrets", objectPath: "/org/freedesktop/secrets",
+                interfaceName: "org.freedesktop.DBus.Peer", methodName: "Ping",
+                flags: G_DBUS_CALL_FLAGS_NONE, timeoutMilliseconds: gint(timeoutMilliseconds),
+                cancellable, &error)
         }
         if let reply { lib.variantUnref(reply) }
     }
 
     /// Items whose attributes include all of `attributes`, of any schema; locked items are
     /// returned too, without their secrets.
-    func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError) -> ItemList {
+    func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError)
+        -> ItemList
+    {
         let service = try connect()
         let lib = LibSecret.functions
         let table = makeAttributeTable(attributes)
@@ -100,22 +109,27 @@ final class SecretServiceConnection {
         for _ in 0..<4 {
             var vanished = false
             do {
-                let list = try bounded(operation, classify: { error in
-                    if Self.isVanishedItem(error) {
-                        lib.errorFree(error)
-                        vanished = true
-                        return StoreError(.failed, "")
+                let list = try bounded(
+                    operation,
+                    classify: { error in
+                        if Self.isVanishedItem(error) {
+                            lib.errorFree(error)
+                            vanished = true
+                            return StoreError(.failed, "")
+                        }
+                        return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
                     }
-                    return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
-                }) { cancellable, error in
+                ) { cancellable, error in
                     lib.serviceSearchSync(service, table, SecretSearchFlags(flags), cancellable, &error)
                 }
                 return ItemList(list)
-            } catch where vanished {
+            } catch  where vanished {
                 continue
             }
         }
-        throw StoreError(.timedOut, "items kept vanishing while \(operation)", hint: "another process is changing the keyring; try again")
+        throw StoreError(
+            .timedOut, "items kept vanishing while \(operation)",
+            hint: "another process is changing the keyring; try again")
     }
 
     /// The default collection, unlocked: with a prompt when a person is at a terminal, else an
@@ -123,7 +137,9 @@ final class SecretServiceConnection {
     func unlockedDefaultCollection() throws(StoreError) -> CollectionReference {
         let collection = try defaultCollection()
         guard collection.isLocked else { return collection }
-        guard allowPrompt else { throw StoreError(.locked, "keyring '\(collection.label)' is locked", hint: lockedHint) }
+        guard allowPrompt else {
+            throw StoreError(.locked, "keyring '\(collection.label)' is locked", hint: lockedHint)
+        }
         let service = try connect()
         let lib = LibSecret.functions
         let objects = lib.listAppend(nil, collection.pointer)
@@ -139,8 +155,9 @@ final class SecretServiceConnection {
 
     func defaultCollection() throws(StoreError) -> CollectionReference {
         guard let collection = try defaultCollectionIfAny() else {
-            throw StoreError(.unavailable, "the Secret Service has no default keyring",
-                             hint: "create one with Passwords and Keys (seahorse), or use --backend file")
+            throw StoreError(
+                .unavailable, "the Secret Service has no default keyring",
+                hint: "create one with Passwords and Keys (seahorse), or use --backend file")
         }
         return collection
     }
@@ -176,8 +193,10 @@ final class SecretServiceConnection {
     }
 
     /// Creates an item (never replacing one) and returns its object path.
-    func create(in collection: CollectionReference, schema: UnsafeMutablePointer<SecretSchema>,
-                attributes: [(String, String)], label: String, secret: Secret, while operation: String) throws(StoreError) -> String {
+    func create(
+        in collection: CollectionReference, schema: UnsafeMutablePointer<SecretSchema>,
+        attributes: [(String, String)], label: String, secret: Secret, while operation: String
+    ) throws(StoreError) -> String {
         let lib = LibSecret.functions
         let value = secret.withBytes { bytes in
             // secret_value_new copies the bytes; an empty secret still needs a valid pointer.
@@ -192,7 +211,8 @@ final class SecretServiceConnection {
         let table = makeAttributeTable(attributes)
         defer { lib.hashTableUnref(table) }
         let created = try bounded(operation) { cancellable, error in
-            lib.itemCreateSync(collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
+            lib.itemCreateSync(
+                collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
         return FoundItem(GObjectReference(owning: created)).objectPath
@@ -202,17 +222,20 @@ final class SecretServiceConnection {
     func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
         var vanished = false
         do {
-            _ = try bounded(operation, classify: { error in
-                if Self.isVanishedItem(error) {
-                    LibSecret.functions.errorFree(error)
-                    vanished = true
-                    return StoreError(.failed, "")
+            _ = try bounded(
+                operation,
+                classify: { error in
+                    if Self.isVanishedItem(error) {
+                        LibSecret.functions.errorFree(error)
+                        vanished = true
+                        return StoreError(.failed, "")
+                    }
+                    return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
                 }
-                return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
-            }) { cancellable, error in
+            ) { cancellable, error in
                 LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
             }
-        } catch where vanished {
+        } catch  where vanished {
             return
         }
     }
@@ -264,7 +287,9 @@ func makeSchema(name: String, attributes: [(String, SecretSchemaAttributeType)])
     let lib = LibSecret.functions
     let types = lib.hashTableNewWithStringKeys(freeingValues: false)!
     for (attribute, type) in attributes {
-        lib.hashTableInsert(types, UnsafeMutableRawPointer(lib.strdup(attribute)), UnsafeMutableRawPointer(bitPattern: Int(type.rawValue)))
+        lib.hashTableInsert(
+            types, UnsafeMutableRawPointer(lib.strdup(attribute)),
+            UnsafeMutableRawPointer(bitPattern: Int(type.rawValue)))
     }
     let schema = lib.schemaNewv(name, SECRET_SCHEMA_DONT_MATCH_NAME, types)!
     lib.hashTableUnref(types)

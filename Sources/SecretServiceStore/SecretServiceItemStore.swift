@@ -40,9 +40,10 @@ public final class SecretServiceItemStore: ItemStore {
         let operation = "storing \(Self.describe(item.schema))"
         let collection = try connection.unlockedDefaultCollection()
         let previous = try items(item.schema, key, loadSecrets: false, while: operation)
-        let created = try connection.create(in: collection, schema: schema(item.schema, attributes: item.attributes.keys),
-                                            attributes: item.attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-                                            label: item.label, secret: item.secret, while: operation)
+        let created = try connection.create(
+            in: collection, schema: schema(item.schema, attributes: item.attributes.keys),
+            attributes: item.attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            label: item.label, secret: item.secret, while: operation)
         for old in previous where old.objectPath != created {
             try connection.delete(old, while: "replacing the previous \(Self.describe(item.schema))")
         }
@@ -58,15 +59,19 @@ public final class SecretServiceItemStore: ItemStore {
     }
 
     /// The schema's items that carry all of `attributes`, newest first.
-    private func items(_ schema: String, _ attributes: [String: String], loadSecrets: Bool,
-                       while operation: String) throws(StoreError) -> [FoundItem] {
+    private func items(
+        _ schema: String, _ attributes: [String: String], loadSecrets: Bool,
+        while operation: String
+    ) throws(StoreError) -> [FoundItem] {
         var query = attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         query.append(("xdg:schema", schema))
         let found = try connection.search(query, loadSecrets: loadSecrets, while: operation)
         return found.items.filter { $0.schemaName == schema }.sorted { $0.order > $1.order }
     }
 
-    private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> UnsafeMutablePointer<SecretSchema> {
+    private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> UnsafeMutablePointer<
+        SecretSchema
+    > {
         if let built = schemas[name] { return built }
         let built = makeSchema(name: name, attributes: attributes.sorted().map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
         schemas[name] = built

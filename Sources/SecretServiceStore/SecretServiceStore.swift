@@ -49,17 +49,21 @@ public final class SecretServiceStore: CredentialStore {
         try connection.ping()
     }
 
-    nonisolated(unsafe) private static let schema = makeSchema(name: schemaName, attributes: [
-        ("user", SECRET_SCHEMA_ATTRIBUTE_STRING), ("object", SECRET_SCHEMA_ATTRIBUTE_STRING),
-        ("protocol", SECRET_SCHEMA_ATTRIBUTE_STRING), ("port", SECRET_SCHEMA_ATTRIBUTE_INTEGER),
-        ("server", SECRET_SCHEMA_ATTRIBUTE_STRING),
-    ])
+    nonisolated(unsafe) private static let schema = makeSchema(
+        name: schemaName,
+        attributes: [
+            ("user", SECRET_SCHEMA_ATTRIBUTE_STRING), ("object", SECRET_SCHEMA_ATTRIBUTE_STRING),
+            ("protocol", SECRET_SCHEMA_ATTRIBUTE_STRING), ("port", SECRET_SCHEMA_ATTRIBUTE_INTEGER),
+            ("server", SECRET_SCHEMA_ATTRIBUTE_STRING),
+        ])
 
-    nonisolated(unsafe) private static let bearerOnlySchema = makeSchema(name: bearerOnlySchemaName, attributes: [
-        ("user", SECRET_SCHEMA_ATTRIBUTE_STRING), ("object", SECRET_SCHEMA_ATTRIBUTE_STRING),
-        (bearerOnlyProtocolAttribute, SECRET_SCHEMA_ATTRIBUTE_STRING), ("port", SECRET_SCHEMA_ATTRIBUTE_INTEGER),
-        ("server", SECRET_SCHEMA_ATTRIBUTE_STRING),
-    ])
+    nonisolated(unsafe) private static let bearerOnlySchema = makeSchema(
+        name: bearerOnlySchemaName,
+        attributes: [
+            ("user", SECRET_SCHEMA_ATTRIBUTE_STRING), ("object", SECRET_SCHEMA_ATTRIBUTE_STRING),
+            (bearerOnlyProtocolAttribute, SECRET_SCHEMA_ATTRIBUTE_STRING), ("port", SECRET_SCHEMA_ATTRIBUTE_INTEGER),
+            ("server", SECRET_SCHEMA_ATTRIBUTE_STRING),
+        ])
 
     public func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] {
         var matches: [(credential: Credential, order: ItemOrder)] = []
@@ -84,8 +88,9 @@ public final class SecretServiceStore: CredentialStore {
         // Items of the same slot, from either schema. gnome-keyring's own "replace" matches on a
         // subset of attributes and would overwrite a credential that has a port or path, so the
         // slot is matched here, exactly, and old items go only after the new one is safe.
-        let slot = CredentialQuery(protocolName: credential.protocolName, host: credential.host,
-                                   path: credential.path, username: credential.username)
+        let slot = CredentialQuery(
+            protocolName: credential.protocolName, host: credential.host,
+            path: credential.path, username: credential.username)
         // The slot's items in both layouts: a bearer-only credential replaces a password one
         // of the same slot, and the other way round.
         let existing = try Layout.allCases.map { (layout) throws(StoreError) in
@@ -93,9 +98,10 @@ public final class SecretServiceStore: CredentialStore {
         }
         let packed = SecretPacking.pack(credential)
         let layout = Layout(of: credential)
-        let createdPath = try connection.create(in: collection, schema: layout == .git ? Self.schema : Self.bearerOnlySchema,
-                                                attributes: Self.attributes(of: slot, in: layout),
-                                                label: credential.keyringLabel, secret: packed, while: "storing a credential")
+        let createdPath = try connection.create(
+            in: collection, schema: layout == .git ? Self.schema : Self.bearerOnlySchema,
+            attributes: Self.attributes(of: slot, in: layout),
+            label: credential.keyringLabel, secret: packed, while: "storing a credential")
         for (searched, found) in existing {
             let exactSlot = Dictionary(uniqueKeysWithValues: Self.attributes(of: slot, in: searched))
             for item in found.items where Self.isCredential(item, in: searched) && item.objectPath != createdPath {
@@ -127,8 +133,10 @@ public final class SecretServiceStore: CredentialStore {
         return count
     }
 
-    private func search(_ query: CredentialQuery, layout: Layout, loadSecrets: Bool,
-                        while operation: String) throws(StoreError) -> ItemList {
+    private func search(
+        _ query: CredentialQuery, layout: Layout, loadSecrets: Bool,
+        while operation: String
+    ) throws(StoreError) -> ItemList {
         try connection.search(Self.attributes(of: query, in: layout), loadSecrets: loadSecrets, while: operation)
     }
 
@@ -149,7 +157,8 @@ public final class SecretServiceStore: CredentialStore {
     private static func isCredential(_ item: FoundItem, in layout: Layout) -> Bool {
         switch layout {
         case .git:
-            return (item.schemaName == schemaName || item.schemaName == legacySchemaName) && item.attributes["protocol"] != nil
+            return (item.schemaName == schemaName || item.schemaName == legacySchemaName)
+                && item.attributes["protocol"] != nil
         case .bearerOnly:
             return item.schemaName == bearerOnlySchemaName && item.attributes[bearerOnlyProtocolAttribute] != nil
         }
@@ -161,8 +170,9 @@ public final class SecretServiceStore: CredentialStore {
         let host = attributes["server"].map { server in
             CredentialHost(server: server, port: attributes["port"].flatMap { Int($0) }.flatMap { $0 == 0 ? nil : $0 })
         }
-        var credential = Credential(protocolName: attributes[layout.protocolAttribute] ?? "", host: host,
-                                    path: attributes["object"], username: attributes["user"] ?? "", password: Secret(""))
+        var credential = Credential(
+            protocolName: attributes[layout.protocolAttribute] ?? "", host: host,
+            path: attributes["object"], username: attributes["user"] ?? "", password: Secret(""))
         guard loadingSecret else { return credential }
         guard let packed = item.secret else { return nil }
         SecretPacking.unpack(packed).apply(to: &credential)

@@ -25,25 +25,35 @@ public struct SDBus: @unchecked Sendable {
     public let flushCloseUnref: @convention(c) (Bus?) -> Bus?
 
     // Calling a method
-    public let messageNewMethodCall: @convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32
+    public let messageNewMethodCall:
+        @convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32
     public let messageUnref: @convention(c) (Message?) -> Message?
     public let messageAppendBasic: @convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32
     public let messageReadBasic: @convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32
     public let messageEnterContainer: @convention(c) (Message?, CChar, Text) -> Int32
-    public let call: @convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?, UnsafeMutablePointer<Message?>?) -> Int32
-    public let getPropertyTrivial: @convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
-                                                   UnsafeMutableRawPointer?) -> Int32
+    public let call:
+        @convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?, UnsafeMutablePointer<Message?>?) ->
+            Int32
+    public let getPropertyTrivial:
+        @convention(c) (
+            Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+            UnsafeMutableRawPointer?
+        ) -> Int32
     public let errorFree: @convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void
 
     // Serving an object
-    public let addObject: @convention(c) (Bus?, UnsafeMutablePointer<OpaquePointer?>?, Text,
-                                          sd_bus_message_handler_t?, UnsafeMutableRawPointer?) -> Int32
+    public let addObject:
+        @convention(c) (
+            Bus?, UnsafeMutablePointer<OpaquePointer?>?, Text,
+            sd_bus_message_handler_t?, UnsafeMutableRawPointer?
+        ) -> Int32
     public let requestName: @convention(c) (Bus?, Text, UInt64) -> Int32
     public let releaseName: @convention(c) (Bus?, Text) -> Int32
     public let process: @convention(c) (Bus?, UnsafeMutablePointer<Message?>?) -> Int32
     public let wait: @convention(c) (Bus?, UInt64) -> Int32
     public let isMethodCall: @convention(c) (Message?, Text, Text) -> Int32
-    public let readStrv: @convention(c) (Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32
+    public let readStrv:
+        @convention(c) (Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32
     public let replyMethodError: @convention(c) (Message?, UnsafePointer<sd_bus_error>?) -> Int32
     public let newMethodReturn: @convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32
     public let send: @convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32
@@ -54,43 +64,72 @@ public struct SDBus: @unchecked Sendable {
             dlsym(library, name).map { unsafeBitCast($0, to: Function.self) }
         }
         guard let open = resolve("sd_bus_open", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
-              let openUser = resolve("sd_bus_open_user", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
-              let setMethodCallTimeout = resolve("sd_bus_set_method_call_timeout", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
-              let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
-              let messageNewMethodCall = resolve("sd_bus_message_new_method_call",
-                                                 as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32).self),
-              let messageUnref = resolve("sd_bus_message_unref", as: (@convention(c) (Message?) -> Message?).self),
-              let messageAppendBasic = resolve("sd_bus_message_append_basic",
-                                               as: (@convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32).self),
-              let messageReadBasic = resolve("sd_bus_message_read_basic",
-                                             as: (@convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32).self),
-              let messageEnterContainer = resolve("sd_bus_message_enter_container", as: (@convention(c) (Message?, CChar, Text) -> Int32).self),
-              let call = resolve("sd_bus_call", as: (@convention(c) (Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?,
-                                                                       UnsafeMutablePointer<Message?>?) -> Int32).self),
-              let getPropertyTrivial = resolve("sd_bus_get_property_trivial",
-                                               as: (@convention(c) (Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
-                                                                    UnsafeMutableRawPointer?) -> Int32).self),
-              let errorFree = resolve("sd_bus_error_free", as: (@convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void).self),
-              let addObject = resolve("sd_bus_add_object", as: (@convention(c) (Bus?, UnsafeMutablePointer<OpaquePointer?>?, Text,
-                                                                                 sd_bus_message_handler_t?, UnsafeMutableRawPointer?) -> Int32).self),
-              let requestName = resolve("sd_bus_request_name", as: (@convention(c) (Bus?, Text, UInt64) -> Int32).self),
-              let releaseName = resolve("sd_bus_release_name", as: (@convention(c) (Bus?, Text) -> Int32).self),
-              let process = resolve("sd_bus_process", as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?) -> Int32).self),
-              let wait = resolve("sd_bus_wait", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
-              let isMethodCall = resolve("sd_bus_message_is_method_call", as: (@convention(c) (Message?, Text, Text) -> Int32).self),
-              let readStrv = resolve("sd_bus_message_read_strv",
-                                     as: (@convention(c) (Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?) -> Int32).self),
-              let replyMethodError = resolve("sd_bus_reply_method_error", as: (@convention(c) (Message?, UnsafePointer<sd_bus_error>?) -> Int32).self),
-              let newMethodReturn = resolve("sd_bus_message_new_method_return",
-                                            as: (@convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32).self),
-              let send = resolve("sd_bus_send", as: (@convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32).self)
+            let openUser = resolve(
+                "sd_bus_open_user", as: (@convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32).self),
+            let setMethodCallTimeout = resolve(
+                "sd_bus_set_method_call_timeout", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
+            let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
+            let messageNewMethodCall = resolve(
+                "sd_bus_message_new_method_call",
+                as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32).self),
+            let messageUnref = resolve("sd_bus_message_unref", as: (@convention(c) (Message?) -> Message?).self),
+            let messageAppendBasic = resolve(
+                "sd_bus_message_append_basic",
+                as: (@convention(c) (Message?, CChar, UnsafeRawPointer?) -> Int32).self),
+            let messageReadBasic = resolve(
+                "sd_bus_message_read_basic",
+                as: (@convention(c) (Message?, CChar, UnsafeMutableRawPointer?) -> Int32).self),
+            let messageEnterContainer = resolve(
+                "sd_bus_message_enter_container", as: (@convention(c) (Message?, CChar, Text) -> Int32).self),
+            let call = resolve(
+                "sd_bus_call",
+                as: (@convention(c) (
+                    Bus?, Message?, UInt64, UnsafeMutablePointer<sd_bus_error>?,
+                    UnsafeMutablePointer<Message?>?
+                ) -> Int32).self),
+            let getPropertyTrivial = resolve(
+                "sd_bus_get_property_trivial",
+                as: (@convention(c) (
+                    Bus?, Text, Text, Text, Text, UnsafeMutablePointer<sd_bus_error>?, CChar,
+                    UnsafeMutableRawPointer?
+                ) -> Int32).self),
+            let errorFree = resolve(
+                "sd_bus_error_free", as: (@convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void).self),
+            let addObject = resolve(
+                "sd_bus_add_object",
+                as: (@convention(c) (
+                    Bus?, UnsafeMutablePointer<OpaquePointer?>?, Text,
+                    sd_bus_message_handler_t?, UnsafeMutableRawPointer?
+                ) -> Int32).self),
+            let requestName = resolve("sd_bus_request_name", as: (@convention(c) (Bus?, Text, UInt64) -> Int32).self),
+            let releaseName = resolve("sd_bus_release_name", as: (@convention(c) (Bus?, Text) -> Int32).self),
+            let process = resolve(
+                "sd_bus_process", as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?) -> Int32).self),
+            let wait = resolve("sd_bus_wait", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
+            let isMethodCall = resolve(
+                "sd_bus_message_is_method_call", as: (@convention(c) (Message?, Text, Text) -> Int32).self),
+            let readStrv = resolve(
+                "sd_bus_message_read_strv",
+                as: (@convention(c) (
+                    Message?, UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>?
+                ) -> Int32).self),
+            let replyMethodError = resolve(
+                "sd_bus_reply_method_error", as: (@convention(c) (Message?, UnsafePointer<sd_bus_error>?) -> Int32).self
+            ),
+            let newMethodReturn = resolve(
+                "sd_bus_message_new_method_return",
+                as: (@convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32).self),
+            let send = resolve(
+                "sd_bus_send", as: (@convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32).self)
         else { return nil }
-        return SDBus(open: open, openUser: openUser, setMethodCallTimeout: setMethodCallTimeout, flushCloseUnref: flushCloseUnref,
-                     messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
-                     messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
-                     messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,
-                     errorFree: errorFree, addObject: addObject, requestName: requestName, releaseName: releaseName,
-                     process: process, wait: wait, isMethodCall: isMethodCall, readStrv: readStrv,
-                     replyMethodError: replyMethodError, newMethodReturn: newMethodReturn, send: send)
+        return SDBus(
+            open: open, openUser: openUser, setMethodCallTimeout: setMethodCallTimeout,
+            flushCloseUnref: flushCloseUnref,
+            messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
+            messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
+            messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,
+            errorFree: errorFree, addObject: addObject, requestName: requestName, releaseName: releaseName,
+            process: process, wait: wait, isMethodCall: isMethodCall, readStrv: readStrv,
+            replyMethodError: replyMethodError, newMethodReturn: newMethodReturn, send: send)
     }
 }

@@ -31,8 +31,9 @@ public final class SessionBus {
     /// cannot be loaded: whether there is a bus is then unknown, never taken as "no".
     public static func connect(timeoutMilliseconds: Int) throws(StoreError) -> SessionBus? {
         guard let sd = SDBus.loaded else {
-            throw StoreError(.unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
-                             hint: "install Debian's libsystemd0, or choose --backend file or --backend secret-service")
+            throw StoreError(
+                .unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
+                hint: "install Debian's libsystemd0, or choose --backend file or --backend secret-service")
         }
         var bus: OpaquePointer?
         guard sd.openUser(&bus) >= 0, let bus else { return nil }
@@ -52,17 +53,21 @@ public final class SessionBus {
 
     /// Whether a Secret Service provider owns its name now, or the bus can start one.
     public func hasSecretServiceProvider() throws(StoreError) -> Bool {
-        let owned = try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                             interface: "org.freedesktop.DBus", member: "NameHasOwner",
-                             argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider") { reply throws(StoreError) in
+        let owned = try call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "NameHasOwner",
+            argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider"
+        ) { reply throws(StoreError) in
             var value: Int32 = 0
             try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
             return value != 0
         }
         if owned { return true }
-        return try call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                        interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
-                        while: "asking the session bus for activatable services") { reply throws(StoreError) in
+        return try call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
+            while: "asking the session bus for activatable services"
+        ) { reply throws(StoreError) in
             try check(sd.messageEnterContainer(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
             while true {
                 var name: UnsafePointer<CChar>?
@@ -80,19 +85,23 @@ public final class SessionBus {
     /// one read of the collection's `Locked` property. No default collection counts as locked
     /// (nothing can be read from it).
     public func isDefaultCollectionLocked() throws(StoreError) -> Bool {
-        let path = try call(destination: Self.secretServiceName, path: Self.secretServicePath,
-                            interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
-                            while: "asking the Secret Service for the default keyring") { reply throws(StoreError) -> String in
+        let path = try call(
+            destination: Self.secretServiceName, path: Self.secretServicePath,
+            interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
+            while: "asking the Secret Service for the default keyring"
+        ) { reply throws(StoreError) -> String in
             var path: UnsafePointer<CChar>?
-            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
+            try check(
+                sd.messageReadBasic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
             return path.map { String(cString: $0) } ?? "/"
         }
         guard path != "/" else { return true }
         var error = sd_bus_error()
         defer { sd.errorFree(&error) }
         var locked: Int32 = 0
-        let result = sd.getPropertyTrivial(bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
-                                                 "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
+        let result = sd.getPropertyTrivial(
+            bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
+            "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
         try check(result, "reading whether the keyring is locked", error: error)
         return locked != 0
     }
@@ -100,9 +109,11 @@ public final class SessionBus {
     // MARK: Calls
 
     /// One bounded method call with at most one string argument; `read` decodes the reply.
-    private func call<T>(destination: String, path: String, interface: String, member: String, argument: String?,
-                         while operation: String,
-                         read: (OpaquePointer) throws(StoreError) -> T) throws(StoreError) -> T {
+    private func call<T>(
+        destination: String, path: String, interface: String, member: String, argument: String?,
+        while operation: String,
+        read: (OpaquePointer) throws(StoreError) -> T
+    ) throws(StoreError) -> T {
         var message: OpaquePointer?
         try check(sd.messageNewMethodCall(bus, &message, destination, path, interface, member), operation)
         defer { _ = sd.messageUnref(message) }
@@ -121,13 +132,19 @@ public final class SessionBus {
     private func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
         guard result < 0 else { return }
         if -result == ETIMEDOUT {
-            throw StoreError(.timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
-                             hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+            throw StoreError(
+                .timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
+                hint:
+                    "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
         }
         if let name = error?.name.map({ String(cString: $0) }),
-           name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner" {
-            throw StoreError(.unavailable, "no Secret Service provider is running on the session bus",
-                             hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file")
+            name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
+        {
+            throw StoreError(
+                .unavailable, "no Secret Service provider is running on the session bus",
+                hint:
+                    "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file"
+            )
         }
         let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))
         throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")

@@ -46,13 +46,15 @@ public enum QRCodeError: Error, Sendable, Equatable {
         case .libraryUnavailable:
             return "the QR code could not be drawn: \(LibQRencode.soname) could not be loaded"
         case .encodingFailed(let number):
-            return number == ERANGE ? "the QR code could not be drawn: the text is too long"
+            return number == ERANGE
+                ? "the QR code could not be drawn: the text is too long"
                 : "the QR code could not be drawn (errno \(number))"
         }
     }
 
     public var hint: String? {
-        self == .libraryUnavailable ? "install Debian's libqrencode4 to see the code; the secret below works without it" : nil
+        self == .libraryUnavailable
+            ? "install Debian's libqrencode4 to see the code; the secret below works without it" : nil
     }
 }
 
@@ -69,7 +71,8 @@ enum LibQRencode {
 
     static let loaded: Functions? = {
         guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL),
-              let encodeData = dlsym(library, "QRcode_encodeData"), let free = dlsym(library, "QRcode_free") else { return nil }
+            let encodeData = dlsym(library, "QRcode_encodeData"), let free = dlsym(library, "QRcode_free")
+        else { return nil }
         return Functions(encodeData: encodeData, free: free)
     }()
 }

@@ -19,7 +19,8 @@ func allOptionsBySpelling() -> [(spelling: String, option: OptionSpec)] {
 
 enum Bash {
     static func quoted(_ text: String) -> String {
-        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        "\""
+            + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
             .replacingOccurrences(of: "$", with: "\\$").replacingOccurrences(of: "`", with: "\\`") + "\""
     }
 
@@ -30,7 +31,8 @@ enum Bash {
         let settingNames = OptionTable.settings.map { "--" + $0.long }.joined(separator: " ")
         out += "_portal_token_setting_options=\"\(settingNames)\"\n"
         out += "# The settings flags (and per-command options) that take a value in the next word.\n"
-        out += "_portal_token_valued_options=\""
+        out +=
+            "_portal_token_valued_options=\""
             + allOptionsBySpelling().filter { $0.option.takesValue }.map(\.spelling).joined(separator: " ") + "\"\n\n"
         out += "# Prints the options of one command, one a line.\n_portal_token_command_options() {\n    case $1 in\n"
         for command in OptionTable.commands where !command.options.isEmpty {
@@ -46,7 +48,8 @@ enum Bash {
         out += "# Returns 0 when the option $1 does not go with an option already in \"$2\" (\" --a -b \").\n"
         out += "_portal_token_excluded() {\n    case $1 in\n"
         for (spelling, option) in allOptionsBySpelling() {
-            let others = option.spellings.filter { $0 != spelling }
+            let others =
+                option.spellings.filter { $0 != spelling }
                 + option.excludes.filter { $0.lowercased() == $0 }.map { "--" + $0 }
             guard !others.isEmpty else { continue }
             let tests = others.map { "$2 == *\" \($0) \"*" }.joined(separator: " || ")
@@ -98,20 +101,23 @@ enum Zsh {
     }
 
     static func region() -> String {
-        var out = "(( $+functions[_portal-token_commands] )) ||\n"
+        var out =
+            "(( $+functions[_portal-token_commands] )) ||\n"
             + "_portal-token_commands() {\n  local -a commands\n  commands=(\n"
         for entry in commandEntries {
             let summary = lowercasedFirst(entry.summary).replacingOccurrences(of: ":", with: "\\:")
             out += "    " + quoted(entry.name + ":" + summary) + "\n"
         }
         out += "  )\n  _describe -t commands 'portal-token command' commands\n}\n\n"
-        out += "# Settings flags: accepted before or after the command name.\n"
+        out +=
+            "# Settings flags: accepted before or after the command name.\n"
             + "typeset -ga _portal_token_settings\n_portal_token_settings=(\n"
         for option in OptionTable.settings { out += "  " + spec(option) + "\n" }
         out += ")\n\n# Completes the words after the command name $words[1].\n"
         out += "(( $+functions[_portal-token_command] )) ||\n_portal-token_command() {\n  case $words[1] in\n"
         for command in OptionTable.commands {
-            out += "    \(command.name))\n      _arguments $_portal_token_settings \\\n"
+            out +=
+                "    \(command.name))\n      _arguments $_portal_token_settings \\\n"
                 + "        '(- *)'{-h,--help}'[show help]'"
             for option in command.options { out += " \\\n        " + spec(option) }
             for (index, positional) in command.positionals.enumerated() {
@@ -150,32 +156,38 @@ enum Fish {
         let names = commandEntries.map(\.name).joined(separator: " ")
         var out = "set -l commands \(names)\n\n# Commands\n"
         for entry in commandEntries {
-            out += "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\" -a \(entry.name) -d "
+            out +=
+                "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\" -a \(entry.name) -d "
                 + quoted(entry.summary) + "\n"
         }
-        out += "complete -c portal-token -n \"__fish_seen_subcommand_from help\""
+        out +=
+            "complete -c portal-token -n \"__fish_seen_subcommand_from help\""
             + " -a \"(string match -v help -- $commands)\"\n"
         out += "\n# Settings flags: accepted before or after the command name\n"
         for option in OptionTable.settings { out += line(nil, option) + "\n" }
         out += "complete -c portal-token -s h -l help -d 'Show help'\n"
-        out += "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\""
+        out +=
+            "complete -c portal-token -n \"not __fish_seen_subcommand_from $commands\""
             + " -s V -l version -d 'Print the version'\n"
         for command in OptionTable.commands where !command.options.isEmpty || !command.positionals.isEmpty {
             out += "\n# \(command.name)\n"
             let seen = "__fish_seen_subcommand_from \(command.name)"
             for option in command.options {
                 let group = option.excludes.filter { $0.lowercased() == $0 }
-                let condition = group.isEmpty
+                let condition =
+                    group.isEmpty
                     ? seen : seen + "; and not __fish_contains_opt " + ([option.long] + group).joined(separator: " ")
                 out += line(condition, option) + "\n"
             }
             for positional in command.positionals {
                 switch positional.completion {
                 case .program:
-                    out += "complete -c portal-token -n \"\(seen); and contains -- -- (commandline -opc)\""
+                    out +=
+                        "complete -c portal-token -n \"\(seen); and contains -- -- (commandline -opc)\""
                         + " -a '(__fish_complete_command)'\n"
                 case .words(let words):
-                    out += "complete -c portal-token -n \"\(seen)\" -a \(quoted(words.joined(separator: " ")))"
+                    out +=
+                        "complete -c portal-token -n \"\(seen)\" -a \(quoted(words.joined(separator: " ")))"
                         + " -d \(quoted(capitalizedFirst(positional.help)))\n"
                 case .subcommand:
                     out += "complete -c portal-token -n \"\(seen)\" -a \"$commands\"\n"

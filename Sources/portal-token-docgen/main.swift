@@ -31,7 +31,8 @@ for file in files {
     }
     var lines = text.components(separatedBy: "\n")
     guard let begin = lines.firstIndex(where: { $0.hasPrefix(file.begin) }),
-          let end = lines.firstIndex(where: { $0.hasPrefix(file.end) }), begin < end else {
+        let end = lines.firstIndex(where: { $0.hasPrefix(file.end) }), begin < end
+    else {
         FileHandle.standardError.write(Data("portal-token-docgen: error: \(path) has no generated region\n".utf8))
         exit(1)
     }

@@ -28,7 +28,8 @@ struct TextTests {
         #expect(PercentCoding.decodeStrictly(Array("a+c".utf8)[...], plusAsSpace: true) == Array("a c".utf8))
         #expect(PercentCoding.decodeStrictly(Array("100%".utf8)[...]) == nil)
         #expect(PercentCoding.decodeLeniently(Array("100%-%00-%41".utf8)[...]) == Array("100%-%00-A".utf8))
-        #expect(PercentCoding.encode("a b/é", keeping: { $0 == UInt8(ascii: "a") || $0 == UInt8(ascii: "b") })
+        #expect(
+            PercentCoding.encode("a b/é", keeping: { $0 == UInt8(ascii: "a") || $0 == UInt8(ascii: "b") })
                 == "a%20b%2F%C3%A9")
     }
 
@@ -92,7 +93,9 @@ struct FileTests {
     func lockSymlink() throws {
         try withTemporaryDirectory { root in
             symlink(root + "/elsewhere", root + "/test.lock")
-            #expect(throws: FileLock.Failure.symbolicLink) { try FileLock.acquire(root + "/test.lock", timeoutMilliseconds: 10) }
+            #expect(throws: FileLock.Failure.symbolicLink) {
+                try FileLock.acquire(root + "/test.lock", timeoutMilliseconds: 10)
+            }
             #expect(access(root + "/elsewhere", F_OK) != 0)
         }
     }

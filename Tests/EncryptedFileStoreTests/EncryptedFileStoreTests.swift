@@ -50,12 +50,16 @@ struct EncryptedFileFormatTests {
     func nothingInClear() throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath)
-        try store.store(credential("git.example.org", user: "clear-user-name", password: "clear-pass-word",
-                                   refreshToken: "clear-refresh-token"))
+        try store.store(
+            credential(
+                "git.example.org", user: "clear-user-name", password: "clear-pass-word",
+                refreshToken: "clear-refresh-token"))
         try store.withRecords { records throws(StoreError) in records["session"] = Secret("clear-record-text") }
         let bytes = try fileBytes(directory.storePath)
-        for text in ["clear-user-name", "clear-pass-word", "clear-refresh-token", "clear-record-text",
-                     "git.example.org", "https", "session", "correct horse"] {
+        for text in [
+            "clear-user-name", "clear-pass-word", "clear-refresh-token", "clear-record-text",
+            "git.example.org", "https", "session", "correct horse",
+        ] {
             #expect(!bytes.contains(text), "\(text) is in the file")
         }
     }
@@ -87,14 +91,20 @@ struct EncryptedFileFormatTests {
     @Test("a file written in format version 1 stays readable", .tags(.compatibility))
     func readsVersion1Fixture() throws {
         let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
         try writeFile(directory.storePath, version1Fixture)
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: directory.storePath)
         let store = makeStore(directory.storePath, passphrase: "fixture passphrase", kdf: cheapKDF)
-        let found = try store.lookup(CredentialQuery(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443)))
-        #expect(found == [Credential(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443),
-                                     path: "repo.git", username: "fixture-user", password: Secret("fixture-password"),
-                                     passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("fixture-refresh"))])
+        let found = try store.lookup(
+            CredentialQuery(protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443)))
+        #expect(
+            found == [
+                Credential(
+                    protocolName: "https", host: CredentialHost(server: "fixture.example", port: 8443),
+                    path: "repo.git", username: "fixture-user", password: Secret("fixture-password"),
+                    passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("fixture-refresh"))
+            ])
         #expect(try store.record(named: "fixture-record") == Secret("{\"kept\":true}"))
     }
 
@@ -125,7 +135,9 @@ struct EncryptedFileFormatTests {
         try store.store(credential(user: "third"))
         #expect(try StoreFileFormat.parse(fileBytes(directory.storePath)).0.kdf == cheapKDF, "kept the old key")
         #expect(try makeStore(directory.storePath, passphrase: "right", kdf: cheapKDF).lookup(query()).count == 3)
-        #expect(throws: StoreError.self) { try makeStore(directory.storePath, passphrase: "wrong", kdf: cheapKDF).lookup(query()) }
+        #expect(throws: StoreError.self) {
+            try makeStore(directory.storePath, passphrase: "wrong", kdf: cheapKDF).lookup(query())
+        }
     }
 
     @Test("a file with stronger parameters than this build's keeps them")
@@ -190,10 +202,30 @@ struct EncryptedFileFailureTests {
     }
 
     static let damages: [(String, @Sendable ([UInt8]) -> [UInt8])] = [
-        ("bad magic", { bytes in var bytes = bytes; bytes[0] ^= 0xFF; return bytes }),
-        ("a flipped ciphertext bit", { bytes in var bytes = bytes; bytes[bytes.count - 20] ^= 0x01; return bytes }),
-        ("a flipped tag bit", { bytes in var bytes = bytes; bytes[bytes.count - 1] ^= 0x80; return bytes }),
-        ("a flipped header bit", { bytes in var bytes = bytes; bytes[30] ^= 0x04; return bytes }),
+        (
+            "bad magic",
+            { bytes in
+                var bytes = bytes; bytes[0] ^= 0xFF; return bytes
+            }
+        ),
+        (
+            "a flipped ciphertext bit",
+            { bytes in
+                var bytes = bytes; bytes[bytes.count - 20] ^= 0x01; return bytes
+            }
+        ),
+        (
+            "a flipped tag bit",
+            { bytes in
+                var bytes = bytes; bytes[bytes.count - 1] ^= 0x80; return bytes
+            }
+        ),
+        (
+            "a flipped header bit",
+            { bytes in
+                var bytes = bytes; bytes[30] ^= 0x04; return bytes
+            }
+        ),
         ("truncated in the header", { bytes in Array(bytes.prefix(50)) }),
         ("truncated in the ciphertext", { bytes in Array(bytes.dropLast(5)) }),
         ("emptied", { _ in [] }),
@@ -213,10 +245,12 @@ struct EncryptedFileFailureTests {
         let files = try siblings(of: directory.storePath)
         let aside = try #require(files.first { $0.hasPrefix("store.damaged-") }, "\(name): nothing moved aside")
         #expect(aside.wholeMatch(of: /store\.damaged-\d{8}T\d{6}Z/) != nil, "\(aside)")
-        #expect(try fileBytes(directory.path + "/data/portal-token/" + aside) == damagedBytes, "the damaged bytes are kept")
+        #expect(
+            try fileBytes(directory.path + "/data/portal-token/" + aside) == damagedBytes, "the damaged bytes are kept")
         #expect(!files.contains("store"))
         #expect(observer.warnings.count == 1)
-        #expect(observer.warnings.first?.contains("moved it aside to \(directory.path)/data/portal-token/\(aside)") == true)
+        #expect(
+            observer.warnings.first?.contains("moved it aside to \(directory.path)/data/portal-token/\(aside)") == true)
 
         try store.store(credential(user: "fresh"))
         #expect(try makeStore(directory.storePath).lookup(query()).map(\.username) == ["fresh"])
@@ -225,7 +259,8 @@ struct EncryptedFileFailureTests {
     @Test("a second damaged file never replaces the first one moved aside")
     func twoDamagedFiles() throws {
         let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: directory.path + "/data/portal-token", withIntermediateDirectories: true)
         for round in 0..<2 {
             try writeFile(directory.storePath, Array("not a store \(round)".utf8))
             chmod(directory.storePath, 0o600)
@@ -255,8 +290,9 @@ struct EncryptedFileFailureTests {
         #expect(try siblings(of: directory.storePath) == ["store", "store.lock"])
     }
 
-    @Test("a header asking for KDF costs past the documented ceiling is a foreign file: refused at once and left alone",
-          arguments: [(UInt64(32), UInt64(4) << 30), (5, 64 << 20), (1, 2 << 30)])
+    @Test(
+        "a header asking for KDF costs past the documented ceiling is a foreign file: refused at once and left alone",
+        arguments: [(UInt64(32), UInt64(4) << 30), (5, 64 << 20), (1, 2 << 30)])
     func kdfCeiling(passes: UInt64, memory: UInt64) throws {
         let directory = try TemporaryDirectory()
         try makeStore(directory.storePath, kdf: cheapKDF).store(credential())
@@ -274,7 +310,10 @@ struct EncryptedFileFailureTests {
             _ = try makeStore(directory.storePath).lookup(query())
             Issue.record("a header asking for \(passes) passes over \(memory >> 20) MiB was used")
         } catch {
-            #expect(error.message.contains("asks for Argon2id with \(passes) passes over \(memory >> 20) MiB, which this portal-token does not accept"))
+            #expect(
+                error.message.contains(
+                    "asks for Argon2id with \(passes) passes over \(memory >> 20) MiB, which this portal-token does not accept"
+                ))
         }
         #expect(ContinuousClock.now - started < .seconds(2))
         #expect(try fileBytes(directory.storePath) == bytes)
@@ -292,7 +331,9 @@ struct EncryptedFileFailureTests {
             Issue.record("a mode \(String(mode, radix: 8)) file was read")
         } catch {
             #expect(error.message.contains("open to other users (mode \(String(mode, radix: 8)))"))
-            #expect(error.hint == "if only you have used it, restrict it with 'chmod 600 \(directory.storePath)' and try again")
+            #expect(
+                error.hint
+                    == "if only you have used it, restrict it with 'chmod 600 \(directory.storePath)' and try again")
         }
         #expect(throws: StoreError.self) { try makeStore(directory.storePath).store(credential(user: "x")) }
         #expect(try fileBytes(directory.storePath) == before)
@@ -304,8 +345,11 @@ struct EncryptedFileFailureTests {
         let directory = try TemporaryDirectory()
         try makeStore(directory.storePath).store(credential())
         chown(directory.storePath, 65534, 65534)
-        #expect(throws: StoreError(.failed, "the store file \(directory.storePath) belongs to another user (uid 65534)",
-                                   hint: "point PORTAL_TOKEN_FILE at a store of your own")) {
+        #expect(
+            throws: StoreError(
+                .failed, "the store file \(directory.storePath) belongs to another user (uid 65534)",
+                hint: "point PORTAL_TOKEN_FILE at a store of your own")
+        ) {
             try makeStore(directory.storePath).lookup(query())
         }
     }
@@ -370,8 +414,10 @@ struct EncryptedFileRecordTests {
         let directory = try TemporaryDirectory()
         let awkward = "q\"b\\n\nr\rt\tc\u{1}\u{1F}d\u{7F}é😀/"
         let store = makeStore(directory.storePath)
-        try store.store(Credential(protocolName: "https", host: CredentialHost(server: "example.com"), path: awkward,
-                                   username: awkward, password: Secret(awkward), oauthRefreshToken: Secret(awkward)))
+        try store.store(
+            Credential(
+                protocolName: "https", host: CredentialHost(server: "example.com"), path: awkward,
+                username: awkward, password: Secret(awkward), oauthRefreshToken: Secret(awkward)))
         try store.withRecords { records throws(StoreError) in records[awkward] = Secret(awkward) }
         let reopened = makeStore(directory.storePath)
         let found = try reopened.lookup(query())
@@ -413,7 +459,9 @@ struct EncryptedFileRecordTests {
     @Test("concurrent transactions from several stores lose no update")
     func concurrentTransactions() async throws {
         let directory = try TemporaryDirectory()
-        try makeStore(directory.storePath, kdf: cheapKDF).withRecords { records throws(StoreError) in records["counter"] = Secret("0") }
+        try makeStore(directory.storePath, kdf: cheapKDF).withRecords { records throws(StoreError) in
+            records["counter"] = Secret("0")
+        }
         let path = directory.storePath
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
@@ -438,28 +486,35 @@ extension Tag {
 
 @Suite("encrypted file store: items")
 struct EncryptedFileItemTests {
-    private let session = PortalSession(token: Secret("token-v1"), endUserID: "user-v1", authEnvironmentID: "env-v1",
-                                        issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000)
+    private let session = PortalSession(
+        token: Secret("token-v1"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+        issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000)
 
-    @Test("a session and a step kept as records of the first payload format read as items, and become items on the next write")
+    @Test(
+        "a session and a step kept as records of the first payload format read as items, and become items on the next write"
+    )
     func upgradesLegacyRecords() throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath, kdf: cheapKDF)
-        let step = PendingTwoFactor(userJWT: Secret("jwt"), endUserID: "user-v1", authEnvironmentID: "env-v1",
-                                    expiresAt: 1_700_000_600, grantDigest: nil)
+        let step = PendingTwoFactor(
+            userJWT: Secret("jwt"), endUserID: "user-v1", authEnvironmentID: "env-v1",
+            expiresAt: 1_700_000_600, grantDigest: nil)
         try store.withRecords { records throws(StoreError) in
             records["portal-session:env-v1"] = session.payload
             records["portal-two-factor:env-v1"] = step.payload
         }
-        #expect(try store.record(named: "portal-session:env-v1") != nil, "the first-format record was not written as such")
+        #expect(
+            try store.record(named: "portal-session:env-v1") != nil, "the first-format record was not written as such")
         let reopened = makeStore(directory.storePath, kdf: cheapKDF)
         #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
         #expect(try ItemTwoFactorStepStore(reopened).loadStep(authEnvironmentID: "env-v1") == step)
         // Any write upgrades them; the items read the same afterwards.
         try reopened.store(credential())
         #expect(try reopened.record(named: "portal-session:env-v1") == nil)
-        #expect(try reopened.record(named: "item:io.portalhq.PortalToken.Session?auth-environment-id=env-v1&end-user-id=user-v1")
-            == session.payload)
+        #expect(
+            try reopened.record(
+                named: "item:io.portalhq.PortalToken.Session?auth-environment-id=env-v1&end-user-id=user-v1")
+                == session.payload)
         #expect(try ItemSessionStore(reopened).loadSession(authEnvironmentID: "env-v1") == .present(session))
         #expect(try ItemTwoFactorStepStore(reopened).allSteps() == [step])
     }
@@ -469,8 +524,11 @@ struct EncryptedFileItemTests {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath, kdf: cheapKDF)
         let awkward = "a?b&c=d%e f/é😀"
-        try store.replace(matching: ["k": awkward], with: StoredItem(schema: "test.Schema", attributes: ["k": awkward, "other": "x"],
-                                                                      label: "", secret: Secret("s1")))
+        try store.replace(
+            matching: ["k": awkward],
+            with: StoredItem(
+                schema: "test.Schema", attributes: ["k": awkward, "other": "x"],
+                label: "", secret: Secret("s1")))
         let found = try store.search(schema: "test.Schema", attributes: ["k": awkward])
         #expect(found.map(\.attributes) == [["k": awkward, "other": "x"]])
         #expect(found.first?.secret == Secret("s1"))

@@ -34,25 +34,31 @@ final class StoreObserver: Sendable {
 /// Cheap Argon2id parameters for tests that are about something other than the KDF's cost.
 let cheapKDF = KDFParameters(opsLimit: 1, memLimit: 8 << 10)
 
-func makeStore(_ path: String, passphrase: String? = "correct horse battery staple",
-               keyCacheTimeoutSeconds: Int = 0, kdf: KDFParameters = .recommended,
-               lockTimeoutMilliseconds: Int = 3000, observer: StoreObserver = StoreObserver()) -> EncryptedFileStore {
-    EncryptedFileStore(path: path, keyCacheTimeoutSeconds: keyCacheTimeoutSeconds,
-                       lockTimeoutMilliseconds: lockTimeoutMilliseconds, kdfParameters: kdf,
-                       passphrase: { purpose throws(StoreError) in
-                           observer.asked(purpose)
-                           guard let passphrase else {
-                               throw StoreError(.locked, "no passphrase for the encrypted file store")
-                           }
-                           return Passphrase(Secret(passphrase), origin: "the test")
-                       },
-                       warn: observer.warn)
+func makeStore(
+    _ path: String, passphrase: String? = "correct horse battery staple",
+    keyCacheTimeoutSeconds: Int = 0, kdf: KDFParameters = .recommended,
+    lockTimeoutMilliseconds: Int = 3000, observer: StoreObserver = StoreObserver()
+) -> EncryptedFileStore {
+    EncryptedFileStore(
+        path: path, keyCacheTimeoutSeconds: keyCacheTimeoutSeconds,
+        lockTimeoutMilliseconds: lockTimeoutMilliseconds, kdfParameters: kdf,
+        passphrase: { purpose throws(StoreError) in
+            observer.asked(purpose)
+            guard let passphrase else {
+                throw StoreError(.locked, "no passphrase for the encrypted file store")
+            }
+            return Passphrase(Secret(passphrase), origin: "the test")
+        },
+        warn: observer.warn)
 }
 
-func credential(_ host: String = "example.com", user: String = "alice", password: String = "s3cret-password",
-                refreshToken: String? = nil) -> Credential {
-    Credential(protocolName: "https", host: CredentialHost(server: host), username: user,
-               password: Secret(password), oauthRefreshToken: refreshToken.map(Secret.init))
+func credential(
+    _ host: String = "example.com", user: String = "alice", password: String = "s3cret-password",
+    refreshToken: String? = nil
+) -> Credential {
+    Credential(
+        protocolName: "https", host: CredentialHost(server: host), username: user,
+        password: Secret(password), oauthRefreshToken: refreshToken.map(Secret.init))
 }
 
 func query(_ host: String = "example.com") -> CredentialQuery {

@@ -53,10 +53,13 @@ struct KeyCacheTests {
         #expect(cache.read(description) != nil)
 
         let observer = StoreObserver()
-        #expect(try makeStore(directory.storePath, keyCacheTimeoutSeconds: 60, observer: observer).lookup(query()).count == 1)
+        #expect(
+            try makeStore(directory.storePath, keyCacheTimeoutSeconds: 60, observer: observer).lookup(query()).count
+                == 1)
         #expect(observer.passphraseRequests == 1)
         // The right key replaced the wrong one: the next store needs no passphrase.
-        #expect(try makeStore(directory.storePath, passphrase: nil, keyCacheTimeoutSeconds: 60).lookup(query()).count == 1)
+        #expect(
+            try makeStore(directory.storePath, passphrase: nil, keyCacheTimeoutSeconds: 60).lookup(query()).count == 1)
     }
 
     @Test("a wrong passphrase caches nothing")
@@ -75,8 +78,9 @@ struct KeyCacheTests {
         try makeStore(directory.storePath, keyCacheTimeoutSeconds: 60, kdf: cheapKDF).store(credential(user: "old"))
         try makeStore(directory.storePath, keyCacheTimeoutSeconds: 60).store(credential(user: "new"))
         let observer = StoreObserver()
-        #expect(try makeStore(directory.storePath, passphrase: nil, keyCacheTimeoutSeconds: 60, observer: observer)
-            .lookup(query()).count == 2)
+        #expect(
+            try makeStore(directory.storePath, passphrase: nil, keyCacheTimeoutSeconds: 60, observer: observer)
+                .lookup(query()).count == 2)
         #expect(observer.passphraseRequests == 0)
     }
 

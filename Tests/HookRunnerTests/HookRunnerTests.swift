@@ -11,7 +11,8 @@ final class HookScratch {
     let output: Int32
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hook-\(UUID().uuidString)").path
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hook-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         outputPath = directory + "/stderr"
         output = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
@@ -33,10 +34,14 @@ final class HookScratch {
 
     var written: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
 
-    func runner(timeoutMilliseconds: Int = 10_000, graceMilliseconds: Int = 2_000,
-                parent: [String: String] = ["PATH": "/usr/bin:/bin"]) -> RetryingLauncher {
-        RetryingLauncher(runner: HookRunner(timeoutMilliseconds: timeoutMilliseconds, terminationGraceMilliseconds: graceMilliseconds,
-                                            outputDescriptor: output, parentEnvironment: parent))
+    func runner(
+        timeoutMilliseconds: Int = 10_000, graceMilliseconds: Int = 2_000,
+        parent: [String: String] = ["PATH": "/usr/bin:/bin"]
+    ) -> RetryingLauncher {
+        RetryingLauncher(
+            runner: HookRunner(
+                timeoutMilliseconds: timeoutMilliseconds, terminationGraceMilliseconds: graceMilliseconds,
+                outputDescriptor: output, parentEnvironment: parent))
     }
 
     deinit {
@@ -79,19 +84,22 @@ struct HookRunnerTests {
     func scrubbedEnvironment() throws {
         let scratch = try HookScratch()
         // env itself as the hook: no shell adds PWD or SHLVL to what is printed.
-        let outcome = scratch.runner(parent: Self.parent).run(executable: "/usr/bin/env", variables: Self.event.environment)
+        let outcome = scratch.runner(parent: Self.parent).run(
+            executable: "/usr/bin/env", variables: Self.event.environment)
         #expect(outcome == .exited(status: 0))
         var seen: [String: String] = [:]
         for line in scratch.written.split(separator: "\n") {
             let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
             seen[parts[0]] = parts.count > 1 ? parts[1] : ""
         }
-        #expect(seen == [
-            "PORTAL_AUTH_ENVIRONMENT_ID": "env-1", "PORTAL_END_USER_ID": "user-1", "PORTAL_SESSION_END_REASON": "unauthorized",
-            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/ada", "LANG": "en_GB.UTF-8", "LC_ALL": "C.UTF-8",
-            "LC_TIME": "en_DK.UTF-8", "DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0",
-            "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus", "XDG_RUNTIME_DIR": "/run/user/1000",
-        ])
+        #expect(
+            seen == [
+                "PORTAL_AUTH_ENVIRONMENT_ID": "env-1", "PORTAL_END_USER_ID": "user-1",
+                "PORTAL_SESSION_END_REASON": "unauthorized",
+                "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/home/ada", "LANG": "en_GB.UTF-8", "LC_ALL": "C.UTF-8",
+                "LC_TIME": "en_DK.UTF-8", "DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0",
+                "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus", "XDG_RUNTIME_DIR": "/run/user/1000",
+            ])
         #expect(!scratch.written.contains("canary"))
     }
 
@@ -112,7 +120,9 @@ struct HookRunnerTests {
     @Test("the hook's stdout and stderr both go to portal-token's stderr")
     func outputGoesToStderr() throws {
         let scratch = try HookScratch()
-        let hook = try scratch.script("output", """
+        let hook = try scratch.script(
+            "output",
+            """
             echo "to stdout"
             echo "to stderr" >&2
             readlink /proc/self/fd/1
@@ -146,7 +156,9 @@ struct HookRunnerTests {
         #expect(lines.contains("SigBlk:\t0000000000000000"))
         // Signals 1–31 and the real-time ones from 34 up are at their defaults; 32 and 33 are
         // glibc's own (thread cancellation, setxid), which posix_spawn may not reset.
-        let ignored = lines.first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst("SigIgn:\t".count), radix: 16) }
+        let ignored = lines.first { $0.hasPrefix("SigIgn:") }.flatMap {
+            UInt64($0.dropFirst("SigIgn:\t".count), radix: 16)
+        }
         #expect(ignored.map { $0 & ~UInt64(0x1_8000_0000) } == 0, "\(lines)")
         let descriptors = Set(lines.compactMap { Int32($0) })
         // 0, 1, 2, and the one ls opened to list the directory.
@@ -179,34 +191,48 @@ struct HookRunnerTests {
         let scratch = try HookScratch()
         let missing = scratch.runner().run(executable: scratch.directory + "/missing", variables: [:])
         #expect(missing == .missing)
-        #expect(missing.failureMessage(path: "/x/missing") == "the on-session-invalidated hook /x/missing does not exist")
+        #expect(
+            missing.failureMessage(path: "/x/missing") == "the on-session-invalidated hook /x/missing does not exist")
         let notExecutable = try scratch.script("plain", "exit 0", mode: 0o644)
         let outcome = scratch.runner().run(executable: notExecutable, variables: [:])
         #expect(outcome == .notExecutable)
-        #expect(outcome.failureMessage(path: notExecutable) == "the on-session-invalidated hook \(notExecutable) is not an executable file; it was not run")
+        #expect(
+            outcome.failureMessage(path: notExecutable)
+                == "the on-session-invalidated hook \(notExecutable) is not an executable file; it was not run")
         #expect(scratch.runner().run(executable: scratch.directory, variables: [:]) == .notExecutable)
-        #expect(HookOutcome.couldNotStart(errorNumber: ENOEXEC).failureMessage(path: "/h")
+        #expect(
+            HookOutcome.couldNotStart(errorNumber: ENOEXEC).failureMessage(path: "/h")
                 == "the on-session-invalidated hook /h could not be started (Exec format error)")
     }
 
-    @Test("a grandchild that leaves the group (setsid) and keeps the output open holds the run past neither the drain nor the bound")
+    @Test(
+        "a grandchild that leaves the group (setsid) and keeps the output open holds the run past neither the drain nor the bound"
+    )
     func setsidGrandchild() throws {
         let scratch = try HookScratch()
         let pidFile = scratch.directory + "/escaped.pid"
         // Exits at once, leaving a session leader of its own that holds stdout and stderr.
-        let quick = try scratch.script("daemonizes", "echo before; setsid sh -c 'echo $$ > \(pidFile); exec sleep 30' & exit 0")
+        let quick = try scratch.script(
+            "daemonizes", "echo before; setsid sh -c 'echo $$ > \(pidFile); exec sleep 30' & exit 0")
         var started = ContinuousClock.now
-        #expect(scratch.runner(timeoutMilliseconds: 10_000).run(executable: quick, variables: [:]) == .exited(status: 0))
+        #expect(
+            scratch.runner(timeoutMilliseconds: 10_000).run(executable: quick, variables: [:]) == .exited(status: 0))
         #expect(ContinuousClock.now - started < .seconds(3))
         #expect(scratch.written.hasPrefix("before\n"))
         // One that also outlives its bound while the grandchild holds the pipe.
         let slowPidFile = scratch.directory + "/escaped-slow.pid"
-        let slow = try scratch.script("daemonizes-slow", "setsid sh -c 'echo $$ > \(slowPidFile); exec sleep 30' & sleep 30")
+        let slow = try scratch.script(
+            "daemonizes-slow", "setsid sh -c 'echo $$ > \(slowPidFile); exec sleep 30' & sleep 30")
         started = ContinuousClock.now
-        #expect(scratch.runner(timeoutMilliseconds: 300, graceMilliseconds: 300).run(executable: slow, variables: [:]) == .timedOut(milliseconds: 300))
+        #expect(
+            scratch.runner(timeoutMilliseconds: 300, graceMilliseconds: 300).run(executable: slow, variables: [:])
+                == .timedOut(milliseconds: 300))
         #expect(ContinuousClock.now - started < .seconds(3))
         for file in [pidFile, slowPidFile] {
-            if let escaped = Int32((try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") {
+            if let escaped = Int32(
+                (try? String(contentsOfFile: file, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                    ?? "")
+            {
                 kill(escaped, SIGKILL)
             }
         }
@@ -218,13 +244,15 @@ struct HookRunnerTests {
         let pidFile = scratch.directory + "/child.pid"
         let hook = try scratch.script("slow", "sleep 30 & echo $! > '\(pidFile)'; wait")
         let started = ContinuousClock.now
-        let outcome = scratch.runner(timeoutMilliseconds: 200, graceMilliseconds: 500).run(executable: hook, variables: [:])
+        let outcome = scratch.runner(timeoutMilliseconds: 200, graceMilliseconds: 500).run(
+            executable: hook, variables: [:])
         let elapsed = ContinuousClock.now - started
         #expect(outcome == .timedOut(milliseconds: 200))
         #expect(outcome.failureMessage == "the on-session-invalidated hook was stopped after 200 ms")
         #expect(elapsed >= .milliseconds(200))
         #expect(elapsed < .seconds(5))
-        let child = try #require(Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
+        let child = try #require(
+            Int32(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(Self.isGone(child))
     }
 
@@ -233,7 +261,8 @@ struct HookRunnerTests {
         let scratch = try HookScratch()
         let hook = try scratch.script("stubborn", "trap '' TERM; sleep 30")
         let started = ContinuousClock.now
-        let outcome = scratch.runner(timeoutMilliseconds: 100, graceMilliseconds: 300).run(executable: hook, variables: [:])
+        let outcome = scratch.runner(timeoutMilliseconds: 100, graceMilliseconds: 300).run(
+            executable: hook, variables: [:])
         let elapsed = ContinuousClock.now - started
         #expect(outcome == .timedOut(milliseconds: 100))
         #expect(elapsed >= .milliseconds(400))
@@ -262,8 +291,10 @@ struct SessionEndedEventTests {
     @Test("the event carries exactly the three contract variables")
     func variables() {
         let event = SessionEndedEvent(authEnvironmentID: "env", endUserID: "user", reason: .expired)
-        #expect(event.environment == [
-            "PORTAL_AUTH_ENVIRONMENT_ID": "env", "PORTAL_END_USER_ID": "user", "PORTAL_SESSION_END_REASON": "expired",
-        ])
+        #expect(
+            event.environment == [
+                "PORTAL_AUTH_ENVIRONMENT_ID": "env", "PORTAL_END_USER_ID": "user",
+                "PORTAL_SESSION_END_REASON": "expired",
+            ])
     }
 }

@@ -20,7 +20,9 @@ enum Browser {
         let bytes = Array(request.utf8)
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             guard sent > 0 else { return nil }
             offset += sent
         }
@@ -39,8 +41,9 @@ enum Browser {
     }
 
     static func get(_ target: String, port: UInt16, host: String = "127.0.0.1", family: Int32 = AF_INET) -> Answer? {
-        send("GET \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nUser-Agent: test-browser\r\nAccept: text/html\r\n\r\n",
-             port: port, family: family)
+        send(
+            "GET \(target) HTTP/1.1\r\nHost: \(host):\(port)\r\nUser-Agent: test-browser\r\nAccept: text/html\r\n\r\n",
+            port: port, family: family)
     }
 
     static func connect(port: UInt16, family: Int32 = AF_INET) -> Int32? {
@@ -55,7 +58,9 @@ enum Browser {
             address.sin6_port = port.bigEndian
             address.sin6_addr = in6addr_loopback
             result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
             }
         } else {
             var address = sockaddr_in()
@@ -63,7 +68,9 @@ enum Browser {
             address.sin_port = port.bigEndian
             address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
             result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         guard result == 0 else { close(descriptor); return nil }
@@ -99,7 +106,9 @@ enum ListenerFixture {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
@@ -108,15 +117,18 @@ enum ListenerFixture {
         return UInt16(bigEndian: address.sin_port)
     }
 
-    static func listener(host: String = "127.0.0.1", path: String = "/callback", timeoutMilliseconds: Int64 = 10_000,
-                         handlesInterrupts: Bool = false, maximumRequestBytes: Int = 65_536,
-                         requestDeadlineMilliseconds: Int64 = 10_000,
-                         tickMilliseconds: Int64 = 1000, now: (@Sendable () -> Int64)? = nil) throws -> (LoopbackRedirectListener, String) {
+    static func listener(
+        host: String = "127.0.0.1", path: String = "/callback", timeoutMilliseconds: Int64 = 10_000,
+        handlesInterrupts: Bool = false, maximumRequestBytes: Int = 65_536,
+        requestDeadlineMilliseconds: Int64 = 10_000,
+        tickMilliseconds: Int64 = 1000, now: (@Sendable () -> Int64)? = nil
+    ) throws -> (LoopbackRedirectListener, String) {
         let url = "http://\(host):\(freePort())\(path)"
         let redirect = try #require(LoopbackRedirect(redirectURL: url))
-        var options = LoopbackRedirectListener.Options(timeoutMilliseconds: timeoutMilliseconds, maximumRequestBytes: maximumRequestBytes,
-                                                       requestDeadlineMilliseconds: requestDeadlineMilliseconds,
-                                                       tickMilliseconds: tickMilliseconds, handlesInterrupts: handlesInterrupts)
+        var options = LoopbackRedirectListener.Options(
+            timeoutMilliseconds: timeoutMilliseconds, maximumRequestBytes: maximumRequestBytes,
+            requestDeadlineMilliseconds: requestDeadlineMilliseconds,
+            tickMilliseconds: tickMilliseconds, handlesInterrupts: handlesInterrupts)
         if let now { options.now = now }
         return (try LoopbackRedirectListener(redirect: redirect, configuredRedirectURL: url, options: options), url)
     }
@@ -132,7 +144,9 @@ enum ListenerFixture {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         } == 0
     }
 
@@ -144,7 +158,9 @@ enum ListenerFixture {
         address.sin6_family = sa_family_t(AF_INET6)
         address.sin6_addr = in6addr_loopback
         return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+            }
         } == 0
     }
 }
@@ -164,9 +180,11 @@ struct LoopbackRedirectListenerTests {
         let (listener, url) = try ListenerFixture.listener()
         let port = listener.redirect.port
         let browser = Browser.Running { () -> [Browser.Answer?] in
-            [Browser.get("/favicon.ico", port: port),
-             Browser.get("/callback/other", port: port),
-             Browser.get("/callback?token=grant-1&authMethod=EMAIL_MAGIC_LINK", port: port)]
+            [
+                Browser.get("/favicon.ico", port: port),
+                Browser.get("/callback/other", port: port),
+                Browser.get("/callback?token=grant-1&authMethod=EMAIL_MAGIC_LINK", port: port),
+            ]
         }
         let log = ProgressLog()
         let received = Mutex<String?>(nil)
@@ -194,10 +212,16 @@ struct LoopbackRedirectListenerTests {
     func reconstructs() throws {
         let (listener, url) = try ListenerFixture.listener(host: "localhost", path: "/auth/callback")
         let port = listener.redirect.port
-        let browser = Browser.Running { Browser.get("/auth/callback/?token=a%2Bb&login_type=GOOGLE#x", port: port, host: "localhost") }
-        let result = try listener.wait { redirectURL -> Listener.Decision<Secret> in .finish(redirectURL, page: .signedIn) }
+        let browser = Browser.Running {
+            Browser.get("/auth/callback/?token=a%2Bb&login_type=GOOGLE#x", port: port, host: "localhost")
+        }
+        let result = try listener.wait { redirectURL -> Listener.Decision<Secret> in
+            .finish(redirectURL, page: .signedIn)
+        }
         #expect(result.text == url + "/?token=a%2Bb&login_type=GOOGLE#x")
-        #expect(RedirectURL.evaluate(result.text, configured: url) == .exchange(grant: Secret("a+b"), endpoint: .oauthTokens))
+        #expect(
+            RedirectURL.evaluate(result.text, configured: url)
+                == .exchange(grant: Secret("a+b"), endpoint: .oauthTokens))
         #expect(browser.result()??.status == 200)
     }
 
@@ -206,9 +230,13 @@ struct LoopbackRedirectListenerTests {
         guard ListenerFixture.hasIPv6Loopback() else { return }
         let (listener, _) = try ListenerFixture.listener(host: "localhost")
         let port = listener.redirect.port
-        let browser = Browser.Running { Browser.get("/callback?token=g&login_type=APPLE", port: port, host: "localhost", family: AF_INET6) }
+        let browser = Browser.Running {
+            Browser.get("/callback?token=g&login_type=APPLE", port: port, host: "localhost", family: AF_INET6)
+        }
         let log = ProgressLog()
-        let result = try listener.wait(progress: log.record) { _ -> Listener.Decision<Int> in .finish(6, page: .signedIn) }
+        let result = try listener.wait(progress: log.record) { _ -> Listener.Decision<Int> in
+            .finish(6, page: .signedIn)
+        }
         #expect(result == 6)
         #expect(browser.result()??.status == 200)
         #expect(log.all.first == .listening(addresses: ["127.0.0.1", "::1"], port: port))
@@ -227,12 +255,18 @@ struct LoopbackRedirectListenerTests {
         let (listener, _) = try ListenerFixture.listener()
         let port = listener.redirect.port
         let browser = Browser.Running { () -> [Browser.Answer?] in
-            [Browser.get("/callback?error=oauth_failed", port: port), Browser.get("/callback?token=g&login_type=GOOGLE", port: port)]
+            [
+                Browser.get("/callback?error=oauth_failed", port: port),
+                Browser.get("/callback?token=g&login_type=GOOGLE", port: port),
+            ]
         }
         let calls = Mutex(0)
         let result = try listener.wait { _ -> Listener.Decision<Int> in
-            let call = calls.withLock { $0 += 1; return $0 }
-            return call == 1 ? .keepWaiting(page: .failed("Sign-in <failed> & stopped.")) : .finish(call, page: .signedIn)
+            let call = calls.withLock {
+                $0 += 1; return $0
+            }
+            return call == 1
+                ? .keepWaiting(page: .failed("Sign-in <failed> & stopped.")) : .finish(call, page: .signedIn)
         }
         #expect(result == 2)
         let answers = try #require(browser.result())
@@ -256,7 +290,9 @@ struct LoopbackRedirectListenerTests {
         #expect(browser.result()??.status == 200)
     }
 
-    @Test("clients that trickle a byte every 40 ms hold up neither the redirect nor the timeout, and are closed at their deadline")
+    @Test(
+        "clients that trickle a byte every 40 ms hold up neither the redirect nor the timeout, and are closed at their deadline"
+    )
     func tricklingClients() throws {
         let (listener, _) = try ListenerFixture.listener(timeoutMilliseconds: 20_000, requestDeadlineMilliseconds: 1500)
         let port = listener.redirect.port
@@ -295,9 +331,13 @@ struct LoopbackRedirectListenerTests {
         defer { close(slow) }
         let cutOff = Browser.Running { () -> Int64? in
             while LoopbackRedirectListener.monotonicMilliseconds() - connectedAt < 3500 {
-                if "G".withCString({ send(slow, $0, 1, Int32(MSG_NOSIGNAL)) }) < 0 { return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt }
+                if "G".withCString({ send(slow, $0, 1, Int32(MSG_NOSIGNAL)) }) < 0 {
+                    return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt
+                }
                 var byte: UInt8 = 0
-                if recv(slow, &byte, 1, Int32(MSG_DONTWAIT)) == 0 { return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt }
+                if recv(slow, &byte, 1, Int32(MSG_DONTWAIT)) == 0 {
+                    return LoopbackRedirectListener.monotonicMilliseconds() - connectedAt
+                }
                 usleep(40_000)
             }
             return nil
@@ -317,11 +357,14 @@ struct LoopbackRedirectListenerTests {
         let (listener, _) = try ListenerFixture.listener()
         let port = listener.redirect.port
         let browser = Browser.Running { () -> [Browser.Answer?] in
-            [Browser.send("POST /callback?token=g&login_type=GOOGLE HTTP/1.1\r\nContent-Length: 0\r\n\r\n", port: port),
-             Browser.send("HEAD /callback?token=g&login_type=GOOGLE HTTP/1.1\r\n\r\n", port: port),
-             Browser.send("GET http://evil.example/callback HTTP/1.1\r\n\r\n", port: port),
-             Browser.send("nonsense\r\n\r\n", port: port),
-             Browser.get("/callback?token=g&login_type=GOOGLE", port: port)]
+            [
+                Browser.send(
+                    "POST /callback?token=g&login_type=GOOGLE HTTP/1.1\r\nContent-Length: 0\r\n\r\n", port: port),
+                Browser.send("HEAD /callback?token=g&login_type=GOOGLE HTTP/1.1\r\n\r\n", port: port),
+                Browser.send("GET http://evil.example/callback HTTP/1.1\r\n\r\n", port: port),
+                Browser.send("nonsense\r\n\r\n", port: port),
+                Browser.get("/callback?token=g&login_type=GOOGLE", port: port),
+            ]
         }
         let calls = Mutex(0)
         _ = try listener.wait { _ -> Listener.Decision<Bool> in
@@ -337,8 +380,11 @@ struct LoopbackRedirectListenerTests {
         let (listener, _) = try ListenerFixture.listener(maximumRequestBytes: 4096)
         let port = listener.redirect.port
         let browser = Browser.Running { () -> [Browser.Answer?] in
-            [Browser.send("GET /callback?token=\(String(repeating: "x", count: 10_000)) HTTP/1.1\r\n\r\n", port: port),
-             Browser.get("/callback?token=g&login_type=GOOGLE", port: port)]
+            [
+                Browser.send(
+                    "GET /callback?token=\(String(repeating: "x", count: 10_000)) HTTP/1.1\r\n\r\n", port: port),
+                Browser.get("/callback?token=g&login_type=GOOGLE", port: port),
+            ]
         }
         _ = try listener.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
         #expect(try #require(browser.result()).map { $0?.status } == [431, 200])
@@ -350,7 +396,8 @@ struct LoopbackRedirectListenerTests {
         let port = listener.redirect.port
         let log = ProgressLog()
         #expect(throws: Listener.ListenerError.timedOut(milliseconds: 300)) {
-            _ = try listener.wait(progress: log.record) { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+            _ = try listener.wait(progress: log.record) { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn)
+            }
         }
         #expect(ListenerFixture.isFree(port))
         let remaining = log.all.compactMap { event -> Int64? in
@@ -364,15 +411,20 @@ struct LoopbackRedirectListenerTests {
     @Test("the timeout follows the injected clock, not the wall")
     func injectedClock() throws {
         let clock = Mutex<Int64>(0)
-        let (listener, _) = try ListenerFixture.listener(timeoutMilliseconds: 600_000, now: {
-            clock.withLock { $0 += 120_000; return $0 }
-        })
+        let (listener, _) = try ListenerFixture.listener(
+            timeoutMilliseconds: 600_000,
+            now: {
+                clock.withLock {
+                    $0 += 120_000; return $0
+                }
+            })
         let started = ContinuousClock.now
         #expect(throws: Listener.ListenerError.timedOut(milliseconds: 600_000)) {
             _ = try listener.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
         }
         #expect(ContinuousClock.now - started < .seconds(5))
-        #expect(Listener.ListenerError.timedOut(milliseconds: 600_000).message == "no sign-in arrived within 10 minutes")
+        #expect(
+            Listener.ListenerError.timedOut(milliseconds: 600_000).message == "no sign-in arrived within 10 minutes")
     }
 
     @Test("a port in use is reported before anything else happens")
@@ -381,8 +433,9 @@ struct LoopbackRedirectListenerTests {
         defer { first.close() }
         let redirect = try #require(LoopbackRedirect(redirectURL: url))
         let error = #expect(throws: Listener.ListenerError.self) {
-            _ = try LoopbackRedirectListener(redirect: redirect, configuredRedirectURL: url,
-                                             options: .init(timeoutMilliseconds: 1000, handlesInterrupts: false))
+            _ = try LoopbackRedirectListener(
+                redirect: redirect, configuredRedirectURL: url,
+                options: .init(timeoutMilliseconds: 1000, handlesInterrupts: false))
         }
         #expect(error == .cannotListen(address: "127.0.0.1", port: redirect.port, errorNumber: EADDRINUSE))
         #expect(error?.message == "could not listen on 127.0.0.1:\(redirect.port): the port is in use")
@@ -402,7 +455,9 @@ struct LoopbackRedirectListenerInterruptTests {
         return unsafeBitCast(action.__sigaction_handler.sa_handler, to: UnsafeRawPointer?.self)
     }
 
-    @Test("SIGINT stops waiting cleanly, releases the port and puts the previous handler back", arguments: [SIGINT, SIGTERM])
+    @Test(
+        "SIGINT stops waiting cleanly, releases the port and puts the previous handler back",
+        arguments: [SIGINT, SIGTERM])
     func interrupted(signal: Int32) throws {
         let before = Self.currentHandler(signal)
         let (listener, _) = try ListenerFixture.listener(handlesInterrupts: true)

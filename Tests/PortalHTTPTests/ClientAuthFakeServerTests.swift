@@ -16,20 +16,26 @@ struct ClientAuthFakeServerTests {
         let client: ClientAuthClient
         let redirectURL: String
 
-        init(redirectURL: String = "portalexample://auth/callback", accountAbstracted: Bool? = nil,
-             environment: String = "env-test", configure: (inout FakeClientAuth.Options) -> Void = { _ in }) throws {
+        init(
+            redirectURL: String = "portalexample://auth/callback", accountAbstracted: Bool? = nil,
+            environment: String = "env-test", configure: (inout FakeClientAuth.Options) -> Void = { _ in }
+        ) throws {
             server = try FakePortalServer()
-            var options = FakeClientAuth.Options(redirectURLs: [redirectURL], magicLinkFromEmail: "noreply@example.com",
-                                                 magicLinkTemplateID: "template-1")
+            var options = FakeClientAuth.Options(
+                redirectURLs: [redirectURL], magicLinkFromEmail: "noreply@example.com",
+                magicLinkTemplateID: "template-1")
             configure(&options)
             fake = FakeClientAuth(server: server, options: options)
             let base = try PortalAPIBase(apiHost: "127.0.0.1:\(server.port)")
-            let configuration = try ClientAuthConfiguration(authEnvironmentID: environment, redirectURL: redirectURL,
-                                                            accountAbstracted: accountAbstracted,
-                                                            magicLinkFromEmail: "noreply@example.com", magicLinkTemplateID: "template-1")
-            client = ClientAuthClient(api: ClientAuthAPI(configuration: configuration, apiBase: base,
-                                                         builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1.0.0")),
-                                      transport: CurlTransport(options: HTTPTransportOptions()))
+            let configuration = try ClientAuthConfiguration(
+                authEnvironmentID: environment, redirectURL: redirectURL,
+                accountAbstracted: accountAbstracted,
+                magicLinkFromEmail: "noreply@example.com", magicLinkTemplateID: "template-1")
+            client = ClientAuthClient(
+                api: ClientAuthAPI(
+                    configuration: configuration, apiBase: base,
+                    builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1.0.0")),
+                transport: CurlTransport(options: HTTPTransportOptions()))
             self.redirectURL = redirectURL
         }
 
@@ -38,7 +44,8 @@ struct ClientAuthFakeServerTests {
             #expect(server.violations.map(\.description) == [], sourceLocation: sourceLocation)
             for request in server.requests where request.path != FakeClientAuth.providerPath {
                 let isTOTP = request.path == ClientAuthEndpoint.totpValidations.path
-                #expect((request.header("Authorization") != nil) == isTOTP, "\(request)", sourceLocation: sourceLocation)
+                #expect(
+                    (request.header("Authorization") != nil) == isTOTP, "\(request)", sourceLocation: sourceLocation)
                 #expect(request.header("x-portal-auth-environment-id") == "env-test", sourceLocation: sourceLocation)
                 #expect(!(request.header("Authorization") ?? "").contains("session-"), sourceLocation: sourceLocation)
             }
@@ -58,9 +65,12 @@ struct ClientAuthFakeServerTests {
 
     @Test("methods lists what the environment allows, unknown methods dropped")
     func methods() throws {
-        let fixture = try Fixture { $0.allowedMethods = ["EMAIL_MAGIC_LINK", "PASSKEY", "GOOGLE"]; $0.autoCreateWallet = true }
+        let fixture = try Fixture {
+            $0.allowedMethods = ["EMAIL_MAGIC_LINK", "PASSKEY", "GOOGLE"]; $0.autoCreateWallet = true
+        }
         defer { fixture.server.stop() }
-        #expect(try fixture.client.methods() == AuthMethods(allowed: [.emailMagicLink, .google], autoCreateWallet: true))
+        #expect(
+            try fixture.client.methods() == AuthMethods(allowed: [.emailMagicLink, .google], autoCreateWallet: true))
         fixture.expectClean()
     }
 
@@ -71,9 +81,10 @@ struct ClientAuthFakeServerTests {
         let fixture = try Fixture(redirectURL: redirectURL)
         defer { fixture.server.stop() }
         // Listen first, so a busy port is reported before any email is sent.
-        let listener = try LoopbackRedirectListener(redirect: try #require(LoopbackRedirect(redirectURL: redirectURL)),
-                                                    configuredRedirectURL: redirectURL,
-                                                    options: .init(timeoutMilliseconds: 20_000, handlesInterrupts: false))
+        let listener = try LoopbackRedirectListener(
+            redirect: try #require(LoopbackRedirect(redirectURL: redirectURL)),
+            configuredRedirectURL: redirectURL,
+            options: .init(timeoutMilliseconds: 20_000, handlesInterrupts: false))
         try fixture.client.sendMagicLink(email: "  User@Example.COM \n")
         let sent = try #require(fixture.fake.sentLinks.first)
         #expect(sent.email == "user@example.com")
@@ -91,7 +102,8 @@ struct ClientAuthFakeServerTests {
         let session = try listener.wait { url -> LoopbackRedirectListener.Decision<AuthenticatedSession?> in
             switch RedirectURL.evaluate(url.text, configured: redirectURL) {
             case .exchange(let grant, let endpoint):
-                guard case .authenticated(let session)? = try? fixture.client.exchange(grant: grant, at: endpoint) else {
+                guard case .authenticated(let session)? = try? fixture.client.exchange(grant: grant, at: endpoint)
+                else {
                     return .finish(nil, page: .failed("The sign-in was refused."))
                 }
                 return .finish(session, page: .signedIn)
@@ -107,7 +119,9 @@ struct ClientAuthFakeServerTests {
         fixture.expectClean()
     }
 
-    @Test("OAuth completes through a simulated browser following the provider's redirect", arguments: [AuthMethod.google, .apple])
+    @Test(
+        "OAuth completes through a simulated browser following the provider's redirect",
+        arguments: [AuthMethod.google, .apple])
     func oauth(method: AuthMethod) throws {
         let fixture = try Fixture()
         defer { fixture.server.stop() }
@@ -125,9 +139,12 @@ struct ClientAuthFakeServerTests {
         fixture.expectClean()
     }
 
-    @Test("the redirectUrl query reaches Portal encoded byte for byte, with isAccountAbstracted only when set", arguments: [Bool?.none, true, false])
+    @Test(
+        "the redirectUrl query reaches Portal encoded byte for byte, with isAccountAbstracted only when set",
+        arguments: [Bool?.none, true, false])
     func encoding(accountAbstracted: Bool?) throws {
-        let fixture = try Fixture(redirectURL: "https://app.example.com/auth/callback?x=1&y=a b~", accountAbstracted: accountAbstracted)
+        let fixture = try Fixture(
+            redirectURL: "https://app.example.com/auth/callback?x=1&y=a b~", accountAbstracted: accountAbstracted)
         defer { fixture.server.stop() }
         _ = try fixture.client.authorizeURL(for: .google)
         let query = try #require(fixture.server.requests.last?.query)
@@ -143,8 +160,9 @@ struct ClientAuthFakeServerTests {
         defer { fixture.server.stop() }
         let base = try PortalAPIBase(apiHost: "127.0.0.1:\(fixture.server.port)")
         let builder = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1.0.0")
-        let request = builder.request("GET", base.url(path: ClientAuthEndpoint.oauthURLs.path) + "?redirectUrl=myapp://auth/callback",
-                                      extraHeaders: [HTTPHeader("x-portal-auth-environment-id", "env-test")])
+        let request = builder.request(
+            "GET", base.url(path: ClientAuthEndpoint.oauthURLs.path) + "?redirectUrl=myapp://auth/callback",
+            extraHeaders: [HTTPHeader("x-portal-auth-environment-id", "env-test")])
         #expect(try CurlTransport(options: HTTPTransportOptions()).send(request).status == 401)
         #expect(fixture.server.violations.map(\.rule) == ["redirectUrl is not form-encoded as wire contract §2 says"])
     }
@@ -155,8 +173,9 @@ struct ClientAuthFakeServerTests {
         defer { fixture.server.stop() }
         let base = try PortalAPIBase(apiHost: "127.0.0.1:\(fixture.server.port)")
         let builder = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1.0.0")
-        let request = builder.request("GET", base.url(path: ClientAuthEndpoint.methods.path), bearer: Secret("session-token"),
-                                      extraHeaders: [HTTPHeader("x-portal-auth-environment-id", "env-test")])
+        let request = builder.request(
+            "GET", base.url(path: ClientAuthEndpoint.methods.path), bearer: Secret("session-token"),
+            extraHeaders: [HTTPHeader("x-portal-auth-environment-id", "env-test")])
         #expect(try CurlTransport(options: HTTPTransportOptions()).send(request).status == 400)
         #expect(fixture.server.violations.map(\.rule) == ["Authorization must not be sent here"])
     }
@@ -165,7 +184,8 @@ struct ClientAuthFakeServerTests {
     func spentGrant() throws {
         let fixture = try Fixture()
         defer { fixture.server.stop() }
-        let url = FakeClientAuth.redirect(fixture.redirectURL, grant: fixture.fake.issueGrant(method: .emailMagicLink), method: .emailMagicLink)
+        let url = FakeClientAuth.redirect(
+            fixture.redirectURL, grant: fixture.fake.issueGrant(method: .emailMagicLink), method: .emailMagicLink)
         _ = try fixture.exchange(url)
         let error = Self.thrown { try fixture.exchange(url) }
         #expect(error == .clientError(.magicLinkValidations, status: 400, serverMessage: "token already used"))
@@ -178,17 +198,24 @@ struct ClientAuthFakeServerTests {
     func unknownGrant() throws {
         let fixture = try Fixture()
         defer { fixture.server.stop() }
-        #expect(Self.thrown { try fixture.client.exchange(grant: Secret("made-up"), at: .oauthTokens) } == .unauthorized(.oauthTokens))
+        #expect(
+            Self.thrown { try fixture.client.exchange(grant: Secret("made-up"), at: .oauthTokens) }
+                == .unauthorized(.oauthTokens))
         let grant = fixture.fake.issueGrant(method: .google)
-        #expect(Self.thrown { try fixture.client.exchange(grant: Secret(grant), at: .magicLinkValidations) } == .unauthorized(.magicLinkValidations))
+        #expect(
+            Self.thrown { try fixture.client.exchange(grant: Secret(grant), at: .magicLinkValidations) }
+                == .unauthorized(.magicLinkValidations))
         fixture.expectClean()
     }
 
     @Test("two-factor: enrollment link, a wrong code that keeps the userJwt, then the right code")
     func totp() throws {
-        let fixture = try Fixture { $0.endUser = FakeClientAuth.EndUser(id: "totp-user", totpCode: "123456", enrolling: true) }
+        let fixture = try Fixture {
+            $0.endUser = FakeClientAuth.EndUser(id: "totp-user", totpCode: "123456", enrolling: true)
+        }
         defer { fixture.server.stop() }
-        let url = FakeClientAuth.redirect(fixture.redirectURL, grant: fixture.fake.issueGrant(method: .apple), method: .apple)
+        let url = FakeClientAuth.redirect(
+            fixture.redirectURL, grant: fixture.fake.issueGrant(method: .apple), method: .apple)
         guard case .totpRequired(let step) = try fixture.exchange(url) else {
             Issue.record("expected a two-factor step")
             return
@@ -198,12 +225,16 @@ struct ClientAuthFakeServerTests {
         let wrong = Self.thrown { try fixture.client.verifyTOTP(code: "000000", userJWT: step.userJWT) }
         #expect(wrong == .clientError(.totpValidations, status: 400, serverMessage: "invalid code"))
         #expect(wrong?.isRejectedCode == true)
-        #expect(Self.thrown { try fixture.client.verifyTOTP(code: "12345", userJWT: step.userJWT) } == .invalidArgument(.totpCode))
+        #expect(
+            Self.thrown { try fixture.client.verifyTOTP(code: "12345", userJWT: step.userJWT) }
+                == .invalidArgument(.totpCode))
         let session = try fixture.client.verifyTOTP(code: "123456", userJWT: step.userJWT)
         #expect(session.endUserID == "totp-user")
         #expect(session.token.text.hasPrefix("session-"))
         // The userJwt is retired once a code is accepted.
-        #expect(Self.thrown { try fixture.client.verifyTOTP(code: "123456", userJWT: step.userJWT) } == .unauthorized(.totpValidations))
+        #expect(
+            Self.thrown { try fixture.client.verifyTOTP(code: "123456", userJWT: step.userJWT) }
+                == .unauthorized(.totpValidations))
         fixture.expectClean()
     }
 
@@ -211,8 +242,11 @@ struct ClientAuthFakeServerTests {
     func enrolled() throws {
         let fixture = try Fixture { $0.endUser = FakeClientAuth.EndUser(id: "u", totpCode: "123456") }
         defer { fixture.server.stop() }
-        let url = FakeClientAuth.redirect(fixture.redirectURL, grant: fixture.fake.issueGrant(method: .google), method: .google)
-        guard case .totpRequired(let step) = try fixture.exchange(url) else { Issue.record("expected a two-factor step"); return }
+        let url = FakeClientAuth.redirect(
+            fixture.redirectURL, grant: fixture.fake.issueGrant(method: .google), method: .google)
+        guard case .totpRequired(let step) = try fixture.exchange(url) else {
+            Issue.record("expected a two-factor step"); return
+        }
         #expect(step.totpLink == nil)
     }
 
@@ -231,9 +265,11 @@ struct ClientAuthFakeServerTests {
 
         let noAA = try Fixture(accountAbstracted: true) { $0.accountAbstractionAvailable = false }
         defer { noAA.server.stop() }
-        #expect(Self.thrown { try noAA.client.sendMagicLink(email: "a@b.c") }
+        #expect(
+            Self.thrown { try noAA.client.sendMagicLink(email: "a@b.c") }
                 == .accountAbstractionUnavailable("Account abstraction is not enabled for this environment"))
-        #expect(Self.thrown { try noAA.client.authorizeURL(for: .google) }
+        #expect(
+            Self.thrown { try noAA.client.authorizeURL(for: .google) }
                 == .accountAbstractionUnavailable("Account abstraction is not enabled for this environment"))
     }
 
@@ -249,7 +285,9 @@ struct ClientAuthFakeServerTests {
         let fixture = try Fixture { $0.providerError = "oauth_failed" }
         defer { fixture.server.stop() }
         let location = try SimulatedBrowser.followProvider(try fixture.client.authorizeURL(for: .google).text)
-        #expect(RedirectURL.evaluate(location, configured: fixture.redirectURL) == .authenticationFailed(message: "oauth_failed"))
+        #expect(
+            RedirectURL.evaluate(location, configured: fixture.redirectURL)
+                == .authenticationFailed(message: "oauth_failed"))
     }
 
     @Test("another auth environment is unauthorized, a configuration problem")

@@ -77,7 +77,8 @@ struct CurlTransportTests {
 
     @Test("a server that never answers fails with a timeout within the bound")
     func stall() throws {
-        let fixture = try Fixture(options: HTTPTransportOptions(connectTimeoutMilliseconds: 1000, totalTimeoutMilliseconds: 300))
+        let fixture = try Fixture(
+            options: HTTPTransportOptions(connectTimeoutMilliseconds: 1000, totalTimeoutMilliseconds: 300))
         defer { fixture.server.stop() }
         fixture.server.behaviour = .stall
         let started = ContinuousClock.now
@@ -94,7 +95,8 @@ struct CurlTransportTests {
         let fixture = try Fixture()
         defer { fixture.server.stop() }
         fixture.server.addRoute("GET", "/moved", bearer: .optional) { _, server in
-            FakePortalServer.Response(status: 302, headers: [HTTPHeader("Location", "\(server.baseURL)/api/v3/clients/me")])
+            FakePortalServer.Response(
+                status: 302, headers: [HTTPHeader("Location", "\(server.baseURL)/api/v3/clients/me")])
         }
         let url = fixture.base.url(path: "/moved")
         let response = try fixture.transport.send(fixture.builder.request("GET", url, bearer: Secret(Self.token)))
@@ -122,12 +124,14 @@ struct CurlTransportTests {
         }
         fixture.server.addRoute("PATCH", "/thing", bearer: .required) { _, _ in .json(204, "") }
         let body = Array(#"{"token":"grant-é"}"#.utf8)
-        let response = try fixture.transport.send(fixture.builder.request(
-            "POST", fixture.base.url(path: "/api/v3/auth/magic-links/validations"), body: body))
+        let response = try fixture.transport.send(
+            fixture.builder.request(
+                "POST", fixture.base.url(path: "/api/v3/auth/magic-links/validations"), body: body))
         #expect(response.status == 200)
         #expect(response.body == body)
-        let patch = try fixture.transport.send(fixture.builder.request(
-            "PATCH", fixture.base.url(path: "/thing"), body: Array("{}".utf8), bearer: Secret(Self.token)))
+        let patch = try fixture.transport.send(
+            fixture.builder.request(
+                "PATCH", fixture.base.url(path: "/thing"), body: Array("{}".utf8), bearer: Secret(Self.token)))
         #expect(patch.status == 204)
         #expect(fixture.server.violations.isEmpty, "\(fixture.server.violations)")
         let requests = fixture.server.requests
@@ -144,7 +148,8 @@ struct CurlTransportTests {
         fixture.server.addRoute("POST", "/api/v3/nothing", bearer: .optional) { _, _ in .json(200, "{}") }
         fixture.server.addRoute("DELETE", "/api/v3/nothing", bearer: .optional) { _, _ in .json(200, "{}") }
         for method in ["POST", "DELETE"] {
-            let response = try fixture.transport.send(fixture.builder.request(method, fixture.base.url(path: "/api/v3/nothing")))
+            let response = try fixture.transport.send(
+                fixture.builder.request(method, fixture.base.url(path: "/api/v3/nothing")))
             #expect(response.status == 200, "\(method) \(fixture.server.requests.map { "\($0.method) \($0.path)" })")
         }
         #expect(fixture.server.violations.isEmpty, "\(fixture.server.violations)")
@@ -163,18 +168,22 @@ struct CurlTransportTests {
         }
     }
 
-    @Test("only http and https URLs are sent", arguments: [
-        "ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/", "not a url", "",
-    ])
+    @Test(
+        "only http and https URLs are sent",
+        arguments: [
+            "ftp://127.0.0.1/x", "file:///etc/passwd", "gopher://127.0.0.1/", "not a url", "",
+        ])
     func unsupportedSchemes(url: String) {
         #expect(throws: HTTPError.unsupportedURL) { try CurlTransport().send(HTTPRequest(method: "GET", url: url)) }
     }
 
-    @Test("loopback hosts, and only they, bypass any proxy", arguments: [
-        ("localhost", true), ("api.localhost", true), ("127.0.0.1", true), ("127.1.2.3", true), ("[::1]", true),
-        ("localhost.attacker.com", false), ("127.0.0.1.attacker.com", false), ("api.portalhq.io", false),
-        ("10.0.2.2", false), ("127.0.0.256", false),
-    ])
+    @Test(
+        "loopback hosts, and only they, bypass any proxy",
+        arguments: [
+            ("localhost", true), ("api.localhost", true), ("127.0.0.1", true), ("127.1.2.3", true), ("[::1]", true),
+            ("localhost.attacker.com", false), ("127.0.0.1.attacker.com", false), ("api.portalhq.io", false),
+            ("10.0.2.2", false), ("127.0.0.256", false),
+        ])
     func loopbackBypassesProxy(host: String, isLoopback: Bool) {
         #expect(CurlTransport.isLoopback(host: host) == isLoopback)
     }
@@ -201,8 +210,9 @@ struct FakePortalServerTests {
         let server = try FakePortalServer()
         defer { server.stop() }
         server.registerLiveToken("t")
-        let response = try CurlTransport().send(HTTPRequest(
-            method: "GET", url: server.baseURL + "/api/v3/clients/me?x=1", authorization: Secret("Bearer t")))
+        let response = try CurlTransport().send(
+            HTTPRequest(
+                method: "GET", url: server.baseURL + "/api/v3/clients/me?x=1", authorization: Secret("Bearer t")))
         #expect(response.status == 400)
         let rules = server.violations.map(\.rule)
         #expect(rules.contains("Accept is not application/json"))
@@ -219,19 +229,27 @@ struct FakePortalServerTests {
         server.registerLiveToken("t")
         server.addRoute("GET", "/api/v3/auth/methods", bearer: .forbidden) { _, _ in .json(200, #"{"data":{}}"#) }
         let base = try PortalAPIBase(apiHost: "127.0.0.1:\(server.port)")
-        let builder = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1", traceID: { "00000000-0000-4000-8000-000000000000" })
+        let builder = PortalRequestBuilder(
+            gate: PortalHostGate(apiBase: base), version: "1", traceID: { "00000000-0000-4000-8000-000000000000" })
         let transport = CurlTransport()
-        #expect(try transport.send(builder.request("GET", base.url(path: "/api/v3/clients/me"), bearer: Secret("t"))).status == 200)
-        #expect(try transport.send(builder.request("GET", base.url(path: "/api/v3/clients/me"), bearer: Secret("t"))).status == 400)
+        #expect(
+            try transport.send(builder.request("GET", base.url(path: "/api/v3/clients/me"), bearer: Secret("t"))).status
+                == 200)
+        #expect(
+            try transport.send(builder.request("GET", base.url(path: "/api/v3/clients/me"), bearer: Secret("t"))).status
+                == 400)
         let fresh = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: "1")
         #expect(try transport.send(fresh.request("GET", base.url(path: "/api/v3/clients/me"))).status == 400)
-        #expect(try transport.send(fresh.request("GET", base.url(path: "/api/v3/auth/methods"), bearer: Secret("t"))).status == 400)
+        #expect(
+            try transport.send(fresh.request("GET", base.url(path: "/api/v3/auth/methods"), bearer: Secret("t"))).status
+                == 400)
         #expect(try transport.send(fresh.request("GET", base.url(path: "/api/v3/auth/methods"))).status == 200)
-        #expect(server.violations.map(\.rule) == [
-            "X-Portal-Trace-Id was used before",
-            "Authorization: Bearer is required here",
-            "Authorization must not be sent here",
-        ])
+        #expect(
+            server.violations.map(\.rule) == [
+                "X-Portal-Trace-Id was used before",
+                "Authorization: Bearer is required here",
+                "Authorization must not be sent here",
+            ])
     }
 
     @Test("a Content-Length without a body is a violation")
@@ -239,11 +257,13 @@ struct FakePortalServerTests {
         let server = try FakePortalServer()
         defer { server.stop() }
         server.addRoute("POST", "/x", bearer: .optional) { _, _ in .json(200, "{}") }
-        let request = HTTPRequest(method: "POST", url: server.baseURL + "/x", headers: [
-            HTTPHeader("Accept", "application/json"), HTTPHeader("Content-Type", "application/json"),
-            HTTPHeader("User-Agent", "portal-token/1"), HTTPHeader("X-Portal-Trace-Id", TraceID.generate()),
-            HTTPHeader("Content-Length", "0"),
-        ])
+        let request = HTTPRequest(
+            method: "POST", url: server.baseURL + "/x",
+            headers: [
+                HTTPHeader("Accept", "application/json"), HTTPHeader("Content-Type", "application/json"),
+                HTTPHeader("User-Agent", "portal-token/1"), HTTPHeader("X-Portal-Trace-Id", TraceID.generate()),
+                HTTPHeader("Content-Length", "0"),
+            ])
         #expect(try CurlTransport().send(request).status == 400)
         #expect(server.violations.map(\.rule) == ["Content-Length sent without a body"])
     }

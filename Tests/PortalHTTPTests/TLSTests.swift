@@ -12,18 +12,27 @@ final class TLSTestServer {
     var caPath: String { directory.appendingPathComponent("ca.pem").path }
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-tls-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-tls-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try Data("subjectAltName=DNS:localhost\n".utf8).write(to: directory.appendingPathComponent("ext.cnf"))
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try openssl(["req", "-x509"] + ec + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=portal-token test CA"])
+        try openssl(
+            ["req", "-x509"] + ec + [
+                "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=portal-token test CA",
+            ])
         try openssl(["req"] + ec + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"])
-        try openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                     "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf"])
+        try openssl([
+            "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf",
+        ])
 
         // stdbuf: s_server's stdout is block-buffered on a pipe, and the port is printed there.
         process.executableURL = URL(fileURLWithPath: "/usr/bin/stdbuf")
-        process.arguments = ["-oL", "/usr/bin/openssl", "s_server", "-accept", "127.0.0.1:0", "-cert", "server.pem", "-key", "server.key", "-www"]
+        process.arguments = [
+            "-oL", "/usr/bin/openssl", "s_server", "-accept", "127.0.0.1:0", "-cert", "server.pem", "-key",
+            "server.key", "-www",
+        ]
         process.currentDirectoryURL = directory
         let output = Pipe()
         process.standardOutput = output
@@ -41,7 +50,8 @@ final class TLSTestServer {
             text += String(decoding: data, as: UTF8.self)
         }
         guard let line = acceptLine(),
-              let port = Int(line.split(separator: ":").last ?? "") else {
+            let port = Int(line.split(separator: ":").last ?? "")
+        else {
             stop()
             throw TLSTestServerError(output: text)
         }

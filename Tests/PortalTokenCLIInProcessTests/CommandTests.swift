@@ -47,7 +47,8 @@ struct CommandTests {
     @Test("store of a Portal token with its end user adopts it as the session")
     func storePortalOrigin() throws {
         let cli = try InProcessCLI()
-        let store = cli.run(["store"], stdin: "protocol=https\nhost=api.portalhq.io\nusername=user-9\npassword=tok-new\n")
+        let store = cli.run(
+            ["store"], stdin: "protocol=https\nhost=api.portalhq.io\nusername=user-9\npassword=tok-new\n")
         #expect(store.exitCode == 0 && store.stdout.isEmpty && store.stderr.isEmpty)
         guard case .present(let session) = cli.storedSession else { Issue.record("no session stored"); return }
         #expect(session.endUserID == "user-9" && session.token == Secret("tok-new"))
@@ -83,10 +84,14 @@ struct CommandTests {
         let cli = try InProcessCLI()
         let noCommand = cli.run(["exec"])
         #expect(noCommand.exitCode == 2 && noCommand.stdout.isEmpty)
-        #expect(noCommand.stderr == "portal-token: error: 'exec' needs a command after '--'\nhint: portal-token exec -- COMMAND [ARG...]\n")
+        #expect(
+            noCommand.stderr
+                == "portal-token: error: 'exec' needs a command after '--'\nhint: portal-token exec -- COMMAND [ARG...]\n"
+        )
         let path = cli.run(["exec", "--token-var", "PATH", "--", "true"])
         #expect(path.exitCode == 2)
-        #expect(path.stderr.hasPrefix("portal-token: error: --token-var cannot be PATH: COMMAND is looked up through it"))
+        #expect(
+            path.stderr.hasPrefix("portal-token: error: --token-var cannot be PATH: COMMAND is looked up through it"))
         let badName = cli.run(["exec", "--token-var", "1X", "--", "true"])
         #expect(badName.exitCode == 2)
         #expect(badName.stderr.hasPrefix("portal-token: error: --token-var takes an environment variable name"))
@@ -98,7 +103,9 @@ struct CommandTests {
         try cli.signIn(token: "tok-kube")
         let result = cli.run(["exec-credential"])
         #expect(result.exitCode == 0 && result.stderr.isEmpty)
-        #expect(result.stdout.contains("\"kind\":\"ExecCredential\"") || result.stdout.contains("\"kind\": \"ExecCredential\""))
+        #expect(
+            result.stdout.contains("\"kind\":\"ExecCredential\"")
+                || result.stdout.contains("\"kind\": \"ExecCredential\""))
         #expect(result.stdout.contains("tok-kube"))
         let bad = cli.run(["exec-credential"], environment: ["KUBERNETES_EXEC_INFO": "{nope"])
         #expect(bad.exitCode == 2 && bad.stdout.isEmpty)
@@ -110,8 +117,10 @@ struct CommandTests {
     @Test("list shows stored credentials and the session, never a secret")
     func list() throws {
         let cli = try InProcessCLI()
-        try cli.credentials.store(Credential(protocolName: "https", host: CredentialHost(gitHost: "git.example"),
-                                             username: "alice", password: Secret("hunter2")))
+        try cli.credentials.store(
+            Credential(
+                protocolName: "https", host: CredentialHost(gitHost: "git.example"),
+                username: "alice", password: Secret("hunter2")))
         try cli.signIn(token: "tok-listed", endUserID: "user-3")
         let result = cli.run(["list"])
         #expect(result.exitCode == 0 && result.stderr.isEmpty)
@@ -139,7 +148,10 @@ struct CommandTests {
         let cli = try InProcessCLI()
         let none = cli.run(["migrate"])
         #expect(none.exitCode == 2 && none.stdout.isEmpty)
-        #expect(none.stderr == "portal-token: error: 'migrate' needs --to secret-service or --to file\nhint: see 'portal-token migrate --help'\n")
+        #expect(
+            none.stderr
+                == "portal-token: error: 'migrate' needs --to secret-service or --to file\nhint: see 'portal-token migrate --help'\n"
+        )
         let wrong = cli.run(["migrate", "--to", "floppy"])
         #expect(wrong.exitCode == 2)
         #expect(wrong.stderr == "portal-token: error: --to must be secret-service or file\n")
@@ -152,7 +164,9 @@ struct CommandTests {
         let cli = try InProcessCLI()
         let none = cli.run(["login"])
         #expect(none.exitCode == 2 && none.stdout.isEmpty)
-        #expect(none.stderr.hasPrefix("portal-token: error: choose how to sign in: --email ADDRESS, --google, --apple or --with-token"))
+        #expect(
+            none.stderr.hasPrefix(
+                "portal-token: error: choose how to sign in: --email ADDRESS, --google, --apple or --with-token"))
         let endUser = cli.run(["login", "--google", "--end-user", "u"])
         #expect(endUser.exitCode == 2)
         #expect(endUser.stderr.hasPrefix("portal-token: error: --end-user goes with --with-token"))
@@ -160,9 +174,12 @@ struct CommandTests {
 
     @Test("login --with-token adopts the token on stdin after Portal accepts it")
     func loginWithToken() throws {
-        let cli = try InProcessCLI(transport: ScriptedTransport { request throws(HTTPError) in
-            HTTPResponse(status: 200, body: Array(#"{"id":"client-1","endUser":{"id":"user-5"}}"#.utf8), effectiveURL: request.url)
-        })
+        let cli = try InProcessCLI(
+            transport: ScriptedTransport { request throws(HTTPError) in
+                HTTPResponse(
+                    status: 200, body: Array(#"{"id":"client-1","endUser":{"id":"user-5"}}"#.utf8),
+                    effectiveURL: request.url)
+            })
         let result = cli.run(["login", "--with-token", "--end-user", "user-5"], stdin: "tok-adopted\n")
         #expect(result.exitCode == 0 && result.stdout.isEmpty)
         guard case .present(let session) = cli.storedSession else { Issue.record("no session stored"); return }
@@ -173,7 +190,10 @@ struct CommandTests {
     func redirectArguments() throws {
         let result = try InProcessCLI().run(["redirect"])
         #expect(result.exitCode == 2 && result.stdout.isEmpty)
-        #expect(result.stderr == "portal-token: error: 'redirect' needs the URL the browser was sent to\nhint: see 'portal-token redirect --help'\n")
+        #expect(
+            result.stderr
+                == "portal-token: error: 'redirect' needs the URL the browser was sent to\nhint: see 'portal-token redirect --help'\n"
+        )
     }
 
     @Test("verify-totp with nothing waiting says so (exit 1) and sends nothing")
@@ -181,7 +201,10 @@ struct CommandTests {
         let cli = try InProcessCLI()
         let result = cli.run(["verify-totp", "123456"])
         #expect(result.exitCode == 1 && result.stdout.isEmpty)
-        #expect(result.stderr == "portal-token: error: no two-factor step is waiting for environment 'env-1'\nhint: sign in with 'portal-token login'\n")
+        #expect(
+            result.stderr
+                == "portal-token: error: no two-factor step is waiting for environment 'env-1'\nhint: sign in with 'portal-token login'\n"
+        )
         #expect(cli.transport.requests.isEmpty)
     }
 
@@ -217,9 +240,10 @@ struct CommandTests {
 
     @Test("api sends the request with the session's bearer and prints Portal's body")
     func api() throws {
-        let cli = try InProcessCLI(transport: ScriptedTransport { request throws(HTTPError) in
-            HTTPResponse(status: 200, body: Array(#"{"ok":true}"#.utf8), effectiveURL: request.url)
-        })
+        let cli = try InProcessCLI(
+            transport: ScriptedTransport { request throws(HTTPError) in
+                HTTPResponse(status: 200, body: Array(#"{"ok":true}"#.utf8), effectiveURL: request.url)
+            })
         try cli.signIn(token: "tok-api")
         let result = cli.run(["api", "/api/v3/clients/me"])
         #expect(result.exitCode == 0 && result.stderr.isEmpty)
@@ -250,9 +274,12 @@ struct CommandTests {
         #expect(result.stdout == "portal-token \(PortalTokenCLI.version)\n")
     }
 
-    @Test("help lists every command, and each command has its own help",
-          arguments: ["get", "store", "erase", "capability", "token", "exec", "exec-credential", "list", "setup-git",
-                      "doctor", "methods", "login", "redirect", "verify-totp", "status", "refresh", "api", "logout", "migrate"])
+    @Test(
+        "help lists every command, and each command has its own help",
+        arguments: [
+            "get", "store", "erase", "capability", "token", "exec", "exec-credential", "list", "setup-git",
+            "doctor", "methods", "login", "redirect", "verify-totp", "status", "refresh", "api", "logout", "migrate",
+        ])
     func help(command: String) throws {
         let cli = try InProcessCLI()
         for overview in [cli.run(["--help"]), cli.run(["help"])] {

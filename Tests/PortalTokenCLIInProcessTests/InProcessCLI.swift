@@ -30,7 +30,9 @@ final class InProcessCLI {
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-inprocess-\(UUID().uuidString)").path
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-inprocess-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
         chmod(directory + "/run", 0o700)
     }
@@ -40,8 +42,11 @@ final class InProcessCLI {
     /// The environment of a run: a private HOME and runtime directory, the test's auth
     /// environment, and nothing inherited from the test process.
     var environment: [String: String] {
-        ["HOME": directory, "XDG_RUNTIME_DIR": directory + "/run", "XDG_CONFIG_HOME": directory + "/config",
-         "XDG_DATA_HOME": directory + "/data", "PORTAL_AUTH_ENVIRONMENT_ID": Self.environmentID, "PATH": "/usr/bin:/bin"]
+        [
+            "HOME": directory, "XDG_RUNTIME_DIR": directory + "/run", "XDG_CONFIG_HOME": directory + "/config",
+            "XDG_DATA_HOME": directory + "/data", "PORTAL_AUTH_ENVIRONMENT_ID": Self.environmentID,
+            "PATH": "/usr/bin:/bin",
+        ]
     }
 
     var services: Services {
@@ -60,18 +65,22 @@ final class InProcessCLI {
 
     /// Signs `endUserID` in with `token`, as a sign-in would have stored it.
     func signIn(token: String = "token-1", endUserID: String = "user-1") throws {
-        try ItemSessionStore(items).saveSession(PortalSession(
-            token: Secret(token), endUserID: endUserID, authEnvironmentID: Self.environmentID,
-            issuedAt: clock.value, lastActivityAt: clock.value))
+        try ItemSessionStore(items).saveSession(
+            PortalSession(
+                token: Secret(token), endUserID: endUserID, authEnvironmentID: Self.environmentID,
+                issuedAt: clock.value, lastActivityAt: clock.value))
     }
 
     var storedSession: StoredSession {
         (try? ItemSessionStore(items).loadSession(authEnvironmentID: Self.environmentID)) ?? .absent
     }
 
-    func run(_ arguments: [String], stdin: String = "", environment extra: [String: String] = [:],
-             unsetting unset: [String] = [], isGitHelper: Bool = false) -> CommandResult {
-        let input = Self.unlinkedFile(directory), output = Self.unlinkedFile(directory), error = Self.unlinkedFile(directory)
+    func run(
+        _ arguments: [String], stdin: String = "", environment extra: [String: String] = [:],
+        unsetting unset: [String] = [], isGitHelper: Bool = false
+    ) -> CommandResult {
+        let input = Self.unlinkedFile(directory), output = Self.unlinkedFile(directory),
+            error = Self.unlinkedFile(directory)
         defer { close(input); close(output); close(error) }
         let bytes = Array(stdin.utf8)
         _ = bytes.withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
@@ -82,8 +91,9 @@ final class InProcessCLI {
         streams.error = error
         var environment = environment.merging(extra) { $1 }
         for name in unset { environment[name] = nil }
-        let code = PortalTokenCLI.execute(arguments, isGitHelper: isGitHelper, streams: streams,
-                                          environment: environment, services: services)
+        let code = PortalTokenCLI.execute(
+            arguments, isGitHelper: isGitHelper, streams: streams,
+            environment: environment, services: services)
         return CommandResult(exitCode: code, stdout: Self.contents(output), stderr: Self.contents(error))
     }
 

@@ -13,7 +13,9 @@ struct CommandLineTests {
         let cli = try InProcessCLI()
         let command = cli.run(["frobnicate"])
         #expect(command.exitCode == 2)
-        #expect(command.stderr == "portal-token: error: 'frobnicate' is not a portal-token command\nhint: see 'portal-token --help'\n")
+        #expect(
+            command.stderr
+                == "portal-token: error: 'frobnicate' is not a portal-token command\nhint: see 'portal-token --help'\n")
         let option = cli.run(["get", "--colour"])
         #expect(option.exitCode == 2)
         #expect(option.stderr.contains("unknown option '--colour'"))
@@ -33,10 +35,12 @@ struct CommandLineTests {
         #expect(result.stderr.hasSuffix("portal-token: error: no command given\nhint: see 'portal-token --help'\n"))
     }
 
-    @Test("a malformed protocol line is refused without echoing it", arguments: [
-        "protocol=https\nhost=x.tld\nhunter2-secret\n",
-        "protocol=https\nhost=x.tld\npassword=hunter2\r-secret\r\n",
-    ])
+    @Test(
+        "a malformed protocol line is refused without echoing it",
+        arguments: [
+            "protocol=https\nhost=x.tld\nhunter2-secret\n",
+            "protocol=https\nhost=x.tld\npassword=hunter2\r-secret\r\n",
+        ])
     func malformedInput(input: String) throws {
         let cli = try InProcessCLI()
         for operation in ["get", "store", "erase"] {
@@ -62,8 +66,10 @@ struct CommandLineTests {
     @Test("a bad api host stops a request for Portal but not one for another host")
     func badAPIHost() throws {
         let cli = try InProcessCLI()
-        try cli.credentials.store(Credential(protocolName: "https", host: CredentialHost(gitHost: "github.com"),
-                                             username: "alice", password: Secret("secret-1")))
+        try cli.credentials.store(
+            Credential(
+                protocolName: "https", host: CredentialHost(gitHost: "github.com"),
+                username: "alice", password: Secret("secret-1")))
         let bad = ["PORTAL_API_HOST": "https://api.mine.example/ bad"]
         let github = cli.run(["get"], stdin: "protocol=https\nhost=github.com\n\n", environment: bad)
         #expect(github.exitCode == 0 && github.stdout == "username=alice\npassword=secret-1\n")
@@ -81,18 +87,23 @@ struct UsageErrorTests {
         try InProcessCLI().run(arguments, stdin: stdin, unsetting: ["PORTAL_AUTH_ENVIRONMENT_ID"])
     }
 
-    @Test("a mistyped command gets did you mean", arguments: [("stauts", "status"), ("lgoin", "login"), ("tokn", "token")])
+    @Test(
+        "a mistyped command gets did you mean",
+        arguments: [("stauts", "status"), ("lgoin", "login"), ("tokn", "token")])
     func mistypedCommand(typed: String, meant: String) throws {
         let result = try Self.run([typed])
         #expect(result.exitCode == 2)
-        #expect(result.stderr == "portal-token: error: '\(typed)' is not a portal-token command\nhint: did you mean '\(meant)'?\n")
+        #expect(
+            result.stderr
+                == "portal-token: error: '\(typed)' is not a portal-token command\nhint: did you mean '\(meant)'?\n")
     }
 
     @Test("login names the unknown option instead of asking how to sign in")
     func loginUnknownOption() throws {
         let typo = try Self.run(["login", "--emial", "a@b.c"])
         #expect(typo.exitCode == 2)
-        #expect(typo.stderr == "portal-token: error: unknown option '--emial' for 'login'\nhint: did you mean '--email'?\n")
+        #expect(
+            typo.stderr == "portal-token: error: unknown option '--emial' for 'login'\nhint: did you mean '--email'?\n")
         let unknown = try Self.run(["login", "--foo"])
         #expect(unknown.exitCode == 2)
         #expect(unknown.stderr.hasPrefix("portal-token: error: unknown option '--foo' for 'login'\n"))
@@ -115,9 +126,12 @@ struct UsageErrorTests {
         #expect(typo.stderr.contains("hint: did you mean '--backend'?"))
     }
 
-    @Test("a known option without its value says that it needs a value, never that it is unknown",
-          arguments: [(["login", "--email"], "--email"), (["token", "--format"], "--format"),
-                      (["exec", "--token-var"], "--token-var"), (["api", "-X"], "-X")])
+    @Test(
+        "a known option without its value says that it needs a value, never that it is unknown",
+        arguments: [
+            (["login", "--email"], "--email"), (["token", "--format"], "--format"),
+            (["exec", "--token-var"], "--token-var"), (["api", "-X"], "-X"),
+        ])
     func optionWithoutValue(arguments: [String], option: String) throws {
         let result = try Self.run(arguments)
         #expect(result.exitCode == 2)
@@ -128,8 +142,10 @@ struct UsageErrorTests {
     func repeatedOption() throws {
         let result = try Self.run(["token", "--format", "json", "--format", "json"])
         #expect(result.exitCode == 2)
-        #expect(result.stderr.hasPrefix("portal-token: error: option '--format' is repeated or does not go with the other options of 'token'\n"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.hasPrefix(
+                "portal-token: error: option '--format' is repeated or does not go with the other options of 'token'\n"),
+            "\(result.stderr)")
         #expect(!result.stderr.contains("did you mean"))
     }
 
@@ -152,7 +168,10 @@ struct UsageErrorTests {
     func missingEnvironmentID() throws {
         let result = try Self.run(["token"])
         #expect(result.exitCode == 2 && result.stdout.isEmpty)
-        #expect(result.stderr == "portal-token: error: no auth environment ID is set\nhint: set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file\n")
+        #expect(
+            result.stderr
+                == "portal-token: error: no auth environment ID is set\nhint: set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file\n"
+        )
     }
 
     @Test("--help lists the global options and exit codes, and points to the man page")
@@ -188,7 +207,10 @@ struct APIArgumentTests {
     @Test("a path with a space or a control character is a usage error (exit 2), and nothing is sent")
     func pathsWithSpaces() throws {
         let cli = try Self.signedIn()
-        for path in ["/api/v3/clients/me HTTP/1.0", "/api/v3/clients/me\r\nX-Injected: 1", "/api/v3/\u{1b}[31m", "/api/v3/\tx", "/api/v3/\u{7f}"] {
+        for path in [
+            "/api/v3/clients/me HTTP/1.0", "/api/v3/clients/me\r\nX-Injected: 1", "/api/v3/\u{1b}[31m", "/api/v3/\tx",
+            "/api/v3/\u{7f}",
+        ] {
             let result = cli.run(["api", path])
             #expect(result.exitCode == 2, "\(result.stderr)")
             #expect(result.stderr.hasPrefix("portal-token: error: the API path holds a space or a control character"))
@@ -208,10 +230,13 @@ struct APIArgumentTests {
         #expect(cli.transport.requests.map(\.url) == ["https://api.portalhq.io/api/v3/clients/me"])
     }
 
-    @Test("-H refuses Authorization, Host and malformed headers before anything is sent", arguments: [
-        "Authorization: Bearer other", "host: evil.example", "HOST:x", "Content-Length: 5", "accept: text/html", "X-Portal-Trace-Id: 1", "no colon here", ": empty name",
-        "Bad Name: x", "X-Split: a\r\nX-Injected: 1",
-    ])
+    @Test(
+        "-H refuses Authorization, Host and malformed headers before anything is sent",
+        arguments: [
+            "Authorization: Bearer other", "host: evil.example", "HOST:x", "Content-Length: 5", "accept: text/html",
+            "X-Portal-Trace-Id: 1", "no colon here", ": empty name",
+            "Bad Name: x", "X-Split: a\r\nX-Injected: 1",
+        ])
     func refusedHeaders(header: String) throws {
         let cli = try Self.signedIn()
         let result = cli.run(["api", "-H", header, "/api/v3/clients/me"])

@@ -11,7 +11,9 @@ struct APICommandTests {
         let portal = try PortalHarness(backend: .file)
         portal.server.registerLiveToken("token-api")
         #expect(try portal.adopt(token: "token-api").exitCode == 0)
-        let result = try portal.git.portalToken(["api", "-H", "X-Request-Id: 42", "-H", "x-other:  two words ", "/api/v3/clients/me"])
+        let result = try portal.git.portalToken([
+            "api", "-H", "X-Request-Id: 42", "-H", "x-other:  two words ", "/api/v3/clients/me",
+        ])
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("{") && result.stdout.hasSuffix("}\n"))
         let request = try #require(portal.requests(to: "/api/v3/clients/me").first)
@@ -21,7 +23,8 @@ struct APICommandTests {
         #expect(request.bearerToken == "token-api")
     }
 
-    @Test("a request body on stdin (--data @-) past 8 MiB is a usage error (exit 2), as from a file, and nothing is sent")
+    @Test(
+        "a request body on stdin (--data @-) past 8 MiB is a usage error (exit 2), as from a file, and nothing is sent")
     func oversizedBodyOnStdin() throws {
         let portal = try PortalHarness(backend: .file)
         portal.server.registerLiveToken("token-api")
@@ -30,10 +33,12 @@ struct APICommandTests {
         let body = #"{"a":""# + String(repeating: "x", count: 9 << 20) + #""}"#
         let result = try portal.git.portalToken(["api", "-d", "@-", "/api/v3/clients/me"], stdin: body)
         #expect(result.exitCode == 2, "\(result.stderr)")
-        #expect(result.stderr.hasPrefix("portal-token: error: cannot read the request body from stdin: larger than 8 MiB"))
+        #expect(
+            result.stderr.hasPrefix("portal-token: error: cannot read the request body from stdin: larger than 8 MiB"))
         #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
         // One within the bound goes through.
-        let small = try portal.git.portalToken(["api", "-X", "GET", "-d", "@-", "/api/v3/clients/me"], stdin: #"{"a":1}"#)
+        let small = try portal.git.portalToken(
+            ["api", "-X", "GET", "-d", "@-", "/api/v3/clients/me"], stdin: #"{"a":1}"#)
         #expect(small.exitCode == 0, "\(small.stderr)")
     }
 }

@@ -31,8 +31,9 @@ struct AutoBackendTests {
     func stoppedKeyring() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
-        let adopt = try ProcessRunner.portalToken(["store"], stdin: portalOrigin + "username=U\npassword=token-stop\n",
-                                                  environment: environment)
+        let adopt = try ProcessRunner.portalToken(
+            ["store"], stdin: portalOrigin + "username=U\npassword=token-stop\n",
+            environment: environment)
         #expect(adopt.exitCode == 0, "\(adopt.stderr)")
         // Served once, so the session also sits in the kernel-keyring cache.
         #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-stop\n")
@@ -58,9 +59,12 @@ struct AutoBackendTests {
         }
         // The Docker helper answers in its own protocol: the error on stdout, exit 1.
         let scratch = try ScratchFolder("stopped-docker")
-        let docker = try ProcessRunner.run(try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token", ["get"],
-                                           stdin: "https://registry.stopped.tld\n", environment: environment, timeout: 20)
-        #expect(docker.exitCode == 1 && docker.stdout.contains("did not answer within 800 ms"), "\(docker.stdout) \(docker.stderr)")
+        let docker = try ProcessRunner.run(
+            try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token", ["get"],
+            stdin: "https://registry.stopped.tld\n", environment: environment, timeout: 20)
+        #expect(
+            docker.exitCode == 1 && docker.stdout.contains("did not answer within 800 ms"),
+            "\(docker.stdout) \(docker.stderr)")
         #expect(docker.duration < 2.5, "the Docker helper took \(docker.duration) s")
         #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
         // Nothing was deleted: once the daemon runs again, the session is there.
@@ -68,12 +72,17 @@ struct AutoBackendTests {
         #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-stop\n")
     }
 
-    @Test("a session cached in the kernel keyring is not served once the collection is locked, and is again once unlocked")
+    @Test(
+        "a session cached in the kernel keyring is not served once the collection is locked, and is again once unlocked"
+    )
     func lockedCollectionLocksTheCache() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
-        #expect(try ProcessRunner.portalToken(["store"], stdin: portalOrigin + "username=U\npassword=token-lock\n",
-                                              environment: environment).exitCode == 0)
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: portalOrigin + "username=U\npassword=token-lock\n",
+                environment: environment
+            ).exitCode == 0)
         #expect(try ProcessRunner.portalToken(["get"], stdin: "", environment: environment).stdout == "token-lock\n")
         try keyring.lockLoginCollection()
         for arguments in [["get"], ["status"], ["refresh"]] {
@@ -95,18 +104,24 @@ struct AutoBackendTests {
         let keyring = try PrivateKeyring(withKeyring: true)
         var environment = world(keyring)
         environment["BIN"] = ProcessRunner.portalTokenPath
-        let result = try ProcessRunner.run("/bin/sh", ["-c", """
-            for i in $(seq 20); do
-                (printf 'protocol=https\\nhost=race.tld\\nusername=u\\npassword=pw-%s\\n' "$i" | "$BIN" store; echo "exit=$?") &
-            done
-            wait
-            secret-tool search --all protocol https server race.tld 2>/dev/null | grep -c '^\\[/'
-            """], environment: environment, timeout: 60)
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                for i in $(seq 20); do
+                    (printf 'protocol=https\\nhost=race.tld\\nusername=u\\npassword=pw-%s\\n' "$i" | "$BIN" store; echo "exit=$?") &
+                done
+                wait
+                secret-tool search --all protocol https server race.tld 2>/dev/null | grep -c '^\\[/'
+                """,
+            ], environment: environment, timeout: 60)
         let lines = result.stdout.split(separator: "\n").map(String.init)
         #expect(lines.filter { $0 == "exit=0" }.count == 20, "\(result.stdout) \(result.stderr)")
         #expect(lines.last == "1", "items left: \(result.stdout)")
         #expect(result.stderr.isEmpty, "\(result.stderr)")
-        let get = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=race.tld\n", environment: environment)
+        let get = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=race.tld\n", environment: environment)
         #expect(get.stdout.hasPrefix("username=u\npassword=pw-"))
     }
 
@@ -118,19 +133,25 @@ struct AutoBackendTests {
         environment["BIN"] = ProcessRunner.portalTokenPath
         environment["ERRORS"] = portal.git.directory.appendingPathComponent("erase-errors").path
         environment["REQUEST"] = portal.portalOrigin + "username=U\npassword=token-erase\n"
-        let result = try ProcessRunner.run("/bin/sh", ["-c", """
-            for i in $(seq 20); do
-                (printf '%s' "$REQUEST" | "$BIN" erase 2>"$ERRORS.$i"; echo "exit=$?") &
-            done
-            wait
-            cat "$ERRORS".* | grep 'portal-token: error' >&2
-            rm -f "$ERRORS".*
-            """], environment: environment, timeout: 60)
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                for i in $(seq 20); do
+                    (printf '%s' "$REQUEST" | "$BIN" erase 2>"$ERRORS.$i"; echo "exit=$?") &
+                done
+                wait
+                cat "$ERRORS".* | grep 'portal-token: error' >&2
+                rm -f "$ERRORS".*
+                """,
+            ], environment: environment, timeout: 60)
         let codes = result.stdout.split(separator: "\n").map(String.init)
         #expect(!result.stderr.contains("portal-token: error: keyring"), "\(result.stderr)")
         #expect(codes.count == 20, "\(result.stdout)")
         #expect(codes.allSatisfy { $0 == "exit=0" || $0 == "exit=3" }, "\(codes) \(result.stderr)")
-        #expect(portal.hookRuns.filter { !$0.hasPrefix("hook read stdin") } == ["unauthorized U \(portal.environmentID)"])
+        #expect(
+            portal.hookRuns.filter { !$0.hasPrefix("hook read stdin") } == ["unauthorized U \(portal.environmentID)"])
         #expect(try portal.git.portalToken(["get"]).exitCode == 1)
     }
 
@@ -149,7 +170,9 @@ struct AutoBackendTests {
         // Within the cap, past the idle window: still signed in, and the next use asks Portal.
         let idle = try portal.portalToken(["status"], clockShift: 25 * 3600)
         #expect(idle.exitCode == 0)
-        #expect(idle.stdout.hasPrefix("signed in as U (idle past expires-at: the next use asks Portal)\n"), "\(idle.stdout)")
+        #expect(
+            idle.stdout.hasPrefix("signed in as U (idle past expires-at: the next use asks Portal)\n"), "\(idle.stdout)"
+        )
     }
 
     @Test("a file left from a fallback is named by status, and migrate merges it into the keyring with nothing lost")
@@ -162,38 +185,60 @@ struct AutoBackendTests {
             try ProcessRunner.portalToken(arguments, stdin: input, environment: environment)
         }
         // The file, from a time without a keyring: two credentials and a session.
-        #expect(try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-file-a\n", file).exitCode == 0)
-        #expect(try run(["store"], "protocol=https\nhost=b.tld\nusername=u\npassword=from-file-b\n", file).exitCode == 0)
+        #expect(
+            try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-file-a\n", file).exitCode == 0)
+        #expect(
+            try run(["store"], "protocol=https\nhost=b.tld\nusername=u\npassword=from-file-b\n", file).exitCode == 0)
         #expect(try run(["store"], portalOrigin + "username=U\npassword=token-file\n", file).exitCode == 0)
         // The keyring, since: a newer password for a.tld.
-        #expect(try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-keyring-a\n", environment).exitCode == 0)
+        #expect(
+            try run(["store"], "protocol=https\nhost=a.tld\nusername=u\npassword=from-keyring-a\n", environment)
+                .exitCode == 0)
 
         // auto uses the keyring alone, and status says the file also holds items.
         #expect(try run(["get"], "protocol=https\nhost=b.tld\n", environment).stdout.isEmpty)
         let before = try run(["status"], "", environment)
         #expect(before.exitCode == 1)
-        #expect(before.stdout.contains("backend:      secret-service (a Secret Service provider is registered on the session bus)"))
-        #expect(before.stdout.contains("note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
-                "\(before.stdout)")
+        #expect(
+            before.stdout.contains(
+                "backend:      secret-service (a Secret Service provider is registered on the session bus)"))
+        #expect(
+            before.stdout.contains(
+                "note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"
+            ),
+            "\(before.stdout)")
 
         // doctor makes the same decision and says the same about the other store.
         let doctor = try run(["doctor"], "", environment)
-        #expect(doctor.stdout.contains("ok      backend: secret-service (a Secret Service provider is registered on the session bus)"),
-                "\(doctor.stdout)")
-        #expect(doctor.stdout.contains("problem second store: the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"),
-                "\(doctor.stdout)")
+        #expect(
+            doctor.stdout.contains(
+                "ok      backend: secret-service (a Secret Service provider is registered on the session bus)"),
+            "\(doctor.stdout)")
+        #expect(
+            doctor.stdout.contains(
+                "problem second store: the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"
+            ),
+            "\(doctor.stdout)")
 
         let migrated = try run(["migrate", "--to", "secret-service"], "", environment)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(migrated.stdout.isEmpty)
-        #expect(migrated.stderr.hasPrefix("portal-token: moved 2 items to the secret-service store (kept 1 newer one already there); moved the encrypted file aside to \(storePath(keyring)).migrated-"),
-                "\(migrated.stderr)")
+        #expect(
+            migrated.stderr.hasPrefix(
+                "portal-token: moved 2 items to the secret-service store (kept 1 newer one already there); moved the encrypted file aside to \(storePath(keyring)).migrated-"
+            ),
+            "\(migrated.stderr)")
 
-        #expect(try run(["get"], "protocol=https\nhost=a.tld\n", environment).stdout == "username=u\npassword=from-keyring-a\n")
-        #expect(try run(["get"], "protocol=https\nhost=b.tld\n", environment).stdout == "username=u\npassword=from-file-b\n")
+        #expect(
+            try run(["get"], "protocol=https\nhost=a.tld\n", environment).stdout
+                == "username=u\npassword=from-keyring-a\n")
+        #expect(
+            try run(["get"], "protocol=https\nhost=b.tld\n", environment).stdout == "username=u\npassword=from-file-b\n"
+        )
         #expect(try run(["get"], "", environment).stdout == "token-file\n")
         #expect(!FileManager.default.fileExists(atPath: storePath(keyring)))
-        let aside = try FileManager.default.contentsOfDirectory(atPath: (storePath(keyring) as NSString).deletingLastPathComponent)
+        let aside = try FileManager.default.contentsOfDirectory(
+            atPath: (storePath(keyring) as NSString).deletingLastPathComponent)
         #expect(aside.contains { $0.hasPrefix("store.migrated-") }, "\(aside)")
         let after = try run(["status"], "", environment)
         #expect(after.exitCode == 0 && !after.stdout.contains("note:"), "\(after.stdout)")
@@ -205,8 +250,11 @@ struct AutoBackendTests {
     func migrateKeyringIntoFile() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
-        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=k.tld\nusername=u\npassword=from-keyring\n",
-                                              environment: environment).exitCode == 0)
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: "protocol=https\nhost=k.tld\nusername=u\npassword=from-keyring\n",
+                environment: environment
+            ).exitCode == 0)
         var file = environment
         file["PORTAL_TOKEN_BACKEND"] = "file"
         // The file is chosen and the keyring also holds items: status and doctor both say so.
@@ -217,11 +265,16 @@ struct AutoBackendTests {
         #expect(doctor.stdout.contains("problem second store: \(note)"), "\(doctor.stdout)")
         let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
-        #expect(migrated.stderr.contains("portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
-                "\(migrated.stderr)")
-        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
-            == "username=u\npassword=from-keyring\n")
-        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: environment).stdout.isEmpty)
+        #expect(
+            migrated.stderr.contains(
+                "portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
+            "\(migrated.stderr)")
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
+                == "username=u\npassword=from-keyring\n")
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: environment)
+                .stdout.isEmpty)
         #expect(!(try ProcessRunner.portalToken(["doctor"], environment: file)).stdout.contains("second store"))
     }
 
@@ -232,8 +285,9 @@ struct AutoBackendTests {
         var file = environment
         file["PORTAL_TOKEN_BACKEND"] = "file"
         func store(_ host: String, _ password: String, _ environment: [String: String]) throws {
-            let result = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n",
-                                                       environment: environment)
+            let result = try ProcessRunner.portalToken(
+                ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n",
+                environment: environment)
             #expect(result.exitCode == 0, "\(result.stderr)")
         }
         try store("same.tld", "same-secret", file)
@@ -244,11 +298,16 @@ struct AutoBackendTests {
 
         let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
-        #expect(migrated.stderr.contains("moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
-                "\(migrated.stderr)")
-        #expect(migrated.stderr.contains("left 1 credential there whose secret differs from the one the file keeps"), "\(migrated.stderr)")
+        #expect(
+            migrated.stderr.contains(
+                "moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
+            "\(migrated.stderr)")
+        #expect(
+            migrated.stderr.contains("left 1 credential there whose secret differs from the one the file keeps"),
+            "\(migrated.stderr)")
         func get(_ host: String, _ environment: [String: String]) throws -> String {
-            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment).stdout
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
+                .stdout
         }
         #expect(try get("differs.tld", file) == "username=u\npassword=file-secret\n")
         #expect(try get("only-keyring.tld", file) == "username=u\npassword=moved-secret\n")
@@ -263,8 +322,9 @@ struct AutoBackendTests {
 struct AutoBackendStartupTests {
     @Test("libsystemd is not linked: it is loaded when the session bus is first asked")
     func libsystemdIsNotLinked() throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
-                                  "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+        let binary = try #require(
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+            "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
         let dynamic = try ProcessRunner.run("/usr/bin/readelf", ["--dynamic", binary], timeout: 30)
         #expect(dynamic.stdout.contains("(NEEDED)"))
         #expect(!dynamic.stdout.contains("libsystemd"), "\(dynamic.stdout)")

@@ -14,8 +14,9 @@ struct BinaryTests {
 
     @Test("the release binary is built by the test script")
     func releaseBinaryIsPresent() throws {
-        let release = try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
-                                   "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+        let release = try #require(
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+            "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
         #expect(FileManager.default.isExecutableFile(atPath: release))
     }
 
@@ -48,8 +49,9 @@ struct BinaryTests {
     /// CLibSecret's pkg-config entry into every build; only the release link drops them
     /// (contrib/link-as-needed.cfg).
     private static func releaseBinary() throws -> String {
-        try #require(ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
-                     "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
+        try #require(
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],
+            "PORTAL_TOKEN_RELEASE_BIN is not set: run the suite through contrib/test.sh")
     }
 
     private static let glibLibraries = ["libsecret-1", "libgio-2.0", "libgobject-2.0", "libglib-2.0"]
@@ -75,16 +77,19 @@ struct BinaryTests {
         }
 
         let host = "on-demand-\(UUID().uuidString.lowercased()).tld"
-        let stored = try ProcessRunner.run(binary, ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-on-demand\n",
-                                           environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
+        let stored = try ProcessRunner.run(
+            binary, ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-on-demand\n",
+            environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
         #expect(stored.exitCode == 0, "\(stored.stderr)")
         defer {
-            _ = try? ProcessRunner.run(binary, ["erase"], stdin: "protocol=https\nhost=\(host)\n",
-                                       environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
+            _ = try? ProcessRunner.run(
+                binary, ["erase"], stdin: "protocol=https\nhost=\(host)\n",
+                environment: ProcessRunner.environment(["PORTAL_TOKEN_BACKEND": "secret-service"]))
         }
         var environment = traced
         environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
-        let found = try ProcessRunner.run(binary, ["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
+        let found = try ProcessRunner.run(
+            binary, ["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
         #expect(found.exitCode == 0)
         #expect(found.stdout.contains("\npassword=p-on-demand\n"))
         #expect(found.stderr.contains("file=libsecret-1.so.0 [0];  dynamically loaded by"), "\(found.stderr)")

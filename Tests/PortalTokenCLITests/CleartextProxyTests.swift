@@ -15,10 +15,14 @@ struct CleartextProxyTests {
         #expect(try portal.adopt(token: "token-proxy").exitCode == 0)
         let proxy = "http://127.0.0.1:\(sink.port)"
         let port = portal.server.port
-        for host in ["http://127.1:\(port)", "http://127.0.0.1:\(port)", "http://localhost:\(port)", "127.0.0.1:\(port)",
-                     "http://2130706433:\(port)", "http://127.000.000.001:\(port)"] {
+        for host in [
+            "http://127.1:\(port)", "http://127.0.0.1:\(port)", "http://localhost:\(port)", "127.0.0.1:\(port)",
+            "http://2130706433:\(port)", "http://127.000.000.001:\(port)",
+        ] {
             var environment = portal.git.environment
-            for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] { environment[name] = proxy }
+            for name in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
+                environment[name] = proxy
+            }
             environment["no_proxy"] = nil
             environment["NO_PROXY"] = nil
             environment["PORTAL_API_HOST"] = host

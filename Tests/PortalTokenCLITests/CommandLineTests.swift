@@ -10,7 +10,8 @@ struct CommandLineTests {
     func quietOnSuccess() throws {
         let host = GitHarness.uniqueHost("quiet")
         let password = String(repeating: "p", count: 64 * 1024)
-        let store = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n")
+        let store = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n")
         #expect(store.exitCode == 0 && store.stdout.isEmpty && store.stderr.isEmpty)
         let get = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n\n")
         #expect(get.exitCode == 0 && get.stderr.isEmpty)

@@ -52,7 +52,8 @@ struct CompletionsTests {
         var options = contractOptions[command] ?? []
         let help = try ProcessRunner.portalToken([command, "--help"])
         if help.exitCode == 0, let usage = help.stdout.split(separator: "\n").first {
-            for word in usage.split(whereSeparator: { " []|<>".contains($0) }) where word.hasPrefix("-") && word != "--" {
+            for word in usage.split(whereSeparator: { " []|<>".contains($0) }) where word.hasPrefix("-") && word != "--"
+            {
                 if !options.contains(String(word)) { options.append(String(word)) }
             }
         }
@@ -92,13 +93,15 @@ struct CompletionsTests {
     /// Runs `body` with an environment whose HOME and XDG directories are a fresh folder that
     /// is removed afterwards, so that a shell's own state files never land in the user's home.
     static func withScratchHome<Result>(_ body: ([String: String]) throws -> Result) throws -> Result {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-completion-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-completion-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        return try body(ProcessRunner.environment([
-            "HOME": directory.path, "XDG_CONFIG_HOME": directory.path + "/config",
-            "XDG_DATA_HOME": directory.path + "/data", "XDG_CACHE_HOME": directory.path + "/cache",
-        ]))
+        return try body(
+            ProcessRunner.environment([
+                "HOME": directory.path, "XDG_CONFIG_HOME": directory.path + "/config",
+                "XDG_DATA_HOME": directory.path + "/data", "XDG_CACHE_HOME": directory.path + "/cache",
+            ]))
     }
 
     @Test("bash accepts the bash completion")
@@ -117,7 +120,9 @@ struct CompletionsTests {
     @Test("fish accepts the fish completion")
     func fishSyntax() throws {
         let fish = try #require(Self.executable("fish"))
-        let result = try Self.withScratchHome { try ProcessRunner.run(fish, ["--no-execute", Self.fishFile], environment: $0) }
+        let result = try Self.withScratchHome {
+            try ProcessRunner.run(fish, ["--no-execute", Self.fishFile], environment: $0)
+        }
         #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(result.stderr)")
     }
 
@@ -133,7 +138,8 @@ struct CompletionsTests {
             _portal_token
             printf '%s\\n' "${COMPREPLY[@]}"
             """
-        let result = try ProcessRunner.run(bash, ["--norc", "--noprofile", "-c", script, "bash", bashFile, directory] + words)
+        let result = try ProcessRunner.run(
+            bash, ["--norc", "--noprofile", "-c", script, "bash", bashFile, directory] + words)
         #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(result.stderr)")
         return result.stdout.split(separator: "\n").map(String.init)
     }
@@ -166,27 +172,35 @@ struct CompletionsTests {
         #expect(api.contains("--data") && !api.contains("--method"), "\(api)")
     }
 
-    @Test("bash completes the values of --backend, --account-abstracted, --format and -X", arguments: [
-        (["portal-token", "--backend", ""], ["auto", "secret-service", "file"]),
-        (["portal-token", "--backend", "=", "s"], ["secret-service"]),
-        (["portal-token", "get", "--account-abstracted", ""], ["true", "false"]),
-        (["portal-token", "status", "--format", ""], ["json"]),
-        (["portal-token", "methods", "--format=j"], ["--format=json"]),
-        (["portal-token", "api", "-X", ""], ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
-    ])
+    @Test(
+        "bash completes the values of --backend, --account-abstracted, --format and -X",
+        arguments: [
+            (["portal-token", "--backend", ""], ["auto", "secret-service", "file"]),
+            (["portal-token", "--backend", "=", "s"], ["secret-service"]),
+            (["portal-token", "get", "--account-abstracted", ""], ["true", "false"]),
+            (["portal-token", "status", "--format", ""], ["json"]),
+            (["portal-token", "methods", "--format=j"], ["--format=json"]),
+            (["portal-token", "api", "-X", ""], ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+        ])
     func bashValues(words: [String], expected: [String]) throws {
         #expect(try Self.bashCompletions(words) == expected)
     }
 
     @Test("bash completes files for --config and --data @FILE")
     func bashFiles() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-completion-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-completion-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("body.json").path, contents: Data("{}".utf8)))
-        #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("config").path, contents: Data()))
+        #expect(
+            FileManager.default.createFile(
+                atPath: directory.appendingPathComponent("body.json").path, contents: Data("{}".utf8)))
+        #expect(
+            FileManager.default.createFile(atPath: directory.appendingPathComponent("config").path, contents: Data()))
         #expect(try Self.bashCompletions(["portal-token", "--config", "co"], in: directory.path) == ["config"])
-        #expect(try Self.bashCompletions(["portal-token", "api", "/api/v3/clients/me", "--data", "@b"], in: directory.path) == ["@body.json"])
+        #expect(
+            try Self.bashCompletions(["portal-token", "api", "/api/v3/clients/me", "--data", "@b"], in: directory.path)
+                == ["@body.json"])
         #expect(try Self.bashCompletions(["portal-token", "api", "-d", "@-"], in: directory.path) == ["@-"])
     }
 
@@ -195,8 +209,9 @@ struct CompletionsTests {
         let fish = try #require(Self.executable("fish"))
         func offered(_ line: String) throws -> [String] {
             let result = try Self.withScratchHome {
-                try ProcessRunner.run(fish, ["--no-config", "-c", "source $argv[1]; complete -C $argv[2]", Self.fishFile, line],
-                                      environment: $0)
+                try ProcessRunner.run(
+                    fish, ["--no-config", "-c", "source $argv[1]; complete -C $argv[2]", Self.fishFile, line],
+                    environment: $0)
             }
             #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(result.stderr)")
             return result.stdout.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
@@ -204,7 +219,8 @@ struct CompletionsTests {
         #expect(try Set(offered("portal-token ")).isSuperset(of: Self.commands()))
         #expect(try offered("portal-token --backend ").sorted() == ["auto", "file", "secret-service"])
         #expect(try offered("portal-token api -X P").sorted() == ["PATCH", "POST", "PUT"])
-        #expect(try offered("portal-token api --data @\(Self.root.path)/Package.s") == ["@\(Self.root.path)/Package.swift"])
+        #expect(
+            try offered("portal-token api --data @\(Self.root.path)/Package.s") == ["@\(Self.root.path)/Package.swift"])
     }
 
     // MARK: - Man page
@@ -244,8 +260,10 @@ struct CompletionsTests {
     @Test("the man page has the sections a user looks for")
     func manSectionsPresent() throws {
         let sections = try Self.manSections()
-        for name in ["NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS", "SETTINGS", "EXIT STATUS", "FILES",
-                     "ENVIRONMENT", "SECURITY", "EXAMPLES", "SEE ALSO"] {
+        for name in [
+            "NAME", "SYNOPSIS", "DESCRIPTION", "COMMANDS", "OPTIONS", "SETTINGS", "EXIT STATUS", "FILES",
+            "ENVIRONMENT", "SECURITY", "EXAMPLES", "SEE ALSO",
+        ] {
             #expect(sections[name] != nil, "the man page has no \(name) section")
         }
         let seeAlso = sections["SEE ALSO", default: []].joined(separator: "\n")
@@ -280,7 +298,8 @@ struct CompletionsTests {
         }
         for variable in variables {
             #expect(Self.contains(settings, word: variable), "SETTINGS does not give \(variable)")
-            #expect(environment.contains { Self.contains($0, word: variable) }, "ENVIRONMENT does not describe \(variable)")
+            #expect(
+                environment.contains { Self.contains($0, word: variable) }, "ENVIRONMENT does not describe \(variable)")
         }
         // The contract's 0 to 7, 70 for an internal error (EX_SOFTWARE), and 130 for a sign-in
         // stopped by Ctrl-C, as a shell reports SIGINT.
@@ -290,7 +309,9 @@ struct CompletionsTests {
     @Test("man accepts the man page without a warning")
     func manWarnings() throws {
         let man = try #require(Self.executable("man"))
-        let environment = ProcessRunner.environment(["MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8"])
+        let environment = ProcessRunner.environment([
+            "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat", "LC_ALL": "C.UTF-8",
+        ])
         let result = try ProcessRunner.run(man, ["--warnings", "-l", Self.manPage], environment: environment)
         #expect(result.exitCode == 0)
         #expect(result.stderr.isEmpty, "\(result.stderr)")

@@ -10,22 +10,26 @@ struct ConfigurationErrorTests {
     func noHome() throws {
         let environment = ProcessRunner.environment([
             "HOME": nil, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil, "PORTAL_TOKEN_FILE": nil, "PORTAL_API_HOST": nil,
-            "PORTAL_TOKEN_BACKEND": "file", "PORTAL_AUTH_ENVIRONMENT_ID": "env-no-home", "PORTAL_TOKEN_PASSPHRASE": "unused",
+            "PORTAL_TOKEN_BACKEND": "file", "PORTAL_AUTH_ENVIRONMENT_ID": "env-no-home",
+            "PORTAL_TOKEN_PASSPHRASE": "unused",
         ])
-        let result = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=api.portalhq.io\n\n", environment: environment)
+        let result = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=api.portalhq.io\n\n", environment: environment)
         #expect(result.exitCode == 2, "\(result.stderr)")
-        #expect(result.stderr == """
-            portal-token: error: cannot place the encrypted store: neither XDG_DATA_HOME nor HOME is set
-            hint: set PORTAL_TOKEN_FILE to the store's path
+        #expect(
+            result.stderr == """
+                portal-token: error: cannot place the encrypted store: neither XDG_DATA_HOME nor HOME is set
+                hint: set PORTAL_TOKEN_FILE to the store's path
 
-            """)
+                """)
         #expect(result.stdout.isEmpty)
     }
 
     @Test("a bad PORTAL_API_HOST leaves git's credentials for other hosts alone, and stops a request for Portal")
     func badAPIHost() throws {
         let git = try GitHarness(backend: .file, extraEnvironment: ["PORTAL_API_HOST": "https://api.mine.example/ bad"])
-        let approve = try git.credential("approve", "protocol=https\nhost=github.com\nusername=alice\npassword=secret-1\n\n")
+        let approve = try git.credential(
+            "approve", "protocol=https\nhost=github.com\nusername=alice\npassword=secret-1\n\n")
         #expect(approve.exitCode == 0, "\(approve.stderr)")
         let fill = try git.credential("fill", "protocol=https\nhost=github.com\n\n")
         #expect(fill.exitCode == 0, "\(fill.stderr)")

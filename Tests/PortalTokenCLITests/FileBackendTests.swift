@@ -10,9 +10,12 @@ final class FileBackendWorld: Sendable {
     let passphraseFile: String
     let extra: [String: String]
 
-    init(passphrase: String = "correct horse \(UUID().uuidString)", keyCacheTimeout: Int = 0,
-         extra: [String: String] = [:]) throws {
-        home = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-cli-\(UUID().uuidString)").path
+    init(
+        passphrase: String = "correct horse \(UUID().uuidString)", keyCacheTimeout: Int = 0,
+        extra: [String: String] = [:]
+    ) throws {
+        home =
+            FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-cli-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         self.passphrase = passphrase
         passphraseFile = home + "/passphrase"
@@ -84,10 +87,12 @@ struct FileBackendTests {
         #expect(FileManager.default.fileExists(atPath: world.storePath))
     }
 
-    @Test("a forced file backend is used without a word on stderr", arguments: [
-        (["--backend", "file"], [String: String]()),
-        ([], ["PORTAL_TOKEN_BACKEND": "file"]),
-    ])
+    @Test(
+        "a forced file backend is used without a word on stderr",
+        arguments: [
+            (["--backend", "file"], [String: String]()),
+            ([], ["PORTAL_TOKEN_BACKEND": "file"]),
+        ])
     func forcedFile(flags: [String], environment: [String: String]) throws {
         let world = try FileBackendWorld(extra: environment)
         let stored = try world.run(flags + ["store"], request("example.com", user: "alice", password: "pw"))
@@ -100,8 +105,9 @@ struct FileBackendTests {
     func storeFileSetting() throws {
         let world = try FileBackendWorld()
         let path = world.home + "/elsewhere/deeper/credentials.store"
-        let stored = try world.run(["store", "--backend=file"], request("example.com", user: "u", password: "p"),
-                                   ["PORTAL_TOKEN_FILE": path])
+        let stored = try world.run(
+            ["store", "--backend=file"], request("example.com", user: "u", password: "p"),
+            ["PORTAL_TOKEN_FILE": path])
         #expect(stored.exitCode == 0, "\(stored.stderr)")
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
@@ -140,7 +146,9 @@ struct FileBackendTests {
         }
         for index in 0..<count {
             let got = try world.run(["get", "--backend", "file"], request("host-\(index).example"))
-            #expect(got.stdout == "username=user-\(index)\npassword=password-\(index)\n", "credential \(index): \(got.stderr)")
+            #expect(
+                got.stdout == "username=user-\(index)\npassword=password-\(index)\n",
+                "credential \(index): \(got.stderr)")
         }
         #expect(try world.storeDirectoryListing() == ["store", "store.lock"])
     }
@@ -150,7 +158,9 @@ struct FileBackendTests {
         let world = try FileBackendWorld(keyCacheTimeout: 120)
         // A large entry makes each write long enough for kills to land inside it.
         let bulky = String(repeating: "b", count: 400_000)
-        #expect(try world.run(["store", "--backend", "file"], request("base.example", user: "base", password: bulky)).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("base.example", user: "base", password: bulky))
+                .exitCode == 0)
         var generator = SystemRandomNumberGenerator()
         var landed = 0
         for round in 0..<30 {
@@ -163,7 +173,8 @@ struct FileBackendTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
             try process.run()
-            try input.fileHandleForWriting.write(contentsOf: Data(request("round.example", user: "round", password: "password-\(round)").utf8))
+            try input.fileHandleForWriting.write(
+                contentsOf: Data(request("round.example", user: "round", password: "password-\(round)").utf8))
             try input.fileHandleForWriting.close()
             usleep(UInt32.random(in: 0...25_000, using: &generator))
             kill(process.processIdentifier, SIGKILL)
@@ -171,11 +182,14 @@ struct FileBackendTests {
             if process.terminationReason == .uncaughtSignal { landed += 1 }
 
             let base = try world.run(["get", "--backend", "file"], request("base.example"))
-            #expect(base.exitCode == 0 && base.stdout == "username=base\npassword=\(bulky)\n", "round \(round): \(base.stderr)")
+            #expect(
+                base.exitCode == 0 && base.stdout == "username=base\npassword=\(bulky)\n",
+                "round \(round): \(base.stderr)")
             let latest = try world.run(["get", "--backend", "file"], request("round.example"))
             #expect(latest.exitCode == 0 && latest.stderr.isEmpty, "round \(round): \(latest.stderr)")
-            #expect(latest.stdout.isEmpty || latest.stdout.hasPrefix("username=round\npassword=password-"),
-                    "round \(round)")
+            #expect(
+                latest.stdout.isEmpty || latest.stdout.hasPrefix("username=round\npassword=password-"),
+                "round \(round)")
             #expect(try !world.storeDirectoryListing().contains { $0.contains("damaged") }, "round \(round)")
         }
         #expect(landed > 0, "no kill landed while the writer ran")
@@ -201,32 +215,40 @@ struct FileBackendTests {
             ls -A "$SMALL" | tr '\\n' ' '; echo
             printf 'protocol=https\\nhost=example.com\\nusername=alice\\n\\n' | "$BIN" get --backend file
             """
-        let result = try ProcessRunner.run("/usr/bin/unshare", ["-m", "sh", "-c", script],
-                                           environment: world.environment(["SMALL": mountPoint, "BIN": binary]),
-                                           timeout: 60)
+        let result = try ProcessRunner.run(
+            "/usr/bin/unshare", ["-m", "sh", "-c", script],
+            environment: world.environment(["SMALL": mountPoint, "BIN": binary]),
+            timeout: 60)
         #expect(result.exitCode == 0, "\(result.stdout)\n\(result.stderr)")
         #expect(result.stdout.contains("store-exit=4\n"), "\(result.stdout)")
         #expect(result.stdout.contains("file-intact\n"), "\(result.stdout)")
         #expect(result.stdout.contains("filler store store.lock \n"), "a temporary file was left: \(result.stdout)")
         #expect(result.stdout.hasSuffix("username=alice\npassword=first\n"), "\(result.stdout)")
-        #expect(result.stderr.contains("portal-token: error: cannot write the store file \(mountPoint)/store: No space left on device\nhint: free some space"),
-                "\(result.stderr)")
+        #expect(
+            result.stderr.contains(
+                "portal-token: error: cannot write the store file \(mountPoint)/store: No space left on device\nhint: free some space"
+            ),
+            "\(result.stderr)")
     }
 
     @Test("a wrong passphrase gives exit 4 and leaves the file byte-identical")
     func wrongPassphrase() throws {
         let world = try FileBackendWorld(keyCacheTimeout: 0)
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+                .exitCode == 0)
         let before = try world.storeBytes()
         for command in ["get", "store", "erase"] {
-            let result = try world.run([command, "--backend", "file"], request("example.com", user: "alice", password: "other"),
-                                       ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": "wrong wrong"])
+            let result = try world.run(
+                [command, "--backend", "file"], request("example.com", user: "alice", password: "other"),
+                ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": "wrong wrong"])
             #expect(result.exitCode == 4, "\(command)")
-            #expect(result.stderr == """
-                portal-token: error: wrong passphrase for the store file \(world.storePath)
-                hint: check the passphrase in PORTAL_TOKEN_PASSPHRASE; the file was left as it is
+            #expect(
+                result.stderr == """
+                    portal-token: error: wrong passphrase for the store file \(world.storePath)
+                    hint: check the passphrase in PORTAL_TOKEN_PASSPHRASE; the file was left as it is
 
-                """, "\(command)")
+                    """, "\(command)")
             #expect(result.stdout.isEmpty)
         }
         #expect(try world.storeBytes() == before)
@@ -236,7 +258,9 @@ struct FileBackendTests {
     @Test("a damaged file is moved aside with a warning, and read as empty")
     func damagedFile() throws {
         let world = try FileBackendWorld()
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+                .exitCode == 0)
         var bytes = try world.storeBytes()
         bytes[bytes.count - 3] ^= 0x10
         try bytes.write(to: URL(fileURLWithPath: world.storePath))
@@ -245,73 +269,104 @@ struct FileBackendTests {
         #expect(got.stdout.isEmpty)
         let listing = try world.storeDirectoryListing()
         let aside = try #require(listing.first { $0.hasPrefix("store.damaged-") })
-        #expect(got.stderr == "portal-token: warning: the store file \(world.storePath) could not be read (its contents failed authentication); moved it aside to \(world.storePath).damaged-\(aside.dropFirst("store.damaged-".count)) and started an empty store\n")
+        #expect(
+            got.stderr
+                == "portal-token: warning: the store file \(world.storePath) could not be read (its contents failed authentication); moved it aside to \(world.storePath).damaged-\(aside.dropFirst("store.damaged-".count)) and started an empty store\n"
+        )
         #expect(try Data(contentsOf: URL(fileURLWithPath: world.storePath + aside.dropFirst("store".count))) == bytes)
     }
 
     @Test("a store file others can read is refused with exit 4 and a hint")
     func badPermissions() throws {
         let world = try FileBackendWorld()
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+                .exitCode == 0)
         chmod(world.storePath, 0o644)
         let got = try world.run(["get", "--backend", "file"], request("example.com"))
         #expect(got.exitCode == 4)
         #expect(got.stdout.isEmpty)
-        #expect(got.stderr == """
-            portal-token: error: the store file \(world.storePath) is open to other users (mode 644)
-            hint: if only you have used it, restrict it with 'chmod 600 \(world.storePath)' and try again
+        #expect(
+            got.stderr == """
+                portal-token: error: the store file \(world.storePath) is open to other users (mode 644)
+                hint: if only you have used it, restrict it with 'chmod 600 \(world.storePath)' and try again
 
-            """)
+                """)
     }
 
     @Test("with no passphrase source and no terminal, exit 4 and a hint that lists the sources")
     func noPassphrase() throws {
         let world = try FileBackendWorld()
-        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"),
-                                   ["PORTAL_TOKEN_PASSPHRASE_FILE": nil])
+        let result = try world.run(
+            ["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"),
+            ["PORTAL_TOKEN_PASSPHRASE_FILE": nil])
         #expect(result.exitCode == 4)
-        #expect(result.stderr == """
-            portal-token: error: no passphrase for the encrypted file store \(world.storePath)
-            hint: set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential portal-token.passphrase, or run portal-token in a terminal to be asked
+        #expect(
+            result.stderr == """
+                portal-token: error: no passphrase for the encrypted file store \(world.storePath)
+                hint: set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential portal-token.passphrase, or run portal-token in a terminal to be asked
 
-            """)
+                """)
         #expect(!FileManager.default.fileExists(atPath: world.storePath))
     }
 
     @Test("a missing passphrase file is exit 4 naming the file, not a silent fall-through")
     func missingPassphraseFile() throws {
         let world = try FileBackendWorld()
-        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"),
-                                   ["PORTAL_TOKEN_PASSPHRASE_FILE": world.home + "/nope", "PORTAL_TOKEN_PASSPHRASE": "fallback"])
+        let result = try world.run(
+            ["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"),
+            ["PORTAL_TOKEN_PASSPHRASE_FILE": world.home + "/nope", "PORTAL_TOKEN_PASSPHRASE": "fallback"])
         #expect(result.exitCode == 4)
-        #expect(result.stderr.hasPrefix("portal-token: error: cannot read the passphrase from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.home)/nope): No such file or directory\n"))
+        #expect(
+            result.stderr.hasPrefix(
+                "portal-token: error: cannot read the passphrase from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.home)/nope): No such file or directory\n"
+            ))
     }
 
     @Test("the passphrase sources are tried in order, and a file's trailing newline is not part of it")
     func sourceOrder() throws {
         let world = try FileBackendWorld(keyCacheTimeout: 0)
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+                .exitCode == 0)
         let expected = "username=alice\npassword=pw\n"
         // The file wins over the variable.
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE": "wrong"]).stdout == expected)
+        #expect(
+            try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE": "wrong"])
+                .stdout == expected)
         // The variable, which holds the passphrase without the file's newline.
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"),
-                              ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": world.passphrase]).stdout == expected)
+        #expect(
+            try world.run(
+                ["get", "--backend", "file"], request("example.com"),
+                ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": world.passphrase]
+            ).stdout == expected)
         // The variable wins over the systemd credential.
         let credentials = world.home + "/credentials"
         try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
-        try (world.passphrase + "\r\n").write(toFile: credentials + "/portal-token.passphrase", atomically: false, encoding: .utf8)
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"),
-                              ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": "wrong",
-                               "CREDENTIALS_DIRECTORY": credentials]).exitCode == 4)
+        try (world.passphrase + "\r\n").write(
+            toFile: credentials + "/portal-token.passphrase", atomically: false, encoding: .utf8)
+        #expect(
+            try world.run(
+                ["get", "--backend", "file"], request("example.com"),
+                [
+                    "PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": "wrong",
+                    "CREDENTIALS_DIRECTORY": credentials,
+                ]
+            ).exitCode == 4)
         // The systemd credential alone, CRLF and all.
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"),
-                              ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "CREDENTIALS_DIRECTORY": credentials]).stdout == expected)
+        #expect(
+            try world.run(
+                ["get", "--backend", "file"], request("example.com"),
+                ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "CREDENTIALS_DIRECTORY": credentials]
+            ).stdout == expected)
         // The config file's passphrase-file.
         let config = world.home + "/config"
         try "passphrase-file = \(world.passphraseFile)\n".write(toFile: config, atomically: false, encoding: .utf8)
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"),
-                              ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_CONFIG": config]).stdout == expected)
+        #expect(
+            try world.run(
+                ["get", "--backend", "file"], request("example.com"),
+                ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_CONFIG": config]
+            ).stdout == expected)
     }
 
     @Test("the passphrase never appears in any output, even in errors and traces")
@@ -325,11 +380,17 @@ struct FileBackendTests {
         for flags in [[], ["--verbose"]] {
             outputs.append(try world.run(flags + ["store"], request("example.com", user: "alice", password: "pw")))
             outputs.append(try world.run(flags + ["get"], request("example.com")))
-            outputs.append(try world.run(flags + ["get"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE_FILE": wrongFile]))
-            outputs.append(try world.run(flags + ["get"], request("example.com"),
-                                         ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": wrongCanary]))
-            outputs.append(try world.run(flags + ["get"], request("example.com"),
-                                         ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": canary, "PORTAL_TOKEN_TRACE": "1"]))
+            outputs.append(
+                try world.run(flags + ["get"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE_FILE": wrongFile]))
+            outputs.append(
+                try world.run(
+                    flags + ["get"], request("example.com"),
+                    ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": wrongCanary]))
+            outputs.append(
+                try world.run(
+                    flags + ["get"], request("example.com"),
+                    ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": canary, "PORTAL_TOKEN_TRACE": "1"])
+            )
             outputs.append(try world.run(flags + ["erase"], request("example.com", user: "alice")))
         }
         #expect(outputs.contains { $0.exitCode == 4 }, "the wrong passphrases were refused")
@@ -345,7 +406,9 @@ struct FileBackendTests {
     @Test("a second get within the cache timeout does not need the passphrase again")
     func keyCache() throws {
         let world = try FileBackendWorld(keyCacheTimeout: 120)
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+                .exitCode == 0)
         let wrong = ["PORTAL_TOKEN_PASSPHRASE_FILE": nil, "PORTAL_TOKEN_PASSPHRASE": "not the passphrase"]
         let cached = try world.run(["get", "--backend", "file"], request("example.com"), wrong)
         #expect(cached.exitCode == 0 && cached.stdout == "username=alice\npassword=pw\n", "\(cached.stderr)")
@@ -362,7 +425,9 @@ struct FileBackendTests {
         let world = try FileBackendWorld(extra: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": "15m"])
         let result = try world.run(["get", "--backend", "file"], request("example.com"))
         #expect(result.exitCode == 2)
-        #expect(result.stderr.hasPrefix("portal-token: error: PORTAL_TOKEN_KEY_CACHE_TIMEOUT must be a whole number of seconds"))
+        #expect(
+            result.stderr.hasPrefix(
+                "portal-token: error: PORTAL_TOKEN_KEY_CACHE_TIMEOUT must be a whole number of seconds"))
     }
 }
 
@@ -371,8 +436,9 @@ struct FileBackendTests {
 /// the test process inherit a mask that blocks SIGTERM, so neither daemon would heed it.)
 func runBesideKeyring(_ world: FileBackendWorld, _ script: String) throws -> ProcessResult {
     let runtime = world.home + "/run"
-    try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true,
-                                            attributes: [.posixPermissions: 0o700])
+    try FileManager.default.createDirectory(
+        atPath: runtime, withIntermediateDirectories: true,
+        attributes: [.posixPermissions: 0o700])
     let wrapper = """
         dbus-daemon --session --fork --print-address=3 --print-pid=4 3>"$XDG_RUNTIME_DIR/bus-address" 4>"$XDG_RUNTIME_DIR/bus-pid" 2>/dev/null || exit 96
         BUS=$(cat "$XDG_RUNTIME_DIR/bus-pid")
@@ -384,9 +450,10 @@ func runBesideKeyring(_ world: FileBackendWorld, _ script: String) throws -> Pro
         gdbus wait --session --timeout 10 org.freedesktop.secrets || exit 97
         \(script)
         """
-    return try ProcessRunner.run("/bin/sh", ["-c", wrapper],
-                                 environment: world.environment(["XDG_RUNTIME_DIR": runtime, "BIN": ProcessRunner.portalTokenPath]),
-                                 timeout: 60)
+    return try ProcessRunner.run(
+        "/bin/sh", ["-c", wrapper],
+        environment: world.environment(["XDG_RUNTIME_DIR": runtime, "BIN": ProcessRunner.portalTokenPath]),
+        timeout: 60)
 }
 
 @Suite("file backend beside a running keyring")
@@ -394,7 +461,9 @@ struct FileBesideKeyringTests {
     @Test("a locked keyring in auto is exit 4, never a switch to the file")
     func lockedKeyring() throws {
         let world = try FileBackendWorld()
-        let result = try runBesideKeyring(world, """
+        let result = try runBesideKeyring(
+            world,
+            """
             gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets \\
                 --method org.freedesktop.Secret.Service.Lock "['/org/freedesktop/secrets/collection/login']" >/dev/null
             printf 'protocol=https\\nhost=example.com\\nusername=alice\\npassword=pw\\n\\n' | "$BIN" store
@@ -410,9 +479,13 @@ struct FileBesideKeyringTests {
     @Test("auto with a keyring uses the keyring alone: a file left from a fallback is never read or written")
     func autoUsesOneStore() throws {
         let world = try FileBackendWorld(keyCacheTimeout: 0)
-        #expect(try world.run(["store", "--backend", "file"], request("example.com", user: "from-file", password: "f")).exitCode == 0)
+        #expect(
+            try world.run(["store", "--backend", "file"], request("example.com", user: "from-file", password: "f"))
+                .exitCode == 0)
         let before = try world.storeBytes()
-        let result = try runBesideKeyring(world, """
+        let result = try runBesideKeyring(
+            world,
+            """
             get() { printf 'protocol=https\\nhost=example.com\\n\\n' | "$BIN" get "$@"; echo "get-exit=$?"; }
             get
             printf 'protocol=https\\nhost=example.com\\nusername=from-keyring\\npassword=k\\n\\n' | "$BIN" store
@@ -421,17 +494,18 @@ struct FileBesideKeyringTests {
             get --backend file
             """)
         #expect(result.stderr.isEmpty, "\(result.stderr)")
-        #expect(result.stdout == """
-            get-exit=0
-            store-exit=0
-            username=from-keyring
-            password=k
-            get-exit=0
-            username=from-file
-            password=f
-            get-exit=0
+        #expect(
+            result.stdout == """
+                get-exit=0
+                store-exit=0
+                username=from-keyring
+                password=k
+                get-exit=0
+                username=from-file
+                password=f
+                get-exit=0
 
-            """)
+                """)
         #expect(try world.storeBytes() == before, "auto wrote to the file")
     }
 }

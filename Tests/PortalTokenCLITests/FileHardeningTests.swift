@@ -8,7 +8,8 @@ import Testing
 @Suite("hostile files")
 struct FileHardeningTests {
     static func stored(_ world: FileBackendWorld) throws {
-        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
+        let result = try world.run(
+            ["store", "--backend", "file"], request("example.com", user: "alice", password: "pw"))
         #expect(result.exitCode == 0, "\(result.stderr)")
     }
 
@@ -26,9 +27,13 @@ struct FileHardeningTests {
             chmod(directory, mode)
             let result = try world.run(["get", "--backend", "file"], request("example.com"))
             #expect(result.exitCode == 4, "\(result.stderr)")
-            #expect(result.stderr.contains("portal-token: error: the store directory \(directory) is writable by other users (mode \(String(mode, radix: 8)))"))
+            #expect(
+                result.stderr.contains(
+                    "portal-token: error: the store directory \(directory) is writable by other users (mode \(String(mode, radix: 8)))"
+                ))
             #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(directory)'"))
-            let write = try world.run(["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
+            let write = try world.run(
+                ["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
             #expect(write.exitCode == 4)
             Self.expectQuick(result)
         }
@@ -40,7 +45,9 @@ struct FileHardeningTests {
         #expect(foreign.stderr.contains("the store directory \(directory) belongs to another user (uid 65534)"))
         chown(directory, 0, 0)
         #expect(try world.storeBytes() == before)
-        #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
+        #expect(
+            try world.run(["get", "--backend", "file"], request("example.com")).stdout
+                == "username=alice\npassword=pw\n")
     }
 
     @Test("a symlink at the lock file's name is not followed: refused, and its target is never created")
@@ -50,14 +57,17 @@ struct FileHardeningTests {
         let target = world.home + "/planted-target"
         unlink(world.storePath + ".lock")
         #expect(symlink(target, world.storePath + ".lock") == 0)
-        let result = try world.run(["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
+        let result = try world.run(
+            ["store", "--backend", "file"], request("example.com", user: "bob", password: "pw2"))
         #expect(result.exitCode == 4)
         #expect(result.stderr.contains("portal-token: error: the lock file \(world.storePath).lock is a symbolic link"))
         #expect(!FileManager.default.fileExists(atPath: target))
         Self.expectQuick(result)
     }
 
-    @Test("the session lock, too: a symlink at its name is not followed, and anything but a regular file of the user's own is refused, each with a hint")
+    @Test(
+        "the session lock, too: a symlink at its name is not followed, and anything but a regular file of the user's own is refused, each with a hint"
+    )
     func sessionLockSymlinkAndOwner() throws {
         let world = try FileBackendWorld()
         let runtime = world.home + "/runtime"
@@ -84,8 +94,9 @@ struct FileHardeningTests {
     @Test("a FIFO at the store's, the passphrase's or the config's path is refused at once")
     func fifos() throws {
         let world = try FileBackendWorld()
-        try FileManager.default.createDirectory(atPath: (world.storePath as NSString).deletingLastPathComponent,
-                                                withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: (world.storePath as NSString).deletingLastPathComponent,
+            withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         #expect(mkfifo(world.storePath, 0o600) == 0)
         let store = try world.run(["get", "--backend", "file"], request("example.com"))
         #expect(store.exitCode == 4)
@@ -96,7 +107,8 @@ struct FileHardeningTests {
         try Self.stored(world)
         let fifo = world.home + "/fifo"
         #expect(mkfifo(fifo, 0o600) == 0)
-        let passphrase = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE_FILE": fifo])
+        let passphrase = try world.run(
+            ["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_PASSPHRASE_FILE": fifo])
         #expect(passphrase.exitCode == 4)
         #expect(passphrase.stderr.contains("(\(fifo)) is not a regular file"))
         Self.expectQuick(passphrase)
@@ -105,10 +117,14 @@ struct FileHardeningTests {
         #expect(config.exitCode == 2)
         #expect(config.stderr.contains("portal-token: error: cannot read the config file \(fifo): not a regular file"))
         Self.expectQuick(config)
-        #expect(try world.run(["get", "--backend", "file"], request("example.com")).stdout == "username=alice\npassword=pw\n")
+        #expect(
+            try world.run(["get", "--backend", "file"], request("example.com")).stdout
+                == "username=alice\npassword=pw\n")
     }
 
-    @Test("a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to run and the host to trust")
+    @Test(
+        "a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to run and the host to trust"
+    )
     func configOthersMayWrite() throws {
         let world = try FileBackendWorld()
         try Self.stored(world)
@@ -116,21 +132,28 @@ struct FileHardeningTests {
         try "backend = file\n".write(toFile: config, atomically: false, encoding: .utf8)
         for mode in [0o666, 0o664, 0o646] as [mode_t] {
             chmod(config, mode)
-            let result = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+            let result = try world.run(
+                ["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
             #expect(result.exitCode == 2, "\(result.stderr)")
-            #expect(result.stderr.contains("portal-token: error: cannot read the config file \(config): it is writable by other users (mode \(String(mode, radix: 8)))"))
+            #expect(
+                result.stderr.contains(
+                    "portal-token: error: cannot read the config file \(config): it is writable by other users (mode \(String(mode, radix: 8)))"
+                ))
             #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(config)'"))
             #expect(result.stdout.isEmpty)
             Self.expectQuick(result)
         }
         chmod(config, 0o644)
-        #expect(try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config]).stdout
+        #expect(
+            try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config]).stdout
                 == "username=alice\npassword=pw\n")
         try #require(geteuid() == 0, "giving the file away needs root")
         chown(config, 65534, 65534)
-        let foreign = try world.run(["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
+        let foreign = try world.run(
+            ["get", "--backend", "file"], request("example.com"), ["PORTAL_TOKEN_CONFIG": config])
         #expect(foreign.exitCode == 2)
-        #expect(foreign.stderr.contains("cannot read the config file \(config): it belongs to another user (uid 65534)"))
+        #expect(
+            foreign.stderr.contains("cannot read the config file \(config): it belongs to another user (uid 65534)"))
     }
 
     @Test("a sparse 48 GiB store file is moved aside like a damaged one, without a crash")
@@ -140,12 +163,17 @@ struct FileHardeningTests {
         #expect(truncate(world.storePath, 48 << 30) == 0)
         let result = try world.run(["get", "--backend", "file"], request("example.com"))
         #expect(result.exitCode == 0, "\(result.stderr)")
-        #expect(result.stderr.contains("could not be read (it is 49152 MiB, larger than the 64 MiB a store may be); moved it aside to \(world.storePath).damaged-"))
+        #expect(
+            result.stderr.contains(
+                "could not be read (it is 49152 MiB, larger than the 64 MiB a store may be); moved it aside to \(world.storePath).damaged-"
+            ))
         Self.expectQuick(result)
         let aside = try world.storeDirectoryListing().filter { $0.hasPrefix("store.damaged-") }
         #expect(aside.count == 1)
         var status = stat()
-        #expect(stat((world.storePath as NSString).deletingLastPathComponent + "/" + (aside.first ?? ""), &status) == 0 && status.st_size == 48 << 30)
+        #expect(
+            stat((world.storePath as NSString).deletingLastPathComponent + "/" + (aside.first ?? ""), &status) == 0
+                && status.st_size == 48 << 30)
         #expect(!FileManager.default.fileExists(atPath: world.storePath))
         try Self.stored(world)
     }
@@ -157,7 +185,10 @@ struct FileHardeningTests {
         chmod(world.passphraseFile, 0o640)
         let result = try world.run(["get", "--backend", "file"], request("example.com"))
         #expect(result.stdout == "username=alice\npassword=pw\n")
-        #expect(result.stderr.contains("portal-token: warning: the passphrase file from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.passphraseFile)) is readable by other users (mode 640)"))
+        #expect(
+            result.stderr.contains(
+                "portal-token: warning: the passphrase file from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.passphraseFile)) is readable by other users (mode 640)"
+            ))
         #expect(result.stderr.contains("hint: restrict it with 'chmod 600 \(world.passphraseFile)'"))
         #expect(!result.stderr.contains(world.passphrase))
     }

@@ -11,8 +11,9 @@ import Testing
 @Suite("interoperation with git-credential-libsecret")
 struct InteropTests {
     private func helperPath(_ variable: String) throws -> String {
-        let path = try #require(ProcessInfo.processInfo.environment[variable],
-                                "\(variable) is not set: run the suite through contrib/test.sh")
+        let path = try #require(
+            ProcessInfo.processInfo.environment[variable],
+            "\(variable) is not set: run the suite through contrib/test.sh")
         #expect(FileManager.default.isExecutableFile(atPath: path))
         return path
     }
@@ -25,7 +26,10 @@ struct InteropTests {
     func readsLegacyHelperItems() throws {
         let legacy = try helperPath("GIT_CREDENTIAL_LIBSECRET")
         let host = GitHarness.uniqueHost("legacy")
-        #expect(try run(legacy, "store", "protocol=https\nhost=\(host):8443\npath=repo.git\nusername=alice\npassword=from-c\n").exitCode == 0)
+        #expect(
+            try run(
+                legacy, "store", "protocol=https\nhost=\(host):8443\npath=repo.git\nusername=alice\npassword=from-c\n"
+            ).exitCode == 0)
         let got = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host):8443\npath=repo.git\n")
         #expect(got.exitCode == 0)
         #expect(got.stdout == "username=alice\npassword=from-c\n")
@@ -38,11 +42,16 @@ struct InteropTests {
     func currentHelperBothWays() throws {
         let current = try helperPath("GIT_CREDENTIAL_LIBSECRET_CURRENT")
         let host = GitHarness.uniqueHost("current")
-        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=bob\npassword=from-swift\n").exitCode == 0)
-        #expect(try run(current, "get", "protocol=https\nhost=\(host)\n").stdout == "username=bob\npassword=from-swift\n")
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: "protocol=https\nhost=\(host)\nusername=bob\npassword=from-swift\n"
+            ).exitCode == 0)
+        #expect(
+            try run(current, "get", "protocol=https\nhost=\(host)\n").stdout == "username=bob\npassword=from-swift\n")
 
         let other = GitHarness.uniqueHost("current")
-        #expect(try run(current, "store", "protocol=https\nhost=\(other)\nusername=carol\npassword=from-c\n").exitCode == 0)
+        #expect(
+            try run(current, "store", "protocol=https\nhost=\(other)\nusername=carol\npassword=from-c\n").exitCode == 0)
         let got = try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(other)\n")
         #expect(got.stdout == "username=carol\npassword=from-c\n")
     }
@@ -53,10 +62,13 @@ struct InteropTests {
         let extras = "password_expiry_utc=9999999999\noauth_refresh_token=refresh-c\n"
         let fromC = "protocol=https\nhost=\(GitHarness.uniqueHost("extras"))\n"
         #expect(try run(current, "store", fromC + "username=carol\npassword=from-c\n" + extras).exitCode == 0)
-        #expect(try ProcessRunner.portalToken(["get"], stdin: fromC).stdout == "username=carol\npassword=from-c\n" + extras)
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: fromC).stdout == "username=carol\npassword=from-c\n" + extras)
 
         let fromSwift = "protocol=https\nhost=\(GitHarness.uniqueHost("extras"))\n"
-        #expect(try ProcessRunner.portalToken(["store"], stdin: fromSwift + "username=bob\npassword=from-swift\n" + extras).exitCode == 0)
+        #expect(
+            try ProcessRunner.portalToken(["store"], stdin: fromSwift + "username=bob\npassword=from-swift\n" + extras)
+                .exitCode == 0)
         #expect(try run(current, "get", fromSwift).stdout == "username=bob\npassword=from-swift\n" + extras)
     }
 
@@ -65,10 +77,15 @@ struct InteropTests {
         let legacy = try helperPath("GIT_CREDENTIAL_LIBSECRET")
         let host = GitHarness.uniqueHost("replace")
         #expect(try run(legacy, "store", "protocol=https\nhost=\(host)\nusername=alice\npassword=old\n").exitCode == 0)
-        #expect(try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\nusername=alice\npassword=new\n").exitCode == 0)
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: "protocol=https\nhost=\(host)\nusername=alice\npassword=new\n"
+            ).exitCode == 0)
         // The legacy item is gone, so git 2.39's helper no longer finds the stale password.
         #expect(try run(legacy, "get", "protocol=https\nhost=\(host)\n").stdout.isEmpty)
-        #expect(try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout == "username=alice\npassword=new\n")
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout
+                == "username=alice\npassword=new\n")
     }
 }
 
@@ -77,9 +94,11 @@ struct InteropTests {
 @Suite("interoperation with git-credential-libsecret: git 2.46+ credentials")
 struct InteropAuthTypeTests {
     private func run(_ operation: String, _ input: String) throws -> ProcessResult {
-        let path = try #require(ProcessInfo.processInfo.environment["GIT_CREDENTIAL_LIBSECRET_CURRENT"],
-                                "GIT_CREDENTIAL_LIBSECRET_CURRENT is not set: run the suite through contrib/test.sh")
-        return try ProcessRunner.run(path, [operation], stdin: input, environment: ProcessRunner.environment(), timeout: 20)
+        let path = try #require(
+            ProcessInfo.processInfo.environment["GIT_CREDENTIAL_LIBSECRET_CURRENT"],
+            "GIT_CREDENTIAL_LIBSECRET_CURRENT is not set: run the suite through contrib/test.sh")
+        return try ProcessRunner.run(
+            path, [operation], stdin: input, environment: ProcessRunner.environment(), timeout: 20)
     }
 
     /// portal-token's store, as git 2.46+ sends it: with capability[]=authtype.
@@ -117,12 +136,17 @@ struct InteropAuthTypeTests {
     func passwordWithPairAndExtrasReadable() throws {
         let origin = "protocol=https\nhost=\(GitHarness.uniqueHost("pair-extras"))\n"
         let extras = "password_expiry_utc=9999999999\noauth_refresh_token=refresh-d\n"
-        #expect(try storeAsNewGit(origin, "username=dave\npassword=pw\n" + extras + "authtype=Basic\ncredential=ZGF2ZTpwdw==\n") == 0)
+        #expect(
+            try storeAsNewGit(
+                origin, "username=dave\npassword=pw\n" + extras + "authtype=Basic\ncredential=ZGF2ZTpwdw==\n") == 0)
         #expect(try run("get", origin).stdout == "username=dave\npassword=pw\n" + extras)
         // git's reject of another password leaves the item; of this one, removes it.
         #expect(try run("erase", origin + "username=dave\npassword=other\n").exitCode == 0)
         let capable = try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin)
-        #expect(capable.stdout == "capability[]=authtype\nauthtype=Basic\ncredential=ZGF2ZTpwdw==\nusername=dave\npassword=pw\n" + extras)
+        #expect(
+            capable.stdout
+                == "capability[]=authtype\nauthtype=Basic\ncredential=ZGF2ZTpwdw==\nusername=dave\npassword=pw\n"
+                + extras)
         #expect(try run("erase", origin + "username=dave\npassword=pw\n").exitCode == 0)
         #expect(try ProcessRunner.portalToken(["get"], stdin: "capability[]=authtype\n" + origin).stdout.isEmpty)
     }

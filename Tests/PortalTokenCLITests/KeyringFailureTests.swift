@@ -9,8 +9,10 @@ struct KeyringFailureTests {
     private let request = "protocol=https\nhost=failure.tld\n"
     private let credential = "protocol=https\nhost=failure.tld\nusername=u\npassword=p\n"
 
-    private func expectStorageError(_ result: ProcessResult, mentioning words: String,
-                                    sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectStorageError(
+        _ result: ProcessResult, mentioning words: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(result.exitCode == 4, sourceLocation: sourceLocation)
         #expect(result.stdout.isEmpty, sourceLocation: sourceLocation)
         #expect(result.stderr.hasPrefix("portal-token: error: "), sourceLocation: sourceLocation)
@@ -18,14 +20,17 @@ struct KeyringFailureTests {
         #expect(result.stderr.contains("\nhint: "), sourceLocation: sourceLocation)
     }
 
-    @Test("no session bus gives exit 4 within a second", arguments: [
-        ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"],
-        ["DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "XDG_RUNTIME_DIR": "/nonexistent"],
-    ] as [[String: String?]])
+    @Test(
+        "no session bus gives exit 4 within a second",
+        arguments: [
+            ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"],
+            ["DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "XDG_RUNTIME_DIR": "/nonexistent"],
+        ] as [[String: String?]])
     func noBus(environment: [String: String?]) throws {
         var changes = environment
         changes["PORTAL_TOKEN_BACKEND"] = "secret-service"
-        let result = try ProcessRunner.portalToken(["get"], stdin: request, environment: ProcessRunner.environment(changes))
+        let result = try ProcessRunner.portalToken(
+            ["get"], stdin: request, environment: ProcessRunner.environment(changes))
         expectStorageError(result, mentioning: "no D-Bus session bus")
         #expect(result.duration < 1.0)
     }
@@ -49,8 +54,10 @@ struct KeyringFailureTests {
         environment["PORTAL_TOKEN_PASSPHRASE"] = "no provider passphrase"
         let created = try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment)
         #expect(created.exitCode == 0)
-        #expect(created.stderr == "portal-token: using the encrypted file store: no Secret Service provider is registered on the session bus\n",
-                "\(created.stderr)")
+        #expect(
+            created.stderr
+                == "portal-token: using the encrypted file store: no Secret Service provider is registered on the session bus\n",
+            "\(created.stderr)")
         for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
             let later = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
             #expect(later.exitCode == 0 && later.stderr.isEmpty, "\(operation): \(later.stderr)")
@@ -75,7 +82,9 @@ struct KeyringFailureTests {
         let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
         expectStorageError(auto, mentioning: "did not answer within 800 ms")
         #expect(auto.duration < 2.5)
-        #expect(!FileManager.default.fileExists(atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
     }
 
     @Test("a locked collection is exit 4 naming the lock, never 'nothing found'")
@@ -85,8 +94,10 @@ struct KeyringFailureTests {
         #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
         try keyring.lockLoginCollection()
         // A hit on a locked item, a miss in a locked collection, a store and an erase.
-        for (operation, input) in [("get", request), ("get", "protocol=https\nhost=never-stored.tld\n"),
-                                   ("store", credential), ("erase", request)] {
+        for (operation, input) in [
+            ("get", request), ("get", "protocol=https\nhost=never-stored.tld\n"),
+            ("store", credential), ("erase", request),
+        ] {
             let result = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
             expectStorageError(result, mentioning: "is locked")
             #expect(result.duration < 3.0)
@@ -107,13 +118,17 @@ struct KeyringFailureTests {
         for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
             let result = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
             expectStorageError(result, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
-            #expect(result.stderr.hasSuffix("\nhint: install Debian's libsecret-1-0, or use --backend file\n"), "\(result.stderr)")
+            #expect(
+                result.stderr.hasSuffix("\nhint: install Debian's libsecret-1-0, or use --backend file\n"),
+                "\(result.stderr)")
         }
         // auto sees a registered provider and uses it, so the missing library is the same error,
         // never a switch to the file (product contract §6).
         environment["PORTAL_TOKEN_BACKEND"] = nil
         let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
         expectStorageError(auto, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
-        #expect(!FileManager.default.fileExists(atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
     }
 }

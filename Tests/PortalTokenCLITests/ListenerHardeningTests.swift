@@ -43,11 +43,13 @@ struct ListenerHardeningTests {
         let harness = try SignInHarness(backend: .file)
         let login = try harness.start(["login", "--google", "--no-browser", "--timeout", "30"])
         let stderr = try login.waitForStderr(containing: "waiting for the browser")
-        let authorizeURL = try #require(stderr.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init))
+        let authorizeURL = try #require(
+            stderr.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init))
         // What any web page can make the browser request.
         let forged = try SimulatedBrowser.get(harness.redirectURL + "?token=x&login_type=GOOGLE")
         #expect(forged.status == 400)
-        let errorParameter = try SimulatedBrowser.get(harness.redirectURL + "?token=x&login_type=GOOGLE&error=access_denied")
+        let errorParameter = try SimulatedBrowser.get(
+            harness.redirectURL + "?token=x&login_type=GOOGLE&error=access_denied")
         #expect(errorParameter.status == 400)
         try login.waitForStderr(containing: "a sign-in that reached the listener was refused")
         let back = try SimulatedBrowser.followProvider(authorizeURL)

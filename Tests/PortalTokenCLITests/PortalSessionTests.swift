@@ -7,8 +7,9 @@ private let hour: Int64 = 3600
 /// Portal sessions end to end: the binary, a real store, real git, and the fake Portal server.
 @Suite("Portal sessions")
 struct PortalSessionTests {
-    @Test("a new user adopts a token, gets it, sees the status, and a 401 ends it with one hook run",
-          arguments: TestBackend.allCases)
+    @Test(
+        "a new user adopts a token, gets it, sees the status, and a 401 ends it with one hook run",
+        arguments: TestBackend.allCases)
     func newUserFlow(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-T")
@@ -39,8 +40,9 @@ struct PortalSessionTests {
         #expect(portal.server.violations.isEmpty, "\(portal.server.violations)")
     }
 
-    @Test("get --format json prints token, endUserId, authEnvironmentId and an RFC 3339 expiresAt",
-          arguments: TestBackend.allCases)
+    @Test(
+        "get --format json prints token, endUserId, authEnvironmentId and an RFC 3339 expiresAt",
+        arguments: TestBackend.allCases)
     func scriptModeJSON(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-J").exitCode == 0)
@@ -52,8 +54,9 @@ struct PortalSessionTests {
         #expect(object?["expiresAt"]?.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)
     }
 
-    @Test("23 h after the last activity the token is handed out with no request to Portal",
-          arguments: TestBackend.allCases)
+    @Test(
+        "23 h after the last activity the token is handed out with no request to Portal",
+        arguments: TestBackend.allCases)
     func withinIdleWindow(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-23").exitCode == 0)
@@ -62,8 +65,9 @@ struct PortalSessionTests {
         #expect(portal.server.requests.isEmpty)
     }
 
-    @Test("25 h after, a live token is checked once, handed out, and its expiry slides",
-          arguments: TestBackend.allCases)
+    @Test(
+        "25 h after, a live token is checked once, handed out, and its expiry slides",
+        arguments: TestBackend.allCases)
     func pastIdleWindowLive(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-25")
@@ -78,8 +82,9 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.isEmpty)
     }
 
-    @Test("25 h after, a revoked token ends the session: exit 3, hook once, reason unauthorized",
-          arguments: TestBackend.allCases)
+    @Test(
+        "25 h after, a revoked token ends the session: exit 3, hook once, reason unauthorized",
+        arguments: TestBackend.allCases)
     func pastIdleWindowRevoked(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-revoked").exitCode == 0)
@@ -91,13 +96,17 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.count == 1)
     }
 
-    @Test("past the idle window with Portal unreachable: exit 5 and the session is kept",
-          arguments: TestBackend.allCases)
+    @Test(
+        "past the idle window with Portal unreachable: exit 5 and the session is kept",
+        arguments: TestBackend.allCases)
     func pastIdleWindowUnreachable(backend: TestBackend) throws {
         let refusing = try RefusingPort()
-        let portal = try PortalHarness(backend: backend, extraEnvironment: ["PORTAL_API_HOST": "127.0.0.1:\(refusing.port)"])
+        let portal = try PortalHarness(
+            backend: backend, extraEnvironment: ["PORTAL_API_HOST": "127.0.0.1:\(refusing.port)"])
         let origin = "protocol=http\nhost=127.0.0.1:\(refusing.port)\n"
-        #expect(try portal.git.portalToken(["store"], stdin: origin + "username=user-1\npassword=token-kept\n").exitCode == 0)
+        #expect(
+            try portal.git.portalToken(["store"], stdin: origin + "username=user-1\npassword=token-kept\n").exitCode
+                == 0)
         let result = try portal.portalToken(["get"], clockShift: 25 * hour)
         #expect(result.exitCode == 5)
         #expect(result.stdout.isEmpty)
@@ -105,8 +114,9 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.isEmpty)
     }
 
-    @Test("at 7 days the session ends locally: exit 3, reason expired, no request",
-          arguments: TestBackend.allCases)
+    @Test(
+        "at 7 days the session ends locally: exit 3, reason expired, no request",
+        arguments: TestBackend.allCases)
     func sevenDayCap(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-7d")
@@ -136,21 +146,24 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.count == 1)
     }
 
-    @Test("20 concurrent git erasers of the session's token run the hook once",
-          arguments: TestBackend.allCases, RealGit.allCases)
+    @Test(
+        "20 concurrent git erasers of the session's token run the hook once",
+        arguments: TestBackend.allCases, RealGit.allCases)
     func concurrentErasers(backend: TestBackend, gitVersion: RealGit) throws {
         let portal = try PortalHarness(backend: backend, git: gitVersion)
         #expect(try portal.adopt(token: "token-erased").exitCode == 0)
         let codes = try concurrently(20) {
-            try portal.git.credential("reject", portal.portalOrigin + "username=user-1\npassword=token-erased\n").exitCode
+            try portal.git.credential("reject", portal.portalOrigin + "username=user-1\npassword=token-erased\n")
+                .exitCode
         }
         #expect(codes.allSatisfy { $0 == 0 }, "git reject exit codes: \(codes)")
         #expect(portal.hookRuns == ["unauthorized user-1 \(portal.environmentID)"])
         #expect(try portal.git.portalToken(["get"]).exitCode == 1)
     }
 
-    @Test("erase without a password removes without the hook; with another password changes nothing",
-          arguments: TestBackend.allCases)
+    @Test(
+        "erase without a password removes without the hook; with another password changes nothing",
+        arguments: TestBackend.allCases)
     func eraseVariants(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-E").exitCode == 0)
@@ -170,13 +183,16 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.count == 1)
     }
 
-    @Test("the hook's environment carries no secret, its stdin is /dev/null, and its output goes to stderr",
-          arguments: TestBackend.allCases)
+    @Test(
+        "the hook's environment carries no secret, its stdin is /dev/null, and its output goes to stderr",
+        arguments: TestBackend.allCases)
     func hookEnvironmentCanary(backend: TestBackend) throws {
         let canaryToken = "canary-token-\(UUID().uuidString)"
-        let portal = try PortalHarness(backend: backend, extraEnvironment: [
-            "PORTAL_TOKEN_PASSPHRASE": "canary-passphrase", "SOME_OTHER_VARIABLE": "canary-other",
-        ])
+        let portal = try PortalHarness(
+            backend: backend,
+            extraEnvironment: [
+                "PORTAL_TOKEN_PASSPHRASE": "canary-passphrase", "SOME_OTHER_VARIABLE": "canary-other",
+            ])
         #expect(try portal.adopt(token: canaryToken).exitCode == 0)
         let result = try portal.git.portalToken(["refresh"])
         #expect(result.exitCode == 3)
@@ -193,21 +209,24 @@ struct PortalSessionTests {
         #expect(!result.stderr.contains(canaryToken))
     }
 
-    @Test("under git credential fill the hook's output never reaches git's stdout",
-          arguments: TestBackend.allCases, RealGit.allCases)
+    @Test(
+        "under git credential fill the hook's output never reaches git's stdout",
+        arguments: TestBackend.allCases, RealGit.allCases)
     func hookOutputUnderGit(backend: TestBackend, gitVersion: RealGit) throws {
         let portal = try PortalHarness(backend: backend, git: gitVersion)
         #expect(try portal.adopt(token: "token-git").exitCode == 0)
         // The session passed its cap: the helper ends it, and the hook writes to its stdout.
-        let fill = try portal.git.credential("fill", portal.portalOrigin, environment: try portal.environment(clockShift: 8 * 24 * hour))
+        let fill = try portal.git.credential(
+            "fill", portal.portalOrigin, environment: try portal.environment(clockShift: 8 * 24 * hour))
         #expect(portal.hookRuns.count == 1)
         #expect(!fill.stdout.contains("hook-"))
         #expect(fill.stdout.contains("username=askpass-username"))
         #expect(!fill.stdout.contains("token-git"))
     }
 
-    @Test("git fill for the Portal origin answers from the session, and approve slides it",
-          arguments: TestBackend.allCases, RealGit.allCases)
+    @Test(
+        "git fill for the Portal origin answers from the session, and approve slides it",
+        arguments: TestBackend.allCases, RealGit.allCases)
     func gitAnswersFromSession(backend: TestBackend, gitVersion: RealGit) throws {
         let portal = try PortalHarness(backend: backend, git: gitVersion)
         #expect(try portal.adopt(token: "token-fill", endUserID: "end-user-9").exitCode == 0)
@@ -219,9 +238,12 @@ struct PortalSessionTests {
             #expect(fill.stdout == answer)
         case .current:
             #expect(fill.stdout.hasPrefix(answer))
-            #expect(fill.stdout.dropFirst(answer.count).wholeMatch(of: /password_expiry_utc=\d+\n/) != nil, "\(fill.stdout)")
+            #expect(
+                fill.stdout.dropFirst(answer.count).wholeMatch(of: /password_expiry_utc=\d+\n/) != nil, "\(fill.stdout)"
+            )
         }
-        let approve = try portal.git.credential("approve", portal.portalOrigin + "username=end-user-9\npassword=token-fill\n")
+        let approve = try portal.git.credential(
+            "approve", portal.portalOrigin + "username=end-user-9\npassword=token-fill\n")
         #expect(approve.exitCode == 0 && approve.stderr.isEmpty)
     }
 
@@ -229,8 +251,10 @@ struct PortalSessionTests {
     func hostGateInProtocolMode(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-secret").exitCode == 0)
-        for host in ["api.portalhq.io.attacker.com", "portalhq.io.evil.dev", "evil-portalhq.com", "127.0.0.1:1",
-                     "localhost:\(portal.server.port)", "api.portalhq.io@attacker.com"] {
+        for host in [
+            "api.portalhq.io.attacker.com", "portalhq.io.evil.dev", "evil-portalhq.com", "127.0.0.1:1",
+            "localhost:\(portal.server.port)", "api.portalhq.io@attacker.com",
+        ] {
             let result = try portal.git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n")
             #expect(!result.stdout.contains("token-secret"), "leaked to \(host)")
         }
@@ -239,7 +263,8 @@ struct PortalSessionTests {
         #expect(!cleartext.stdout.contains("token-secret"))
         // And a look-alike stays generic storage.
         let lookAlike = "protocol=https\nhost=api.portalhq.io.attacker.com\n"
-        #expect(try portal.git.portalToken(["store"], stdin: lookAlike + "username=x\npassword=generic\n").exitCode == 0)
+        #expect(
+            try portal.git.portalToken(["store"], stdin: lookAlike + "username=x\npassword=generic\n").exitCode == 0)
         #expect(try portal.git.portalToken(["get"], stdin: lookAlike).stdout == "username=x\npassword=generic\n")
         #expect(try portal.git.portalToken(["get"]).stdout == "token-secret\n")
     }
@@ -277,17 +302,24 @@ struct PortalSessionTests {
         #expect(portal.hookRuns.isEmpty)
     }
 
-    @Test("an unreadable stored session is cleared with a warning that never shows it", arguments: [TestBackend.secretService])
+    @Test(
+        "an unreadable stored session is cleared with a warning that never shows it",
+        arguments: [TestBackend.secretService])
     func unreadableSession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
-        let written = try ProcessRunner.run("/usr/bin/secret-tool", [
-            "store", "--label=broken", "xdg:schema", "io.portalhq.PortalToken.Session",
-            "auth-environment-id", portal.environmentID, "end-user-id", "user-1",
-        ], stdin: #"{"clientSessionToken":"payload-canary"}"#, environment: portal.git.environment, timeout: 10)
+        let written = try ProcessRunner.run(
+            "/usr/bin/secret-tool",
+            [
+                "store", "--label=broken", "xdg:schema", "io.portalhq.PortalToken.Session",
+                "auth-environment-id", portal.environmentID, "end-user-id", "user-1",
+            ], stdin: #"{"clientSessionToken":"payload-canary"}"#, environment: portal.git.environment, timeout: 10)
         #expect(written.exitCode == 0)
         let result = try portal.git.portalToken(["get"])
         #expect(result.exitCode == 1)
-        #expect(result.stderr.contains("portal-token: warning: the stored Portal session for environment '\(portal.environmentID)' could not be read and was removed"))
+        #expect(
+            result.stderr.contains(
+                "portal-token: warning: the stored Portal session for environment '\(portal.environmentID)' could not be read and was removed"
+            ))
         #expect(!result.stderr.contains("payload-canary"))
         #expect(try portal.git.portalToken(["get"]).stderr.contains("warning") == false)
     }

@@ -7,10 +7,12 @@ import Testing
 /// read through /proc by another process of the same user (product contract §7).
 @Suite("process hardening")
 struct ProcessHardeningTests {
-    @Test("portal-token started by an unprivileged user has RLIMIT_CORE 0 and a /proc/PID/environ owned by root",
-          arguments: BinaryTests.binaries)
+    @Test(
+        "portal-token started by an unprivileged user has RLIMIT_CORE 0 and a /proc/PID/environ owned by root",
+        arguments: BinaryTests.binaries)
     func noCoreDumps(binary: String) throws {
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-dump-\(UUID().uuidString)")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-dump-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         // get waits on its request; holding the FIFO's write end keeps it waiting while it is looked at.
@@ -21,9 +23,10 @@ struct ProcessHardeningTests {
         #expect(writer >= 0)
         defer { close(writer) }
         let nobody = try #require(getpwnam("nobody")?.pointee)
-        let pid = try ProcessRunner.spawn("/usr/bin/setpriv",
-                                          ["--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups", binary, "get"],
-                                          environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"], stdin: fifo)
+        let pid = try ProcessRunner.spawn(
+            "/usr/bin/setpriv",
+            ["--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups", binary, "get"],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"], stdin: fifo)
         defer { kill(pid, SIGKILL); _ = waitpid(pid, nil, 0) }
 
         // Once the child runs portal-token as nobody, both must hold before it reads a byte.
@@ -36,8 +39,12 @@ struct ProcessHardeningTests {
             if executable.hasSuffix("/portal-token"), stat("/proc/\(pid)/environ", &status) == 0 {
                 environOwner = status.st_uid
                 let limits = (try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8)) ?? ""
-                coreLimit = limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
-                    .map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).joined(separator: " ") } ?? ""
+                coreLimit =
+                    limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") }
+                    .map {
+                        $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).joined(
+                            separator: " ")
+                    } ?? ""
                 if environOwner == 0 && coreLimit == "0 0" { break }
             }
             usleep(10_000)

@@ -7,16 +7,18 @@ import Testing
 /// binary, a real store and the fake Portal server.
 @Suite("scripting: token, exec, exec-credential")
 struct ScriptingTests {
-    @Test("in a while-read loop over three lines, T=$(portal-token token) runs three times with the token",
-          arguments: TestBackend.allCases)
+    @Test(
+        "in a while-read loop over three lines, T=$(portal-token token) runs three times with the token",
+        arguments: TestBackend.allCases)
     func tokenInsideReadLoop(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-loop").exitCode == 0)
         let scratch = try ScratchFolder("script")
         try "one\ntwo\nthree\n".write(toFile: "\(scratch.path)/lines", atomically: true, encoding: .utf8)
         let script = #"while read -r line; do T=$("$0" token); echo "$line:$T:$?"; done < "$1""#
-        let result = try ProcessRunner.run("/bin/sh", ["-c", script, ProcessRunner.portalTokenPath, "\(scratch.path)/lines"],
-                                           environment: portal.git.environment)
+        let result = try ProcessRunner.run(
+            "/bin/sh", ["-c", script, ProcessRunner.portalTokenPath, "\(scratch.path)/lines"],
+            environment: portal.git.environment)
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout == "one:token-loop:0\ntwo:token-loop:0\nthree:token-loop:0\n")
     }
@@ -33,8 +35,9 @@ struct ScriptingTests {
         #expect(writer >= 0)
         defer { close(writer) }
         let started = ProcessRunner.monotonicSeconds()
-        let pid = try ProcessRunner.spawn(ProcessRunner.portalTokenPath, ["token"], environment: portal.git.environment,
-                                          stdin: fifo, stdout: "\(scratch.path)/out", stderr: "\(scratch.path)/err")
+        let pid = try ProcessRunner.spawn(
+            ProcessRunner.portalTokenPath, ["token"], environment: portal.git.environment,
+            stdin: fifo, stdout: "\(scratch.path)/out", stderr: "\(scratch.path)/err")
         let status = ProcessRunner.wait(pid, timeout: 2)
         if status == nil { kill(pid, SIGKILL); _ = waitpid(pid, nil, 0) }
         #expect(status == 0, "\(scratch.read("err"))")
@@ -57,8 +60,9 @@ struct ScriptingTests {
         #expect(try portal.git.portalToken(["token", "--format", "yaml"]).exitCode == 2)
     }
 
-    @Test("exec runs the command in its own process with the session in the environment and returns its exit code",
-          arguments: TestBackend.allCases)
+    @Test(
+        "exec runs the command in its own process with the session in the environment and returns its exit code",
+        arguments: TestBackend.allCases)
     func execPassesTheSession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         #expect(try portal.adopt(token: "token-exec-secret", endUserID: "user-e").exitCode == 0)
@@ -76,40 +80,54 @@ struct ScriptingTests {
             """
         // bash closes every descriptor the test runner leaked and execs portal-token in its place, so
         // the PID stays the one started here and portal-token starts with 0, 1 and 2 only.
-        let closeAndExec = #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null; exec "$@""#
-        let pid = try ProcessRunner.spawn("/bin/bash", ["-c", closeAndExec, "bash", ProcessRunner.portalTokenPath,
-                                                        "exec", "--", "python3", "-c", child, scratch.path],
-                                          environment: portal.git.environment,
-                                          stdout: "\(scratch.path)/out", stderr: "\(scratch.path)/err")
+        let closeAndExec =
+            #"for fd in $(ls /proc/$$/fd); do [ "$fd" -gt 2 ] && eval "exec $fd>&-"; done 2>/dev/null; exec "$@""#
+        let pid = try ProcessRunner.spawn(
+            "/bin/bash",
+            [
+                "-c", closeAndExec, "bash", ProcessRunner.portalTokenPath,
+                "exec", "--", "python3", "-c", child, scratch.path,
+            ],
+            environment: portal.git.environment,
+            stdout: "\(scratch.path)/out", stderr: "\(scratch.path)/err")
         let status = ProcessRunner.wait(pid, timeout: 30)
         #expect(status == 7, "\(scratch.read("err"))")
         #expect(scratch.read("pid") == "\(pid)\n", "the child is the process that was started")
-        let environment = Dictionary(scratch.read("env").split(separator: "\n").compactMap { line -> (String, String)? in
-            guard let equals = line.firstIndex(of: "=") else { return nil }
-            return (String(line[..<equals]), String(line[line.index(after: equals)...]))
-        }, uniquingKeysWith: { first, _ in first })
+        let environment = Dictionary(
+            scratch.read("env").split(separator: "\n").compactMap { line -> (String, String)? in
+                guard let equals = line.firstIndex(of: "=") else { return nil }
+                return (String(line[..<equals]), String(line[line.index(after: equals)...]))
+            }, uniquingKeysWith: { first, _ in first })
         #expect(environment["PORTAL_CLIENT_SESSION_TOKEN"] == "token-exec-secret")
-        #expect(environment["PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT"]?.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)
+        #expect(
+            environment["PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT"]?.wholeMatch(
+                of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)
         #expect(environment["PORTAL_AUTH_ENVIRONMENT_ID"] == portal.environmentID)
         #expect(environment["PORTAL_END_USER_ID"] == "user-e")
         #expect(environment["PORTAL_TOKEN_PASSPHRASE"] == nil, "the file passphrase never reaches the child")
         #expect(!scratch.read("cmdline").contains("token-exec-secret"))
-        #expect(scratch.read("fds").split(separator: "\n").sorted() == ["0", "1", "2"],
-                "no descriptor portal-token opened reaches the child: \(scratch.read("fds"))")
-        #expect(!scratch.read("err").contains("token-exec-secret") && !scratch.read("out").contains("token-exec-secret"))
+        #expect(
+            scratch.read("fds").split(separator: "\n").sorted() == ["0", "1", "2"],
+            "no descriptor portal-token opened reaches the child: \(scratch.read("fds"))")
+        #expect(
+            !scratch.read("err").contains("token-exec-secret") && !scratch.read("out").contains("token-exec-secret"))
     }
 
     @Test("exec --token-var names the variable, and options after -- belong to the command")
     func execTokenVariable() throws {
         let portal = try PortalHarness(backend: .file)
         #expect(try portal.adopt(token: "token-var").exitCode == 0)
-        let result = try portal.git.portalToken(["exec", "--token-var", "MY_TOKEN", "--", "/bin/sh", "-c",
-                                                 #"echo "$MY_TOKEN:${PORTAL_CLIENT_SESSION_TOKEN-unset}:$1""#, "sh", "--help"])
+        let result = try portal.git.portalToken([
+            "exec", "--token-var", "MY_TOKEN", "--", "/bin/sh", "-c",
+            #"echo "$MY_TOKEN:${PORTAL_CLIENT_SESSION_TOKEN-unset}:$1""#, "sh", "--help",
+        ])
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout == "token-var:unset:--help\n")
         #expect(try portal.git.portalToken(["exec", "--token-var", "1BAD", "--", "true"]).exitCode == 2)
         // A name exec sets itself, or PATH, would lose the token or the command: refused, nothing run.
-        for reserved in ["PORTAL_END_USER_ID", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PATH"] {
+        for reserved in [
+            "PORTAL_END_USER_ID", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PATH",
+        ] {
             let refused = try portal.git.portalToken(["exec", "--token-var", reserved, "--", "/bin/echo", "ran"])
             #expect(refused.exitCode == 2 && refused.stdout.isEmpty, "\(reserved): \(refused.stdout)\(refused.stderr)")
             #expect(refused.stderr.hasPrefix("portal-token: error: --token-var cannot be \(reserved)"))
@@ -151,17 +169,23 @@ struct ScriptingTests {
         }
         for (execInfo, version) in [
             (nil, "client.authentication.k8s.io/v1"),
-            (#"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#,
-             "client.authentication.k8s.io/v1"),
-            (#"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{"interactive":true}}"#,
-             "client.authentication.k8s.io/v1beta1"),
+            (
+                #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#,
+                "client.authentication.k8s.io/v1"
+            ),
+            (
+                #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{"interactive":true}}"#,
+                "client.authentication.k8s.io/v1beta1"
+            ),
         ] {
             let object = try credential(execInfo)
             #expect(object["apiVersion"] as? String == version)
             #expect(object["kind"] as? String == "ExecCredential")
             let status = try #require(object["status"] as? [String: Any])
             #expect(status["token"] as? String == "token-k8s")
-            #expect((status["expirationTimestamp"] as? String)?.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)
+            #expect(
+                (status["expirationTimestamp"] as? String)?.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/)
+                    != nil)
         }
         var environment = portal.git.environment
         environment["KUBERNETES_EXEC_INFO"] = #"{"apiVersion":"client.authentication.k8s.io/v1alpha1"}"#
@@ -186,11 +210,14 @@ struct TokenAdoptionTests {
         #expect(try portal.git.portalToken(["status"]).stdout.contains("signed in as client-77"))
 
         portal.server.registerLiveToken("token-other")
-        #expect(try portal.git.portalToken(["login", "--with-token", "--end-user", "user-given"], stdin: "token-other").exitCode == 0)
+        #expect(
+            try portal.git.portalToken(["login", "--with-token", "--end-user", "user-given"], stdin: "token-other")
+                .exitCode == 0)
         #expect(try portal.git.portalToken(["status"]).stdout.contains("signed in as user-given"))
     }
 
-    @Test("a token Portal refuses gives exit 6 and leaves the stored session as it was", arguments: TestBackend.allCases)
+    @Test(
+        "a token Portal refuses gives exit 6 and leaves the stored session as it was", arguments: TestBackend.allCases)
     func refusesBadToken(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         portal.server.registerLiveToken("token-kept")

@@ -13,13 +13,15 @@ struct SignInTests {
     static func expectClean(_ harness: SignInHarness, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(harness.portal.server.violations.map(\.description) == [], sourceLocation: sourceLocation)
         for request in harness.portal.server.requests where request.path.hasPrefix("/api/v3/auth/") {
-            #expect((request.header("Authorization") != nil) == (request.path == ClientAuthEndpoint.totpValidations.path),
-                    "\(request)", sourceLocation: sourceLocation)
+            #expect(
+                (request.header("Authorization") != nil) == (request.path == ClientAuthEndpoint.totpValidations.path),
+                "\(request)", sourceLocation: sourceLocation)
         }
     }
 
-    @Test("a new user signs in with a magic link through the loopback listener, then get prints the token and status shows the end user",
-          arguments: TestBackend.allCases)
+    @Test(
+        "a new user signs in with a magic link through the loopback listener, then get prints the token and status shows the end user",
+        arguments: TestBackend.allCases)
     func newUserMagicLink(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend)
         let login = try harness.start(["login", "--email", Self.email])
@@ -27,7 +29,9 @@ struct SignInTests {
         let sent = try #require(harness.auth.sentLinks.first)
         #expect(sent.email == "new.user@example.com")
         // Requests that are not the redirect are answered and ignored.
-        #expect(try SimulatedBrowser.get(harness.redirectURL.replacingOccurrences(of: "/callback", with: "/favicon.ico")).status == 404)
+        #expect(
+            try SimulatedBrowser.get(harness.redirectURL.replacingOccurrences(of: "/callback", with: "/favicon.ico"))
+                .status == 404)
         let page = try SimulatedBrowser.get(sent.link)
         #expect(page.status == 200 && page.body.contains("Signed in"))
         let result = try login.finish()
@@ -48,10 +52,12 @@ struct SignInTests {
         Self.expectClean(harness)
     }
 
-    @Test("Google and Apple: a browser follows the provider back to the listener", arguments: [
-        (TestBackend.secretService, AuthMethod.google, true), (.file, .google, false),
-        (.secretService, .apple, false), (.file, .apple, true),
-    ])
+    @Test(
+        "Google and Apple: a browser follows the provider back to the listener",
+        arguments: [
+            (TestBackend.secretService, AuthMethod.google, true), (.file, .google, false),
+            (.secretService, .apple, false), (.file, .apple, true),
+        ])
     func oauth(backend: TestBackend, provider: AuthMethod, withDisplay: Bool) throws {
         let harness = try SignInHarness(backend: backend, extraEnvironment: withDisplay ? ["DISPLAY": ":99"] : [:])
         let flag = provider == .google ? "--google" : "--apple"
@@ -64,7 +70,8 @@ struct SignInTests {
             #expect(!stderr.contains(authorizeURL))
         } else {
             let stderr = try login.waitForStderr(containing: "waiting for the browser")
-            authorizeURL = try #require(stderr.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init))
+            authorizeURL = try #require(
+                stderr.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init))
             #expect(harness.launched("xdg-open").isEmpty)
         }
         #expect(authorizeURL.contains("provider=\(provider.rawValue)"))
@@ -89,14 +96,16 @@ struct SignInTests {
         #expect(harness.launched("xdg-open").isEmpty)
     }
 
-    @Test("a custom scheme: login sends the link and leaves it to redirect; the same URL again needs no exchange; after logout it is spent (exit 6)",
-          arguments: TestBackend.allCases)
+    @Test(
+        "a custom scheme: login sends the link and leaves it to redirect; the same URL again needs no exchange; after logout it is spent (exit 6)",
+        arguments: TestBackend.allCases)
     func customSchemeAndReplay(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
         let login = try harness.run(["login", "--email", "user@example.com"])
         #expect(login.exitCode == 0, "\(login.stderr)")
         #expect(login.stderr.contains("the desktop handler ('portal-token redirect') finishes the sign-in"))
-        #expect(login.stderr.contains("xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/portalexample"))
+        #expect(
+            login.stderr.contains("xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/portalexample"))
         let link = try harness.sentLink()
 
         let first = try harness.run(["redirect", link])
@@ -120,14 +129,18 @@ struct SignInTests {
         Self.expectClean(harness)
     }
 
-    @Test("a sign-in replaces the session that get was handing out from its kernel-keyring copy", arguments: TestBackend.allCases)
+    @Test(
+        "a sign-in replaces the session that get was handing out from its kernel-keyring copy",
+        arguments: TestBackend.allCases)
     func signInReplacesCachedSession(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
         harness.portal.server.registerLiveToken("token-before")
         #expect(try harness.portal.adopt(token: "token-before", endUserID: "user-before").exitCode == 0)
         #expect(try harness.run(["get"]).stdout == "token-before\n")
         let grant = harness.auth.issueGrant(method: .google)
-        #expect(try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)]).exitCode == 0)
+        #expect(
+            try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)])
+                .exitCode == 0)
         #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens[0] + "\n")
         #expect(try harness.run(["status"]).stdout.contains("signed in as end-user-1"))
         #expect(try harness.run(["logout"]).exitCode == 0)
@@ -149,9 +162,13 @@ struct SignInTests {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
         let grant = harness.auth.issueGrant(method: .google)
         harness.auth.spend(grant)
-        let result = try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)])
+        let result = try harness.run([
+            "redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google),
+        ])
         #expect(result.exitCode == 6)
-        #expect(result.stderr.contains("portal-token: error: Portal refused the sign-in grant (HTTP 400): token already used"))
+        #expect(
+            result.stderr.contains(
+                "portal-token: error: Portal refused the sign-in grant (HTTP 400): token already used"))
         #expect(result.stderr.contains("hint: a sign-in link works once"))
         #expect(!result.stderr.contains(grant))
         #expect(try harness.run(["get"]).exitCode == 1)
@@ -160,22 +177,29 @@ struct SignInTests {
     @Test("redirect: not ours is exit 7 with nothing sent; an error parameter is exit 6", arguments: [TestBackend.file])
     func redirectRefusals(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
-        for url in ["otherapp://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK", "portalexample://auth/callback?token=g",
-                    "portalexample://auth/callback", "portalexample://auth/Callback?token=g&login_type=GOOGLE",
-                    "portalexample://auth/callback?token=g&login_type=google", String(repeating: "a", count: 8193)] {
+        for url in [
+            "otherapp://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK", "portalexample://auth/callback?token=g",
+            "portalexample://auth/callback", "portalexample://auth/Callback?token=g&login_type=GOOGLE",
+            "portalexample://auth/callback?token=g&login_type=google", String(repeating: "a", count: 8193),
+        ] {
             let result = try harness.run(["redirect", url])
             #expect(result.exitCode == 7, "\(url.prefix(60)): \(result.stderr)")
-            #expect(result.stderr.hasPrefix("portal-token: error: the URL is not a sign-in redirect for this configuration"))
+            #expect(
+                result.stderr.hasPrefix("portal-token: error: the URL is not a sign-in redirect for this configuration")
+            )
         }
-        let failed = try harness.run(["redirect", "portalexample://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK&error=oauth%5Ffailed+now"])
+        let failed = try harness.run([
+            "redirect", "portalexample://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK&error=oauth%5Ffailed+now",
+        ])
         #expect(failed.exitCode == 6)
         #expect(failed.stderr.contains("portal-token: error: sign-in failed: oauth_failed now"))
         #expect(harness.portal.server.requests.isEmpty)
         #expect(try harness.run(["redirect"]).exitCode == 2)
     }
 
-    @Test("a session Portal gave but the store refused: exit 4; the same URL again finishes the write with no second exchange",
-          arguments: [TestBackend.file])
+    @Test(
+        "a session Portal gave but the store refused: exit 4; the same URL again finishes the write with no second exchange",
+        arguments: [TestBackend.file])
     func persistFailureFile(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
         let grant = harness.auth.issueGrant(method: .emailMagicLink)
@@ -183,7 +207,9 @@ struct SignInTests {
         // The desktop handler has no passphrase for the new store file.
         let refused = try harness.run(["redirect", link], ["PORTAL_TOKEN_PASSPHRASE": nil])
         #expect(refused.exitCode == 4, "\(refused.stderr)")
-        #expect(refused.stderr.contains("portal-token: error: Portal signed in end-user-1, but the session could not be stored: no passphrase"))
+        #expect(
+            refused.stderr.contains(
+                "portal-token: error: Portal signed in end-user-1, but the session could not be stored: no passphrase"))
         #expect(refused.stderr.contains("open the same sign-in link again"))
         #expect(!refused.stderr.contains(grant) && !refused.stderr.contains("session-"))
         let finished = try harness.run(["redirect", link])
@@ -200,7 +226,8 @@ struct SignInTests {
         defer { server.stop() }
         let environmentID = "env-\(UInt32.random(in: 0...UInt32.max))"
         let redirectURL = "portalexample://auth/callback"
-        let auth = FakeClientAuth(server: server, options: .init(authEnvironmentID: environmentID, redirectURLs: [redirectURL]))
+        let auth = FakeClientAuth(
+            server: server, options: .init(authEnvironmentID: environmentID, redirectURLs: [redirectURL]))
         var environment = keyring.environment
         environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
         environment["PORTAL_AUTH_ENVIRONMENT_ID"] = environmentID
@@ -223,10 +250,12 @@ struct SignInTests {
         #expect(try ProcessRunner.portalToken(["get"], environment: environment).stdout == auth.issuedTokens[0] + "\n")
     }
 
-    @Test("two-factor through the prompt: the enrollment code and secret on the terminal, a wrong code and a short one asked again",
-          arguments: TestBackend.allCases)
+    @Test(
+        "two-factor through the prompt: the enrollment code and secret on the terminal, a wrong code and a short one asked again",
+        arguments: TestBackend.allCases)
     func twoFactorPrompt(backend: TestBackend) throws {
-        let harness = try SignInHarness(backend: backend, endUser: .init(id: "end-user-2fa", totpCode: "123456", enrolling: true))
+        let harness = try SignInHarness(
+            backend: backend, endUser: .init(id: "end-user-2fa", totpCode: "123456", enrolling: true))
         let terminal = try harness.startOnTerminal(["login", "--email", "user@example.com"])
         try terminal.waitFor("left (Ctrl-C to stop)")
         let page = try SimulatedBrowser.get(try harness.sentLink())
@@ -254,12 +283,17 @@ struct SignInTests {
         Self.expectClean(harness)
     }
 
-    @Test("three refused codes end the prompt with exit 6, and verify-totp can still finish", arguments: [TestBackend.file])
+    @Test(
+        "three refused codes end the prompt with exit 6, and verify-totp can still finish",
+        arguments: [TestBackend.file])
     func twoFactorPromptExhausted(backend: TestBackend) throws {
-        let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback",
-                                        endUser: .init(id: "end-user-2fa", totpCode: "654321"))
+        let harness = try SignInHarness(
+            backend: backend, redirectURL: "portalexample://auth/callback",
+            endUser: .init(id: "end-user-2fa", totpCode: "654321"))
         let grant = harness.auth.issueGrant(method: .emailMagicLink)
-        let terminal = try harness.startOnTerminal(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .emailMagicLink)])
+        let terminal = try harness.startOnTerminal([
+            "redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .emailMagicLink),
+        ])
         for attempt in 1...3 {
             try terminal.waitFor("Two-factor code for end-user-2fa: ", occurrences: attempt)
             terminal.type("111111\n")
@@ -272,22 +306,28 @@ struct SignInTests {
 
     @Test("two-factor through verify-totp after the desktop handler", arguments: TestBackend.allCases)
     func twoFactorVerifyCommand(backend: TestBackend) throws {
-        let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback",
-                                        endUser: .init(id: "end-user-2fa", totpCode: "777870", enrolling: true))
+        let harness = try SignInHarness(
+            backend: backend, redirectURL: "portalexample://auth/callback",
+            endUser: .init(id: "end-user-2fa", totpCode: "777870", enrolling: true))
         #expect(try harness.run(["verify-totp", "777870"]).exitCode == 1)
         let grant = harness.auth.issueGrant(method: .google)
         let link = FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)
         let handled = try harness.run(["redirect", link])
         #expect(handled.exitCode == 0, "\(handled.stderr)")
-        #expect(handled.stderr.contains("end-user-2fa needs a two-factor code to finish signing in: run 'portal-token verify-totp' within 10 minutes"))
+        #expect(
+            handled.stderr.contains(
+                "end-user-2fa needs a two-factor code to finish signing in: run 'portal-token verify-totp' within 10 minutes"
+            ))
         // No terminal: enrollment is never shown.
         #expect(!handled.stderr.contains("GEZD") && !handled.stderr.contains("otpauth"))
         #expect(try harness.run(["get"]).exitCode == 1)
         // status tells of the waiting step (product contract §3), still not signed in.
         let waiting = try harness.run(["status"])
         #expect(waiting.exitCode == 1)
-        #expect(waiting.stdout.contains("two-factor:   a step for end-user-2fa is waiting; run 'portal-token verify-totp' before "),
-                "\(waiting.stdout)")
+        #expect(
+            waiting.stdout.contains(
+                "two-factor:   a step for end-user-2fa is waiting; run 'portal-token verify-totp' before "),
+            "\(waiting.stdout)")
         // Delivered again: the waiting step, no second exchange.
         #expect(try harness.run(["redirect", link]).stderr.contains("needs a two-factor code"))
 
@@ -341,17 +381,21 @@ struct SignInTests {
 
         harness.auth.options.magicLinkBehaviour = .rateLimited
         let limited = try harness.run(["login", "--email", "a@b.c", "--timeout", "5"])
-        #expect(limited.exitCode == 6 && limited.stderr.contains("too many links were sent to this address; wait a minute"))
+        #expect(
+            limited.exitCode == 6 && limited.stderr.contains("too many links were sent to this address; wait a minute"))
         #expect(harness.requests(to: .magicLinks).count == 1)
         harness.auth.options.magicLinkBehaviour = .unauthorized
         let refused = try harness.run(["login", "--email", "a@b.c", "--timeout", "5"])
-        #expect(refused.exitCode == 2 && refused.stderr.contains("the redirect URL, sender or template is not accepted"))
+        #expect(
+            refused.exitCode == 2 && refused.stderr.contains("the redirect URL, sender or template is not accepted"))
         harness.auth.options.providers = [.google]
         let apple = try harness.run(["login", "--apple", "--timeout", "5"])
         #expect(apple.exitCode == 6 && apple.stderr.contains("sign-in with APPLE is not available"))
         harness.auth.options.accountAbstractionAvailable = false
         let aa = try harness.run(["login", "--google", "--timeout", "5"], ["PORTAL_ACCOUNT_ABSTRACTED": "true"])
-        #expect(aa.exitCode == 6 && aa.stderr.contains("account abstraction is not available: Account abstraction is not enabled"))
+        #expect(
+            aa.exitCode == 6
+                && aa.stderr.contains("account abstraction is not available: Account abstraction is not enabled"))
         #expect(harness.requests(to: .oauthURLs).last?.query?.hasSuffix("&isAccountAbstracted=true") == true)
 
         // A port already taken is reported before anything is sent.
@@ -366,14 +410,21 @@ struct SignInTests {
 
     @Test("methods lists what Portal allows, unknown methods dropped", arguments: [TestBackend.file])
     func methods(backend: TestBackend) throws {
-        let harness = try SignInHarness(backend: backend) { $0.allowedMethods = ["PASSKEY", "GOOGLE", "EMAIL_MAGIC_LINK"]; $0.autoCreateWallet = true }
+        let harness = try SignInHarness(backend: backend) {
+            $0.allowedMethods = ["PASSKEY", "GOOGLE", "EMAIL_MAGIC_LINK"]; $0.autoCreateWallet = true
+        }
         let text = try harness.run(["methods"])
         #expect(text.exitCode == 0)
-        #expect(text.stdout == "GOOGLE            portal-token login --google\nEMAIL_MAGIC_LINK  portal-token login --email ADDRESS\nautoCreateWallet: true\n")
+        #expect(
+            text.stdout
+                == "GOOGLE            portal-token login --google\nEMAIL_MAGIC_LINK  portal-token login --email ADDRESS\nautoCreateWallet: true\n"
+        )
         let json = try harness.run(["methods", "--format", "json"])
         #expect(json.stdout == #"{"allowedAuthMethods":["GOOGLE","EMAIL_MAGIC_LINK"],"autoCreateWallet":true}"# + "\n")
         let wrongEnvironment = try harness.run(["methods"], ["PORTAL_AUTH_ENVIRONMENT_ID": "env-unknown"])
-        #expect(wrongEnvironment.exitCode == 2 && wrongEnvironment.stderr.contains("Portal did not accept the auth environment ID"))
+        #expect(
+            wrongEnvironment.exitCode == 2
+                && wrongEnvironment.stderr.contains("Portal did not accept the auth environment ID"))
         Self.expectClean(harness)
     }
 }
@@ -392,15 +443,18 @@ struct SignInCanaryTests {
         func add(_ result: ProcessResult) { outputs += [result.stdout, result.stderr] }
     }
 
-    @Test("every flow, traced, leaves no secret in stderr, stdout, the trace or a child's arguments", arguments: TestBackend.allCases)
+    @Test(
+        "every flow, traced, leaves no secret in stderr, stdout, the trace or a child's arguments",
+        arguments: TestBackend.allCases)
     func canary(backend: TestBackend) throws {
         let email = "Canary.\(UUID().uuidString)@Example.ORG"
         let collected = Collected()
         let traced: [String: String?] = ["PORTAL_TOKEN_TRACE": "1", "DISPLAY": ":99"]
 
         // Magic link through the loopback listener, with a two-factor step on a terminal.
-        let loopback = try SignInHarness(backend: backend, endUser: .init(id: "end-user-canary", totpCode: "246810", enrolling: true),
-                                         extraEnvironment: traced)
+        let loopback = try SignInHarness(
+            backend: backend, endUser: .init(id: "end-user-canary", totpCode: "246810", enrolling: true),
+            extraEnvironment: traced)
         let terminal = try loopback.startOnTerminal(["login", "--email", email])
         try terminal.waitFor("left (Ctrl-C to stop)")
         let link = try loopback.sentLink()
@@ -420,7 +474,8 @@ struct SignInCanaryTests {
         let google = try oauth.start(["login", "--google"])
         let authorizeURL = try oauth.openedURL()
         let back = try SimulatedBrowser.followProvider(authorizeURL)
-        collected.grants.append(try #require(back.split(separator: "=").dropFirst().first?.split(separator: "&").first.map(String.init)))
+        collected.grants.append(
+            try #require(back.split(separator: "=").dropFirst().first?.split(separator: "&").first.map(String.init)))
         _ = try SimulatedBrowser.get(back)
         let googleResult = try google.finish()
         #expect(googleResult.exitCode == 0)
@@ -430,9 +485,10 @@ struct SignInCanaryTests {
         collected.add(try oauth.run(["status"]))
 
         // A custom scheme through the desktop handler, two-factor by verify-totp, a failed write.
-        let desktop = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback",
-                                        endUser: .init(id: "end-user-desktop", totpCode: "777870", enrolling: true),
-                                        extraEnvironment: traced)
+        let desktop = try SignInHarness(
+            backend: backend, redirectURL: "portalexample://auth/callback",
+            endUser: .init(id: "end-user-desktop", totpCode: "777870", enrolling: true),
+            extraEnvironment: traced)
         collected.add(try desktop.run(["login", "--email", email]))
         let desktopLink = try desktop.sentLink()
         collected.grants.append(try #require(desktop.auth.sentLinks.last?.grant))
@@ -444,7 +500,8 @@ struct SignInCanaryTests {
         collected.add(try desktop.run(["redirect", desktopLink]))
         collected.add(try desktop.run(["logout"]))
         collected.add(try desktop.run(["redirect", desktopLink]))
-        collected.add(try desktop.run(["redirect", "portalexample://auth/callback?token=\(collected.grants.last!)&error=denied"]))
+        collected.add(
+            try desktop.run(["redirect", "portalexample://auth/callback?token=\(collected.grants.last!)&error=denied"]))
         let notifications = desktop.launched("notify-send")
         #expect(!notifications.isEmpty)
 
@@ -454,7 +511,8 @@ struct SignInCanaryTests {
             let url = FakeClientAuth.redirect(desktop.redirectURL, grant: grant, method: .apple)
             // A new store file and no passphrase for it: the write fails after the exchange.
             let store = desktop.portal.git.directory.appendingPathComponent("other-store").path
-            let refused = try desktop.run(["redirect", url], ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_FILE": store])
+            let refused = try desktop.run(
+                ["redirect", url], ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_FILE": store])
             #expect(refused.exitCode == 4)
             collected.add(refused)
             let finished = try desktop.run(["redirect", url], ["PORTAL_TOKEN_FILE": store])
@@ -468,11 +526,14 @@ struct SignInCanaryTests {
             forbidden += harness.auth.issuedTokens + harness.auth.issuedUserJWTs
         }
         for arguments in desktop.launched("notify-send") + loopback.launched("notify-send") {
-            for value in forbidden { #expect(!arguments.joined(separator: " ").contains(value), "notify-send got a secret") }
+            for value in forbidden {
+                #expect(!arguments.joined(separator: " ").contains(value), "notify-send got a secret")
+            }
         }
         // The trace was on, so the checks below saw it.
         #expect(collected.outputs.joined().contains("portal-token: trace: redirect: exchanging the grant"))
-        #expect(collected.grants.count >= 3 && !loopback.auth.issuedUserJWTs.isEmpty && !desktop.auth.issuedTokens.isEmpty)
+        #expect(
+            collected.grants.count >= 3 && !loopback.auth.issuedUserJWTs.isEmpty && !desktop.auth.issuedTokens.isEmpty)
         for output in collected.outputs {
             for value in forbidden where !value.isEmpty {
                 #expect(!output.contains(value), "a secret (\(value.prefix(8))…) reached the output: \(output)")
@@ -480,7 +541,9 @@ struct SignInCanaryTests {
         }
         // On the terminal the enrollment is shown by design; nothing else secret is.
         for output in collected.terminal {
-            for value in [email, email.lowercased()] + collected.grants + collected.codes + loopback.auth.issuedTokens + loopback.auth.issuedUserJWTs {
+            for value in [email, email.lowercased()] + collected.grants + collected.codes + loopback.auth.issuedTokens
+                + loopback.auth.issuedUserJWTs
+            {
                 #expect(!output.contains(value), "a secret (\(value.prefix(8))…) reached the terminal")
             }
         }
@@ -494,14 +557,19 @@ struct SignInCanaryTests {
 struct HandStartedFakeServerTests {
     @Test("docs/signing-in.md's walk-through: the fake by hand, login --email, get, status")
     func walkThrough() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-try-\(UUID().uuidString)").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-try-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let fakeServer = URL(fileURLWithPath: ProcessRunner.portalTokenPath).deletingLastPathComponent()
             .appendingPathComponent("portal-fake-server").path
         let redirectURL = "http://127.0.0.1:\(freeLoopbackPort())/callback"
-        let server = try RunningProcess(fakeServer, ["--port", "0", "--auth-env", "env-local", "--redirect-url", redirectURL,
-                                                     "--end-user", "first-user"], environment: ProcessRunner.environment())
+        let server = try RunningProcess(
+            fakeServer,
+            [
+                "--port", "0", "--auth-env", "env-local", "--redirect-url", redirectURL,
+                "--end-user", "first-user",
+            ], environment: ProcessRunner.environment())
         defer { server.signal(SIGTERM) }
         let deadline = ProcessRunner.monotonicSeconds() + 20
         while !server.stdout.contains("\n"), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
@@ -518,10 +586,13 @@ struct HandStartedFakeServerTests {
         ])
         let methods = try ProcessRunner.portalToken(["methods"], environment: environment)
         #expect(methods.exitCode == 0 && methods.stdout.contains("EMAIL_MAGIC_LINK"))
-        let login = try RunningProcess(ProcessRunner.portalTokenPath, ["login", "--email", "you@example.com"], environment: environment)
+        let login = try RunningProcess(
+            ProcessRunner.portalTokenPath, ["login", "--email", "you@example.com"], environment: environment)
         try login.waitForStderr(containing: "waiting for the browser")
         while !server.stdout.contains("magic link: "), ProcessRunner.monotonicSeconds() < deadline { usleep(20_000) }
-        let link = try #require(server.stdout.split(separator: "\n").first { $0.hasPrefix("magic link: ") }?.dropFirst("magic link: ".count))
+        let link = try #require(
+            server.stdout.split(separator: "\n").first { $0.hasPrefix("magic link: ") }?.dropFirst("magic link: ".count)
+        )
         #expect(try SimulatedBrowser.get(String(link)).body.contains("Signed in"))
         let result = try login.finish()
         #expect(result.exitCode == 0 && result.stderr.contains("signed in as first-user"), "\(result.stderr)")

@@ -10,11 +10,15 @@ struct TerminalEscapeTests {
     static let hostile = "user\u{1b}]0;owned\u{07}\u{1b}[2J\u{9b}31m"
 
     static func expectNoRawControls(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        let raw = text.unicodeScalars.filter { ($0.value < 0x20 && $0 != "\n") || ($0.value >= 0x7f && $0.value <= 0x9f) }
+        let raw = text.unicodeScalars.filter {
+            ($0.value < 0x20 && $0 != "\n") || ($0.value >= 0x7f && $0.value <= 0x9f)
+        }
         #expect(raw.isEmpty, "raw control characters: \(raw.map { $0.value })", sourceLocation: sourceLocation)
     }
 
-    @Test("an endUserId carrying escape sequences, from the store: status prints no raw ESC or BEL", arguments: TestBackend.allCases)
+    @Test(
+        "an endUserId carrying escape sequences, from the store: status prints no raw ESC or BEL",
+        arguments: TestBackend.allCases)
     func hostileEndUser(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         let adopted = try portal.adopt(token: "token-escapes", endUserID: Self.hostile)
@@ -31,7 +35,9 @@ struct TerminalEscapeTests {
     @Test("a server's error text with escape sequences is escaped in the error line")
     func hostileErrorText() throws {
         let harness = try SignInHarness(backend: .file, redirectURL: "portalexample://auth/callback")
-        let result = try harness.run(["redirect", "-"], stdin: "portalexample://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK&error=x%1B%5D0%3Bowned%07\n")
+        let result = try harness.run(
+            ["redirect", "-"],
+            stdin: "portalexample://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK&error=x%1B%5D0%3Bowned%07\n")
         #expect(result.exitCode == 6)
         Self.expectNoRawControls(result.stderr)
         #expect(result.stderr.contains("sign-in failed: x"))

@@ -7,17 +7,23 @@ import Testing
 final class ScratchFolder {
     let path: String
     init(_ stem: String) throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-\(stem)-\(UUID().uuidString)").path
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-\(stem)-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
     deinit { try? FileManager.default.removeItem(atPath: path) }
-    func write(_ name: String, _ text: String) throws { try text.write(toFile: "\(path)/\(name)", atomically: true, encoding: .utf8) }
+    func write(_ name: String, _ text: String) throws {
+        try text.write(toFile: "\(path)/\(name)", atomically: true, encoding: .utf8)
+    }
     func read(_ name: String) -> String { (try? String(contentsOfFile: "\(path)/\(name)", encoding: .utf8)) ?? "" }
 }
 
 /// The absolute path of a program on PATH.
 func installedProgram(_ name: String) -> String? {
-    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") + ["/usr/bin", "/usr/sbin"] {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") + [
+        "/usr/bin", "/usr/sbin",
+    ] {
         let candidate = "\(directory)/\(name)"
         if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
     }
@@ -31,13 +37,21 @@ struct SetupGitTests {
         let git = try GitHarness(backend: .file)
         let config = git.environment["GIT_CONFIG_GLOBAL"]!
         func helpers() throws -> [String] {
-            try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--get-all", "credential.helper"], environment: git.environment)
-                .stdout.split(separator: "\n").map(String.init)
+            try ProcessRunner.run(
+                "/usr/bin/git", ["config", "--global", "--get-all", "credential.helper"], environment: git.environment
+            )
+            .stdout.split(separator: "\n").map(String.init)
         }
-        #expect(try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--add", "credential.helper", "cache --timeout 60"],
-                                      environment: git.environment).exitCode == 0)
-        #expect(try ProcessRunner.run("/usr/bin/git", ["config", "--global", "--add", "credential.helper", "portal-token --backend file"],
-                                      environment: git.environment).exitCode == 0)
+        #expect(
+            try ProcessRunner.run(
+                "/usr/bin/git", ["config", "--global", "--add", "credential.helper", "cache --timeout 60"],
+                environment: git.environment
+            ).exitCode == 0)
+        #expect(
+            try ProcessRunner.run(
+                "/usr/bin/git", ["config", "--global", "--add", "credential.helper", "portal-token --backend file"],
+                environment: git.environment
+            ).exitCode == 0)
         let first = try git.portalToken(["setup-git"])
         #expect(first.exitCode == 0 && first.stdout.isEmpty)
         #expect(first.stderr.contains("added credential.helper portal-token"))
@@ -48,10 +62,12 @@ struct SetupGitTests {
 
         // git now finds portal-token through the global config alone.
         let host = GitHarness.uniqueHost("setup-git")
-        let approve = try ProcessRunner.run("/usr/bin/git", ["credential", "approve"],
-                                            stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-setup\n", environment: git.environment)
+        let approve = try ProcessRunner.run(
+            "/usr/bin/git", ["credential", "approve"],
+            stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=p-setup\n", environment: git.environment)
         #expect(approve.exitCode == 0)
-        #expect(try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout.contains("password=p-setup"))
+        #expect(
+            try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n").stdout.contains("password=p-setup"))
 
         let unset = try git.portalToken(["setup-git", "--unset"])
         #expect(unset.exitCode == 0 && unset.stderr.contains("removed credential.helper portal-token"))
@@ -64,7 +80,9 @@ struct SetupGitTests {
 
 @Suite("list")
 struct ListTests {
-    @Test("list shows every stored Portal session, whichever environment is configured, and never a token", arguments: TestBackend.allCases)
+    @Test(
+        "list shows every stored Portal session, whichever environment is configured, and never a token",
+        arguments: TestBackend.allCases)
     func listShowsEverySession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         let other = "env-other-\(UInt32.random(in: 0...UInt32.max))"
@@ -72,15 +90,20 @@ struct ListTests {
         #expect(try portal.adopt(token: tokens[0], endUserID: "first-user").exitCode == 0)
         var elsewhere = portal.git.environment
         elsewhere["PORTAL_AUTH_ENVIRONMENT_ID"] = other
-        let adopted = try ProcessRunner.portalToken(["store"], stdin: portal.portalOrigin + "username=second-user\npassword=\(tokens[1])\n",
-                                                    environment: elsewhere)
+        let adopted = try ProcessRunner.portalToken(
+            ["store"], stdin: portal.portalOrigin + "username=second-user\npassword=\(tokens[1])\n",
+            environment: elsewhere)
         #expect(adopted.exitCode == 0, "\(adopted.stderr)")
         defer { _ = try? ProcessRunner.portalToken(["logout"], environment: elsewhere) }
 
         let text = try portal.git.portalToken(["list"])
         #expect(text.exitCode == 0, "\(text.stderr)")
-        #expect(text.stdout.contains("session     environment \(portal.environmentID)  end user first-user  expires at "), "\(text.stdout)")
-        #expect(text.stdout.contains("session     environment \(other)  end user second-user  expires at "), "\(text.stdout)")
+        #expect(
+            text.stdout.contains("session     environment \(portal.environmentID)  end user first-user  expires at "),
+            "\(text.stdout)")
+        #expect(
+            text.stdout.contains("session     environment \(other)  end user second-user  expires at "),
+            "\(text.stdout)")
         // With no environment configured at all, the stored sessions are still listed.
         var unconfigured = portal.git.environment
         unconfigured["PORTAL_AUTH_ENVIRONMENT_ID"] = nil
@@ -88,9 +111,10 @@ struct ListTests {
         #expect(json.exitCode == 0, "\(json.stderr)")
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let sessions = try #require(object["sessions"] as? [[String: Any]])
-        let listed = Dictionary(sessions.compactMap { session in
-            (session["authEnvironmentId"] as? String).map { ($0, session["endUserId"] as? String) }
-        }, uniquingKeysWith: { first, _ in first })
+        let listed = Dictionary(
+            sessions.compactMap { session in
+                (session["authEnvironmentId"] as? String).map { ($0, session["endUserId"] as? String) }
+            }, uniquingKeysWith: { first, _ in first })
         #expect(listed[portal.environmentID] == "first-user" && listed[other] == "second-user", "\(json.stdout)")
         #expect(sessions.allSatisfy { ($0["expiresAt"] as? String)?.hasSuffix("Z") == true }, "\(json.stdout)")
         for result in [text, json] {
@@ -98,7 +122,9 @@ struct ListTests {
         }
     }
 
-    @Test("list shows credentials and the session without any secret, and exits 0 when empty", arguments: TestBackend.allCases)
+    @Test(
+        "list shows credentials and the session without any secret, and exits 0 when empty",
+        arguments: TestBackend.allCases)
     func listNeverShowsSecrets(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
         let empty = try portal.git.portalToken(["list", "--format", "json"])
@@ -110,8 +136,12 @@ struct ListTests {
         let canaryPassword = "canary-password-\(UUID().uuidString)"
         let canaryRefresh = "canary-refresh-\(UUID().uuidString)"
         let canaryToken = "canary-token-\(UUID().uuidString)"
-        #expect(try portal.git.portalToken(["store"], stdin: "protocol=https\nhost=\(host)\npath=repo.git\nusername=list-user\n"
-                                            + "password=\(canaryPassword)\noauth_refresh_token=\(canaryRefresh)\n").exitCode == 0)
+        #expect(
+            try portal.git.portalToken(
+                ["store"],
+                stdin: "protocol=https\nhost=\(host)\npath=repo.git\nusername=list-user\n"
+                    + "password=\(canaryPassword)\noauth_refresh_token=\(canaryRefresh)\n"
+            ).exitCode == 0)
         #expect(try portal.adopt(token: canaryToken, endUserID: "list-end-user").exitCode == 0)
         defer { _ = try? portal.git.portalToken(["erase"], stdin: "protocol=https\nhost=\(host)\n") }
 
@@ -126,7 +156,9 @@ struct ListTests {
         #expect(mine?["protocol"] as? String == "https" && mine?["path"] as? String == "repo.git")
         #expect(mine?["username"] as? String == "list-user")
         let sessions = try #require(object["sessions"] as? [[String: Any]])
-        #expect(sessions.first { $0["authEnvironmentId"] as? String == portal.environmentID }?["endUserId"] as? String == "list-end-user")
+        #expect(
+            sessions.first { $0["authEnvironmentId"] as? String == portal.environmentID }?["endUserId"] as? String
+                == "list-end-user")
         for result in [text, json] {
             for canary in [canaryPassword, canaryRefresh, canaryToken] {
                 #expect(!result.stdout.contains(canary) && !result.stderr.contains(canary))
@@ -143,12 +175,15 @@ struct DockerHelperTests {
     static func helperDirectory(_ scratch: ScratchFolder) throws -> String {
         let bin = scratch.path + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: bin + "/docker-credential-portal-token",
-                                                   withDestinationPath: ProcessRunner.portalTokenPath)
+        try FileManager.default.createSymbolicLink(
+            atPath: bin + "/docker-credential-portal-token",
+            withDestinationPath: ProcessRunner.portalTokenPath)
         return bin
     }
 
-    @Test("store, get with and without a scheme, list, erase, then get answers not found", arguments: TestBackend.allCases)
+    @Test(
+        "store, get with and without a scheme, list, erase, then get answers not found", arguments: TestBackend.allCases
+    )
     func roundTrip(backend: TestBackend) throws {
         let git = try GitHarness(backend: backend)
         let scratch = try ScratchFolder("docker")
@@ -174,14 +209,20 @@ struct DockerHelperTests {
         #expect(!list.stdout.contains("reg-secret"))
         // A user written in the server URL is no part of the key: the same URL finds it again.
         let withUser = "https://someone@\(GitHarness.uniqueHost("registry-user"))"
-        #expect(try run("store", #"{"ServerURL":"\#(withUser)","Username":"field-user","Secret":"user-secret"}"#).exitCode == 0)
+        #expect(
+            try run("store", #"{"ServerURL":"\#(withUser)","Username":"field-user","Secret":"user-secret"}"#).exitCode
+                == 0)
         let foundWithUser = try run("get", withUser)
-        #expect(foundWithUser.exitCode == 0 && foundWithUser.stdout.contains(#""Username":"field-user""#), "\(foundWithUser.stdout)")
+        #expect(
+            foundWithUser.exitCode == 0 && foundWithUser.stdout.contains(#""Username":"field-user""#),
+            "\(foundWithUser.stdout)")
         #expect(try run("erase", withUser).exitCode == 0)
         // Docker Hub's key comes back exactly as Docker wrote it, trailing slash included.
-        let hub = try run("store", #"{"ServerURL":"https://index.docker.io/v1/","Username":"hub-user","Secret":"hub-secret"}"#)
+        let hub = try run(
+            "store", #"{"ServerURL":"https://index.docker.io/v1/","Username":"hub-user","Secret":"hub-secret"}"#)
         #expect(hub.exitCode == 0, "\(hub.stdout)")
-        let hubListed = try JSONSerialization.jsonObject(with: Data(try run("list", nil).stdout.utf8)) as? [String: String]
+        let hubListed =
+            try JSONSerialization.jsonObject(with: Data(try run("list", nil).stdout.utf8)) as? [String: String]
         #expect(hubListed?["https://index.docker.io/v1/"] == "hub-user", "\(String(describing: hubListed))")
         #expect(try run("erase", "https://index.docker.io/v1/").exitCode == 0)
         #expect(try run("erase", host).exitCode == 0)
@@ -192,7 +233,9 @@ struct DockerHelperTests {
         let version = try run("version", nil)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
         #expect(try run("store", #"{"Username":"u","Secret":"s"}"#).stdout == "no credentials server URL\n")
-        for blank in [#"{"ServerURL":"\#(host)","Secret":"s"}"#, #"{"ServerURL":"\#(host)","Username":" \t","Secret":"s"}"#] {
+        for blank in [
+            #"{"ServerURL":"\#(host)","Secret":"s"}"#, #"{"ServerURL":"\#(host)","Username":" \t","Secret":"s"}"#,
+        ] {
             let refused = try run("store", blank)
             #expect(refused.exitCode == 1 && refused.stdout == "no credentials username\n", "\(refused.stdout)")
         }
@@ -208,7 +251,9 @@ struct DockerHelperTests {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, length) == 0 && getsockname(socketDescriptor, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socketDescriptor, $0, length) == 0 && getsockname(socketDescriptor, $0, &length) == 0
+            }
         }
         guard bound else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EADDRINUSE) }
         return UInt16(bigEndian: address.sin_port)
@@ -244,7 +289,8 @@ struct DockerHelperTests {
     @Test("skopeo login, copy, inspect and logout against a local registry go through portal-token")
     func skopeoAgainstLocalRegistry() throws {
         let skopeo = try #require(installedProgram("skopeo"), "skopeo is not installed: run contrib/deps.sh test")
-        let registry = try #require(installedProgram("docker-registry"), "docker-registry is not installed: run contrib/deps.sh test")
+        let registry = try #require(
+            installedProgram("docker-registry"), "docker-registry is not installed: run contrib/deps.sh test")
         let htpasswd = try #require(installedProgram("htpasswd"), "htpasswd (apache2-utils) is not installed")
         let scratch = try ScratchFolder("registry")
         let git = try GitHarness(backend: .file)
@@ -254,7 +300,9 @@ struct DockerHelperTests {
         let users = try ProcessRunner.run(htpasswd, ["-Bbn", "alice", password])
         #expect(users.exitCode == 0)
         try scratch.write("htpasswd", users.stdout)
-        try scratch.write("config.yml", """
+        try scratch.write(
+            "config.yml",
+            """
             version: 0.1
             log:
               level: error
@@ -268,8 +316,9 @@ struct DockerHelperTests {
                 realm: portal-token-test
                 path: \(scratch.path)/htpasswd
             """)
-        let registryPID = try ProcessRunner.spawn(registry, ["serve", "\(scratch.path)/config.yml"], environment: ProcessRunner.environment(),
-                                                  stdout: "\(scratch.path)/registry.log", stderr: "\(scratch.path)/registry.log")
+        let registryPID = try ProcessRunner.spawn(
+            registry, ["serve", "\(scratch.path)/config.yml"], environment: ProcessRunner.environment(),
+            stdout: "\(scratch.path)/registry.log", stderr: "\(scratch.path)/registry.log")
         defer {
             kill(registryPID, SIGKILL)
             _ = waitpid(registryPID, nil, 0)
@@ -278,8 +327,12 @@ struct DockerHelperTests {
         let deadline = ProcessRunner.monotonicSeconds() + 15
         var ready = false
         while !ready && ProcessRunner.monotonicSeconds() < deadline {
-            let probe = try ProcessRunner.run("/usr/bin/curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1",
-                                                                "http://\(server)/v2/"], timeout: 5)
+            let probe = try ProcessRunner.run(
+                "/usr/bin/curl",
+                [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "1",
+                    "http://\(server)/v2/",
+                ], timeout: 5)
             ready = probe.stdout == "401"
             if !ready { usleep(50_000) }
         }
@@ -294,13 +347,18 @@ struct DockerHelperTests {
             try ProcessRunner.run(skopeo, arguments, stdin: stdin, environment: environment, timeout: 60)
         }
 
-        let login = try skopeoRun(["login", "--tls-verify=false", "-u", "alice", "--password-stdin", server], stdin: password + "\n")
+        let login = try skopeoRun(
+            ["login", "--tls-verify=false", "-u", "alice", "--password-stdin", server], stdin: password + "\n")
         #expect(login.exitCode == 0, "\(login.stderr)")
-        #expect(scratch.read("auth.json") == #"{"credHelpers":{"\#(server)":"portal-token"}}"#, "the password went to portal-token, not auth.json")
+        #expect(
+            scratch.read("auth.json") == #"{"credHelpers":{"\#(server)":"portal-token"}}"#,
+            "the password went to portal-token, not auth.json")
         let stored = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(server)\n")
         #expect(stored.stdout == "username=alice\npassword=\(password)\n")
 
-        let copy = try skopeoRun(["copy", "--dest-tls-verify=false", "oci:\(scratch.path)/image:1", "docker://\(server)/test:1"])
+        let copy = try skopeoRun([
+            "copy", "--dest-tls-verify=false", "oci:\(scratch.path)/image:1", "docker://\(server)/test:1",
+        ])
         #expect(copy.exitCode == 0, "\(copy.stderr)")
         let inspect = try skopeoRun(["inspect", "--tls-verify=false", "docker://\(server)/test:1"])
         #expect(inspect.exitCode == 0, "\(inspect.stderr)")
@@ -325,13 +383,16 @@ struct DoctorTests {
         let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
         #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
         let lines = result.stdout.split(separator: "\n")
-        for name in ["config file", "session bus", "secret service provider", "default keyring", "backend", "encrypted file",
-                     "hook", "kernel keyring"] {
+        for name in [
+            "config file", "session bus", "secret service provider", "default keyring", "backend", "encrypted file",
+            "hook", "kernel keyring",
+        ] {
             #expect(lines.contains { $0.hasPrefix("ok      \(name): ") }, "no ok line for \(name): \(result.stdout)")
         }
         #expect(result.stdout.contains("backend: secret-service"))
         #expect(result.stdout.contains("passphrase source: PORTAL_TOKEN_PASSPHRASE"))
-        #expect(!result.stdout.contains("doctor-canary-passphrase") && !result.stderr.contains("doctor-canary-passphrase"))
+        #expect(
+            !result.stdout.contains("doctor-canary-passphrase") && !result.stderr.contains("doctor-canary-passphrase"))
         let json = try ProcessRunner.portalToken(["doctor", "--format", "json"], environment: environment, timeout: 20)
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(object["ok"] as? Bool == true)
@@ -380,7 +441,10 @@ struct DoctorTests {
         environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = scratch.path + "/hook"
         let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
         #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
-        #expect(result.stdout.contains("problem hook: \(scratch.path)/hook is writable by other users (mode 777), so it is not run"), "\(result.stdout)")
+        #expect(
+            result.stdout.contains(
+                "problem hook: \(scratch.path)/hook is writable by other users (mode 777), so it is not run"),
+            "\(result.stdout)")
         #expect(result.stdout.contains("hint: chmod go-w \(scratch.path)/hook"))
     }
 
@@ -392,8 +456,11 @@ struct DoctorTests {
         environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = "hooks/on-session-invalidated"
         let result = try ProcessRunner.portalToken(["doctor"], environment: environment, timeout: 20)
         #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
-        #expect(result.stdout.contains("problem hook: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path 'hooks/on-session-invalidated' is not absolute"),
-                "\(result.stdout)")
+        #expect(
+            result.stdout.contains(
+                "problem hook: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path 'hooks/on-session-invalidated' is not absolute"
+            ),
+            "\(result.stdout)")
         #expect(result.stdout.contains("ok      kernel keyring"))
     }
 
@@ -433,15 +500,17 @@ struct InstallTests {
         let home = scratch.path + "/home"
         let prefix = scratch.path + "/prefix"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
-        let binary = ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"].flatMap { $0.isEmpty ? nil : $0 }
+        let binary =
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"].flatMap { $0.isEmpty ? nil : $0 }
             ?? ProcessRunner.portalTokenPath
         let environment = ProcessRunner.environment([
             "HOME": home, "XDG_DATA_HOME": nil, "XDG_CONFIG_HOME": nil, "XDG_CACHE_HOME": home + "/.cache",
             "GIT_CONFIG_GLOBAL": nil, "GIT_CONFIG_NOSYSTEM": "1", "PORTAL_REDIRECT_URL": "myapp://auth/callback",
             "PATH": "\(prefix)/bin:" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"),
         ])
-        let install = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/install.sh", "--prefix", prefix, "--binary", binary, "--no-try"],
-                                            environment: environment, timeout: 60)
+        let install = try ProcessRunner.run(
+            "/bin/bash", ["\(Self.root)/contrib/install.sh", "--prefix", prefix, "--binary", binary, "--no-try"],
+            environment: environment, timeout: 60)
         #expect(install.exitCode == 0, "\(install.stdout)\(install.stderr)")
         #expect(install.stdout.contains("Next steps"))
         #expect(install.stdout.split(separator: "\n").count <= 24, "the next steps fit one screen")
@@ -450,7 +519,8 @@ struct InstallTests {
         for name in ["portal-token", "git-credential-portal-token", "docker-credential-portal-token"] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(prefix)/bin/\(name)"), "\(name) is not installed")
         }
-        let version = try ProcessRunner.run("\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
+        let version = try ProcessRunner.run(
+            "\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))
 
         // man finds the page from PATH alone (PREFIX/bin on PATH puts PREFIX/share/man on man's
@@ -467,41 +537,58 @@ struct InstallTests {
         // Each shell loads the completion from where install.sh put it. bash: bash-completion's
         // own loader (what the first Tab runs) finds it in the per-user folder and completes.
         let bashCompletion = "/usr/share/bash-completion/bash_completion"
-        try #require(FileManager.default.fileExists(atPath: bashCompletion), "bash-completion is not installed: run contrib/deps.sh")
-        let bash = try ProcessRunner.run("/bin/bash", ["--norc", "--noprofile", "-c", #"""
-            . /usr/share/bash-completion/bash_completion
-            _completion_loader portal-token
-            COMP_WORDS=(portal-token exec-c); COMP_CWORD=1; COMP_LINE="portal-token exec-c"; COMP_POINT=${#COMP_LINE}
-            "$(complete -p portal-token | sed -n 's/.* -F \([^ ]*\) .*/\1/p')" portal-token exec-c portal-token
-            printf '%s\n' "${COMPREPLY[@]}"
-            """#], environment: environment, timeout: 30)
+        try #require(
+            FileManager.default.fileExists(atPath: bashCompletion),
+            "bash-completion is not installed: run contrib/deps.sh")
+        let bash = try ProcessRunner.run(
+            "/bin/bash",
+            [
+                "--norc", "--noprofile", "-c",
+                #"""
+                . /usr/share/bash-completion/bash_completion
+                _completion_loader portal-token
+                COMP_WORDS=(portal-token exec-c); COMP_CWORD=1; COMP_LINE="portal-token exec-c"; COMP_POINT=${#COMP_LINE}
+                "$(complete -p portal-token | sed -n 's/.* -F \([^ ]*\) .*/\1/p')" portal-token exec-c portal-token
+                printf '%s\n' "${COMPREPLY[@]}"
+                """#,
+            ], environment: environment, timeout: 30)
         #expect(bash.stdout == "exec-credential\n", "\(bash.stdout)\(bash.stderr)")
         if let zsh = installedProgram("zsh") {
-            let loaded = try ProcessRunner.run(zsh, ["-f", "-c",
-                #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#],
+            let loaded = try ProcessRunner.run(
+                zsh,
+                [
+                    "-f", "-c",
+                    #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#,
+                ],
                 environment: environment, timeout: 30)
             #expect(loaded.stdout == "_portal-token\n", "\(loaded.stderr)")
         }
         if let fish = installedProgram("fish") {
-            let offered = try ProcessRunner.run(fish, ["-c", "complete -C 'portal-token exec-c'"], environment: environment, timeout: 30)
+            let offered = try ProcessRunner.run(
+                fish, ["-c", "complete -C 'portal-token exec-c'"], environment: environment, timeout: 30)
             #expect(offered.stdout.hasPrefix("exec-credential"), "\(offered.stdout)\(offered.stderr)")
         }
         // The redirect handler is D-Bus activated: no URL ever goes on its command line.
-        let desktop = try String(contentsOfFile: "\(home)/.local/share/applications/io.portalhq.PortalToken.desktop", encoding: .utf8)
+        let desktop = try String(
+            contentsOfFile: "\(home)/.local/share/applications/io.portalhq.PortalToken.desktop", encoding: .utf8)
         #expect(desktop.contains("Exec=\(prefix)/bin/portal-token redirect --dbus-activated\n"))
         #expect(desktop.contains("DBusActivatable=true"))
         #expect(desktop.contains("MimeType=x-scheme-handler/myapp;"))
         #expect(!desktop.contains("%u"))
-        let service = try String(contentsOfFile: "\(home)/.local/share/dbus-1/services/io.portalhq.PortalToken.service", encoding: .utf8)
+        let service = try String(
+            contentsOfFile: "\(home)/.local/share/dbus-1/services/io.portalhq.PortalToken.service", encoding: .utf8)
         #expect(service.contains("Exec=\(prefix)/bin/portal-token redirect --dbus-activated"))
         // With xdg-mime there, the scheme is handed to the desktop entry in mimeapps.list.
         let mimeapps = "\(home)/.config/mimeapps.list"
         if installedProgram("xdg-mime") != nil {
-            #expect(((try? String(contentsOfFile: mimeapps, encoding: .utf8)) ?? "").contains("x-scheme-handler/myapp=io.portalhq.PortalToken.desktop"))
+            #expect(
+                ((try? String(contentsOfFile: mimeapps, encoding: .utf8)) ?? "").contains(
+                    "x-scheme-handler/myapp=io.portalhq.PortalToken.desktop"))
         }
 
-        let uninstall = try ProcessRunner.run("/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
-                                              environment: environment, timeout: 60)
+        let uninstall = try ProcessRunner.run(
+            "/bin/bash", ["\(Self.root)/contrib/uninstall.sh", "--prefix", prefix],
+            environment: environment, timeout: 60)
         #expect(uninstall.exitCode == 0, "\(uninstall.stdout)\(uninstall.stderr)")
         #expect(Self.files(under: prefix).isEmpty, "left under the prefix: \(Self.files(under: prefix))")
         // Nothing in HOME names portal-token, by file name or in a file (the shells' own caches aside).
@@ -511,6 +598,7 @@ struct InstallTests {
             return path.contains("portal-token") || path.contains("portal_token") || text.contains("portal-token")
         }
         #expect(left.isEmpty, "left in HOME: \(left)")
-        #expect(!FileManager.default.fileExists(atPath: mimeapps), "install created mimeapps.list, uninstall leaves none")
+        #expect(
+            !FileManager.default.fileExists(atPath: mimeapps), "install created mimeapps.list, uninstall leaves none")
     }
 }

@@ -17,9 +17,12 @@ struct BackendChoiceTests {
         #expect(choice.fallbackNotice == nil)
     }
 
-    @Test("auto uses the file when there is no bus or no provider, and says why",
-          arguments: [(SecretServicePresence.noBus, "there is no D-Bus session bus"),
-                      (.noProvider, "no Secret Service provider is registered on the session bus")])
+    @Test(
+        "auto uses the file when there is no bus or no provider, and says why",
+        arguments: [
+            (SecretServicePresence.noBus, "there is no D-Bus session bus"),
+            (.noProvider, "no Secret Service provider is registered on the session bus"),
+        ])
     func autoFallsBack(presence: SecretServicePresence, reason: String) throws {
         let choice = try BackendChoice.decide(.auto, requestedBy: "default") { () throws(StoreError) in presence }
         #expect(choice.backend == .file)
@@ -28,8 +31,9 @@ struct BackendChoiceTests {
         #expect(choice.fallbackNotice == "using the encrypted file store: \(reason)")
     }
 
-    @Test("a bus that does not answer is an error in auto, never a switch to the file",
-          arguments: [StoreError.Kind.timedOut, .failed])
+    @Test(
+        "a bus that does not answer is an error in auto, never a switch to the file",
+        arguments: [StoreError.Kind.timedOut, .failed])
     func unansweredBusIsNoSwitch(kind: StoreError.Kind) {
         #expect(throws: StoreError(kind, "the session bus did not answer")) {
             try BackendChoice.decide(.auto, requestedBy: "default") { () throws(StoreError) -> SecretServicePresence in
@@ -43,7 +47,8 @@ struct BackendChoiceTests {
         let file = try BackendChoice.decide(.file, requestedBy: "--backend", presence: unreachable)
         #expect(file == BackendChoice(backend: .file, reason: "chosen by --backend"))
         #expect(file.fallbackNotice == nil)
-        let keyring = try BackendChoice.decide(.secretService, requestedBy: "PORTAL_TOKEN_BACKEND", presence: unreachable)
+        let keyring = try BackendChoice.decide(
+            .secretService, requestedBy: "PORTAL_TOKEN_BACKEND", presence: unreachable)
         #expect(keyring == BackendChoice(backend: .secretService, reason: "chosen by PORTAL_TOKEN_BACKEND"))
     }
 }

@@ -5,8 +5,9 @@ import Testing
 private let issued: Int64 = 1_700_000_000
 
 private func session(_ token: String = "token-1", lastActivityAt: Int64 = issued) -> PortalSession {
-    PortalSession(token: Secret(token), endUserID: "user-1", authEnvironmentID: "env-1",
-                  issuedAt: issued, lastActivityAt: lastActivityAt)
+    PortalSession(
+        token: Secret(token), endUserID: "user-1", authEnvironmentID: "env-1",
+        issuedAt: issued, lastActivityAt: lastActivityAt)
 }
 
 private final class Fixture {
@@ -20,14 +21,19 @@ private final class Fixture {
     let lockChecks = Locked(0)
 
     func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> CachedSessionStore {
-        let inner = self.inner, clock = self.clock, built = self.storesBuilt, lockCheck = self.lockCheck, checks = self.lockChecks
-        return CachedSessionStore(cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
-                                  now: { clock.value },
-                                  confirmUnlocked: checksLock ? { () throws(StoreError) in
-                                      checks.update { $0 += 1 }
-                                      if let error = lockCheck.value { throw error }
-                                  } : nil,
-                                  store: { built.update { $0 += 1 }; return inner })
+        let inner = self.inner, clock = self.clock, built = self.storesBuilt, lockCheck = self.lockCheck,
+            checks = self.lockChecks
+        return CachedSessionStore(
+            cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
+            now: { clock.value },
+            confirmUnlocked: checksLock
+                ? { () throws(StoreError) in
+                    checks.update { $0 += 1 }
+                    if let error = lockCheck.value { throw error }
+                } : nil,
+            store: {
+                built.update { $0 += 1 }; return inner
+            })
     }
 }
 
@@ -70,9 +76,10 @@ struct CachedSessionStoreTests {
     func lockedDropsOnlyItsFamily() throws {
         let fixture = Fixture()
         try fixture.cached(checksLock: true).saveSession(session())
-        let otherFamily = CachedSessionStore(cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
-                                             family: "another bus", timeoutSeconds: 900, now: { issued },
-                                             store: { InMemorySessionStore() })
+        let otherFamily = CachedSessionStore(
+            cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
+            family: "another bus", timeoutSeconds: 900, now: { issued },
+            store: { InMemorySessionStore() })
         try otherFamily.saveSession(session("token-2"))
         #expect(fixture.cache.names.count == 2)
         fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
@@ -141,14 +148,21 @@ struct CachedSessionStoreTests {
             let reads: Locked<Int>
             init(_ inner: InMemorySessionStore, _ reads: Locked<Int>) { self.inner = inner; self.reads = reads }
             func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-                if reads.update({ $0 += 1; return $0 }) == 2 { _ = try inner.deleteSession(authEnvironmentID: authEnvironmentID) }
+                if reads.update({
+                    $0 += 1; return $0
+                }) == 2 {
+                    _ = try inner.deleteSession(authEnvironmentID: authEnvironmentID)
+                }
                 return try inner.loadSession(authEnvironmentID: authEnvironmentID)
             }
             func saveSession(_ session: PortalSession) throws(StoreError) { try inner.saveSession(session) }
-            func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool { try inner.deleteSession(authEnvironmentID: authEnvironmentID) }
+            func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+                try inner.deleteSession(authEnvironmentID: authEnvironmentID)
+            }
         }
-        let store = CachedSessionStore(cache: fixture.cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: 900,
-                                       now: { issued }, store: { Vanishing(inner, reads) })
+        let store = CachedSessionStore(
+            cache: fixture.cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: 900,
+            now: { issued }, store: { Vanishing(inner, reads) })
         _ = try store.loadSession(authEnvironmentID: "env-1")
         #expect(fixture.cache.names.isEmpty)
     }
@@ -165,8 +179,9 @@ struct CachedSessionStoreTests {
     func scopes() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
-        let other = CachedSessionStore(cache: fixture.cache, lock: InProcessSessionLock(), scope: "other", timeoutSeconds: 900,
-                                       now: { issued }, store: { InMemorySessionStore() })
+        let other = CachedSessionStore(
+            cache: fixture.cache, lock: InProcessSessionLock(), scope: "other", timeoutSeconds: 900,
+            now: { issued }, store: { InMemorySessionStore() })
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }
 }

@@ -2,25 +2,28 @@ import PortalTokenCore
 import PortalTokenTestSupport
 import Testing
 
-private let stored = Credential(protocolName: "https", host: CredentialHost(server: "example.com"),
-                                path: "repo.git", username: "alice", password: Secret("pw"))
+private let stored = Credential(
+    protocolName: "https", host: CredentialHost(server: "example.com"),
+    path: "repo.git", username: "alice", password: Secret("pw"))
 
 @Suite("credential matching")
 struct CredentialMatchingTests {
-    @Test("an absent field matches anything, a present one must be equal", arguments: [
-        (CredentialQuery(), true),
-        (CredentialQuery(protocolName: "https"), true),
-        (CredentialQuery(protocolName: "http"), false),
-        (CredentialQuery(host: CredentialHost(server: "example.com")), true),
-        (CredentialQuery(host: CredentialHost(server: "example.com", port: 443)), false),
-        (CredentialQuery(host: CredentialHost(server: "EXAMPLE.com")), false),
-        (CredentialQuery(path: "repo.git"), true),
-        (CredentialQuery(path: "other.git"), false),
-        (CredentialQuery(username: "alice"), true),
-        (CredentialQuery(username: ""), false),
-        (CredentialQuery(username: "alice", password: Secret("pw")), true),
-        (CredentialQuery(username: "alice", password: Secret("other")), false),
-    ])
+    @Test(
+        "an absent field matches anything, a present one must be equal",
+        arguments: [
+            (CredentialQuery(), true),
+            (CredentialQuery(protocolName: "https"), true),
+            (CredentialQuery(protocolName: "http"), false),
+            (CredentialQuery(host: CredentialHost(server: "example.com")), true),
+            (CredentialQuery(host: CredentialHost(server: "example.com", port: 443)), false),
+            (CredentialQuery(host: CredentialHost(server: "EXAMPLE.com")), false),
+            (CredentialQuery(path: "repo.git"), true),
+            (CredentialQuery(path: "other.git"), false),
+            (CredentialQuery(username: "alice"), true),
+            (CredentialQuery(username: ""), false),
+            (CredentialQuery(username: "alice", password: Secret("pw")), true),
+            (CredentialQuery(username: "alice", password: Secret("other")), false),
+        ])
     func matching(query: CredentialQuery, expected: Bool) {
         #expect(query.matches(stored) == expected)
     }
@@ -37,7 +40,8 @@ struct CredentialMatchingTests {
 struct SecretPackingTests {
     @Test("packs the password first, then the expiry and refresh token lines")
     func packs() {
-        let packed = SecretPacking.pack(password: Secret("pw"), passwordExpiresAt: 1700000000, oauthRefreshToken: Secret("rt"))
+        let packed = SecretPacking.pack(
+            password: Secret("pw"), passwordExpiresAt: 1700000000, oauthRefreshToken: Secret("rt"))
         #expect(packed.text == "pw\npassword_expiry_utc=1700000000\noauth_refresh_token=rt")
         #expect(SecretPacking.pack(password: Secret("pw"), passwordExpiresAt: nil, oauthRefreshToken: nil).text == "pw")
     }
@@ -74,8 +78,10 @@ struct CredentialHelperTests {
     func getSkipsExpired() throws {
         let store = InMemoryCredentialStore()
         let helper = CredentialHelper(store: store, now: { 1000 })
-        try helper.store(try request("protocol=https\nhost=a.example\nusername=old\npassword=p1\npassword_expiry_utc=2000\n"))
-        try helper.store(try request("protocol=https\nhost=a.example\nusername=new\npassword=p2\npassword_expiry_utc=1000\n"))
+        try helper.store(
+            try request("protocol=https\nhost=a.example\nusername=old\npassword=p1\npassword_expiry_utc=2000\n"))
+        try helper.store(
+            try request("protocol=https\nhost=a.example\nusername=new\npassword=p2\npassword_expiry_utc=1000\n"))
         // The newest credential expires exactly now, so the older, live one is answered.
         #expect(try helper.get(try request("protocol=https\nhost=a.example\n"))?.username == "old")
         let later = CredentialHelper(store: store, now: { 2000 })

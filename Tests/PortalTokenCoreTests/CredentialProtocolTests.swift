@@ -9,7 +9,9 @@ private func parse(_ text: String) throws -> CredentialRequest {
 struct CredentialProtocolReaderTests {
     @Test("reads the attributes git sends")
     func readsKnownAttributes() throws {
-        let request = try parse("protocol=https\nhost=example.com:8443\npath=repo.git\nusername=alice\npassword=secret\npassword_expiry_utc=1700000000\noauth_refresh_token=refresh\n")
+        let request = try parse(
+            "protocol=https\nhost=example.com:8443\npath=repo.git\nusername=alice\npassword=secret\npassword_expiry_utc=1700000000\noauth_refresh_token=refresh\n"
+        )
         #expect(request.protocolName == "https")
         #expect(request.host == CredentialHost(server: "example.com", port: 8443))
         #expect(request.path == "repo.git")
@@ -35,7 +37,8 @@ struct CredentialProtocolReaderTests {
     @Test("ignores unknown keys, including ones that embed other attributes")
     func ignoresUnknownKeys() throws {
         let challenge = "Basic realm=\"host=evil.example\" " + String(repeating: "x", count: 1024)
-        let request = try parse("capability[]=authtype\nwwwauth[]=\(challenge)\nprotocol=https\nhost=example.com\nstate[]=a=b\n")
+        let request = try parse(
+            "capability[]=authtype\nwwwauth[]=\(challenge)\nprotocol=https\nhost=example.com\nstate[]=a=b\n")
         #expect(request.host?.server == "example.com")
         #expect(request.protocolName == "https")
     }
@@ -102,17 +105,19 @@ struct CredentialProtocolReaderTests {
 struct CredentialProtocolWriterTests {
     @Test("writes username, password, expiry and refresh token in git's format")
     func writesAllAttributes() throws {
-        let credential = Credential(protocolName: "https", host: CredentialHost(server: "example.com"),
-                                    username: "alice", password: Secret("pw"), passwordExpiresAt: 42,
-                                    oauthRefreshToken: Secret("rt"))
+        let credential = Credential(
+            protocolName: "https", host: CredentialHost(server: "example.com"),
+            username: "alice", password: Secret("pw"), passwordExpiresAt: 42,
+            oauthRefreshToken: Secret("rt"))
         let text = String(decoding: try CredentialProtocol.format(credential), as: UTF8.self)
         #expect(text == "username=alice\npassword=pw\npassword_expiry_utc=42\noauth_refresh_token=rt\n")
     }
 
     @Test("refuses to write a value that would break the line framing", arguments: ["a\nb", "a\rb", "a\u{0}b"])
     func refusesUnwritableValue(value: String) throws {
-        let credential = Credential(protocolName: "https", host: CredentialHost(server: "example.com"),
-                                    username: "alice", password: Secret(value))
+        let credential = Credential(
+            protocolName: "https", host: CredentialHost(server: "example.com"),
+            username: "alice", password: Secret(value))
         #expect(throws: CredentialProtocolError.unwritableValue(key: "password")) {
             try CredentialProtocol.format(credential)
         }
@@ -121,14 +126,16 @@ struct CredentialProtocolWriterTests {
 
 @Suite("git host attribute")
 struct CredentialHostTests {
-    @Test("splits the port off a host", arguments: [
-        ("example.com", "example.com", nil),
-        ("example.com:8080", "example.com", 8080),
-        ("[::1]:8443", "[::1]", 8443),
-        ("[::1]", "[::1]", nil),
-        ("example.com:http", "example.com:http", nil),
-        ("example.com:99999", "example.com:99999", nil),
-    ] as [(String, String, Int?)])
+    @Test(
+        "splits the port off a host",
+        arguments: [
+            ("example.com", "example.com", nil),
+            ("example.com:8080", "example.com", 8080),
+            ("[::1]:8443", "[::1]", 8443),
+            ("[::1]", "[::1]", nil),
+            ("example.com:http", "example.com:http", nil),
+            ("example.com:99999", "example.com:99999", nil),
+        ] as [(String, String, Int?)])
     func splitsPort(input: String, server: String, port: Int?) {
         let host = CredentialHost(gitHost: input)
         #expect(host.server == server)

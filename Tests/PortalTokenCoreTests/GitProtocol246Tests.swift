@@ -27,12 +27,15 @@ struct GitURLSplitTests {
         // t0300 'match percent-encoded UTF-8 values in path'
         URLCase(url: "https://example.com/per%C3%BA.git", protocolName: "https", host: "example.com", path: "perú.git"),
         // t0300 'match percent-encoded values in username'
-        URLCase(url: "https://user%2fname@example.com/foo/bar.git", protocolName: "https", host: "example.com",
-                path: "foo/bar.git", username: "user/name"),
+        URLCase(
+            url: "https://user%2fname@example.com/foo/bar.git", protocolName: "https", host: "example.com",
+            path: "foo/bar.git", username: "user/name"),
         // t0300 'fetch with multiple path components'
-        URLCase(url: "https://example.com/foo/repo.git", protocolName: "https", host: "example.com", path: "foo/repo.git"),
+        URLCase(
+            url: "https://example.com/foo/repo.git", protocolName: "https", host: "example.com", path: "foo/repo.git"),
         // t0300 'honors username from URL over helper (URL)'
-        URLCase(url: "https://alice@example.com", protocolName: "https", host: "example.com", path: nil, username: "alice"),
+        URLCase(
+            url: "https://alice@example.com", protocolName: "https", host: "example.com", path: nil, username: "alice"),
         // t0300 'last matching username wins'
         URLCase(url: "https://example.com/path.git", protocolName: "https", host: "example.com", path: "path.git"),
         // t0300 'host-less URLs are parsed as empty host'
@@ -42,26 +45,32 @@ struct GitURLSplitTests {
         // t0300 'url parser handles bare fragment marker'
         URLCase(url: "https://example.com#foo.git", protocolName: "https", host: "example.com", path: "#foo.git"),
         // t0300 'url parser not confused by encoded markers'
-        URLCase(url: "https://example.com%23%3f%2f/foo.git", protocolName: "https", host: "example.com#?/", path: "foo.git"),
+        URLCase(
+            url: "https://example.com%23%3f%2f/foo.git", protocolName: "https", host: "example.com#?/", path: "foo.git"),
         // t0300 'credential config with partial URLs': its request
-        URLCase(url: "https://user@example.com/repo.git", protocolName: "https", host: "example.com", path: "repo.git",
-                username: "user"),
-        URLCase(url: "https://user@example.com/org/repo.git", protocolName: "https", host: "example.com",
-                path: "org/repo.git", username: "user"),
+        URLCase(
+            url: "https://user@example.com/repo.git", protocolName: "https", host: "example.com", path: "repo.git",
+            username: "user"),
+        URLCase(
+            url: "https://user@example.com/org/repo.git", protocolName: "https", host: "example.com",
+            path: "org/repo.git", username: "user"),
         // credential.c: user:password@ (case 3), split at the first colon, both decoded
-        URLCase(url: "https://bob:p%40ss:word@git.example:8080/team/repo.git", protocolName: "https",
-                host: "git.example:8080", path: "team/repo.git", username: "bob", password: "p@ss:word"),
+        URLCase(
+            url: "https://bob:p%40ss:word@git.example:8080/team/repo.git", protocolName: "https",
+            host: "git.example:8080", path: "team/repo.git", username: "bob", password: "p@ss:word"),
         // credential.c: an empty user is still set
         URLCase(url: "https://@example.com/", protocolName: "https", host: "example.com", path: nil, username: ""),
         // credential.c: an @ after the host's end belongs to the path (case 1)
         URLCase(url: "https://example.com/a@b", protocolName: "https", host: "example.com", path: "a@b"),
         URLCase(url: "https://example.com?x=a@b", protocolName: "https", host: "example.com", path: "?x=a@b"),
         // credential.c: the query stays in the path, never in the host
-        URLCase(url: "https://example.com/repo.git?ref=main", protocolName: "https", host: "example.com",
-                path: "repo.git?ref=main"),
+        URLCase(
+            url: "https://example.com/repo.git?ref=main", protocolName: "https", host: "example.com",
+            path: "repo.git?ref=main"),
         // credential.c: leading and trailing slashes trimmed; inner ones kept
-        URLCase(url: "https://example.com//org//repo.git//", protocolName: "https", host: "example.com",
-                path: "org//repo.git"),
+        URLCase(
+            url: "https://example.com//org//repo.git//", protocolName: "https", host: "example.com",
+            path: "org//repo.git"),
         URLCase(url: "https://example.com/", protocolName: "https", host: "example.com", path: nil),
         URLCase(url: "https://example.com///", protocolName: "https", host: "example.com", path: nil),
         URLCase(url: "https://example.com", protocolName: "https", host: "example.com", path: nil),
@@ -89,17 +98,19 @@ struct GitURLSplitTests {
     /// (git 2.48.1+), the "url has no scheme" warning of
     /// credential.c, git's credential.protectProtocol for a decoded CR, and (portal-token's
     /// own rule) a part that is not UTF-8 once decoded.
-    @Test("refuses what git refuses, and what cannot be text", arguments: [
-        "https://one.example.com?%0ahost=two.example.com/",
-        "https://one.example.com%0a/",
-        "https://us%0Aer@example.com/",
-        "https://example.com%0d/",
-        "https://example%0d.com/",
-        "example.com/repo.git",
-        "://example.com/",
-        "/repo.git",
-        "https://example.com/%ff",
-    ])
+    @Test(
+        "refuses what git refuses, and what cannot be text",
+        arguments: [
+            "https://one.example.com?%0ahost=two.example.com/",
+            "https://one.example.com%0a/",
+            "https://us%0Aer@example.com/",
+            "https://example.com%0d/",
+            "https://example%0d.com/",
+            "example.com/repo.git",
+            "://example.com/",
+            "/repo.git",
+            "https://example.com/%ff",
+        ])
     func refuses(url: String) throws {
         #expect(throws: CredentialProtocolError.invalidURL(line: 2)) { try parse("protocol=https\nurl=\(url)\n") }
         #expect(!CredentialProtocolError.invalidURL(line: 2).message.contains("example"))
@@ -110,7 +121,8 @@ struct GitURLSplitTests {
 struct GitProtocolReading246Tests {
     @Test("drops the CR of CRLF line endings, as git's strbuf_getline does")
     func readsCRLF() throws {
-        let request = try parse("protocol=https\r\nhost=example.com\r\nusername=alice\r\npassword=pw\r\n\r\nhost=ignored\r\n")
+        let request = try parse(
+            "protocol=https\r\nhost=example.com\r\nusername=alice\r\npassword=pw\r\n\r\nhost=ignored\r\n")
         #expect(request.protocolName == "https")
         #expect(request.host?.server == "example.com")
         #expect(request.username == "alice")
@@ -138,7 +150,8 @@ struct GitProtocolReading246Tests {
 
     @Test("reads capabilities, authtype, credential, ephemeral and its own state only")
     func readsNewAttributes() throws {
-        let request = try parse("""
+        let request = try parse(
+            """
             capability[]=authtype
             capability[]=state
             capability[]=future-thing
@@ -160,7 +173,9 @@ struct GitProtocolReading246Tests {
         #expect(request.state == ["served"])
     }
 
-    @Test("ephemeral is a git boolean", arguments: [("1", true), ("yes", true), ("On", true), ("0", false), ("false", false), ("", false)])
+    @Test(
+        "ephemeral is a git boolean",
+        arguments: [("1", true), ("yes", true), ("On", true), ("0", false), ("false", false), ("", false)])
     func ephemeralBoolean(value: String, expected: Bool) throws {
         #expect(try parse("ephemeral=\(value)\n").isEphemeral == expected)
     }
@@ -181,8 +196,9 @@ struct GitProtocolReading246Tests {
 
 @Suite("credential protocol: git 2.46+ writing")
 struct GitProtocolWriting246Tests {
-    private let pair = Credential(protocolName: "https", host: CredentialHost(server: "example.com"), username: "",
-                                  password: Secret(""), passwordExpiresAt: 99, authType: "Bearer", credential: Secret("tok"))
+    private let pair = Credential(
+        protocolName: "https", host: CredentialHost(server: "example.com"), username: "",
+        password: Secret(""), passwordExpiresAt: 99, authType: "Bearer", credential: Secret("tok"))
 
     private func text(_ answer: CredentialProtocol.Answer) throws -> String {
         String(decoding: try CredentialProtocol.format(answer), as: UTF8.self)
@@ -194,16 +210,17 @@ struct GitProtocolWriting246Tests {
         answer.authType = true
         answer.ephemeral = true
         answer.state = ["served"]
-        #expect(try text(answer) == """
-            capability[]=authtype
-            capability[]=state
-            authtype=Bearer
-            credential=tok
-            ephemeral=1
-            password_expiry_utc=99
-            state[]=portal-token:served
+        #expect(
+            try text(answer) == """
+                capability[]=authtype
+                capability[]=state
+                authtype=Bearer
+                credential=tok
+                ephemeral=1
+                password_expiry_utc=99
+                state[]=portal-token:served
 
-            """)
+                """)
     }
 
     @Test("a Portal-style answer gives the bearer pair and the username, never the password")
@@ -215,23 +232,31 @@ struct GitProtocolWriting246Tests {
         answer.authType = true
         answer.ephemeral = true
         answer.omitPassword = true
-        #expect(try text(answer) == "capability[]=authtype\nauthtype=Bearer\ncredential=tok\nephemeral=1\nusername=end-user\npassword_expiry_utc=99\n")
+        #expect(
+            try text(answer)
+                == "capability[]=authtype\nauthtype=Bearer\ncredential=tok\nephemeral=1\nusername=end-user\npassword_expiry_utc=99\n"
+        )
         answer.authType = false
         #expect(try text(answer) == "username=end-user\npassword=tok\npassword_expiry_utc=99\n")
     }
 
-    @Test("never writes a capability-dependent value with a newline, CR or NUL", arguments: ["a\nb", "a\rb", "a\u{0}b"])
+    @Test(
+        "never writes a capability-dependent value with a newline, CR or NUL", arguments: ["a\nb", "a\rb", "a\u{0}b"])
     func refusesBadCredential(value: String) throws {
         var credential = pair
         credential.credential = Secret(value)
         var answer = CredentialProtocol.Answer(credential: credential)
         answer.authType = true
-        #expect(throws: CredentialProtocolError.unwritableValue(key: "credential")) { try CredentialProtocol.format(answer) }
+        #expect(throws: CredentialProtocolError.unwritableValue(key: "credential")) {
+            try CredentialProtocol.format(answer)
+        }
         credential = pair
         credential.authType = value
         answer = CredentialProtocol.Answer(credential: credential)
         answer.authType = true
-        #expect(throws: CredentialProtocolError.unwritableValue(key: "authtype")) { try CredentialProtocol.format(answer) }
+        #expect(throws: CredentialProtocolError.unwritableValue(key: "authtype")) {
+            try CredentialProtocol.format(answer)
+        }
     }
 }
 
@@ -273,7 +298,11 @@ struct CredentialHelper246Tests {
     @Test("a password credential with a pair gives the pair only to capable clients")
     func passwordAndPair() throws {
         let helper = helper()
-        #expect(try helper.store(parse("capability[]=authtype\n" + origin + "username=u\npassword=pw\nauthtype=Basic\ncredential=dTpwdw==\n")))
+        #expect(
+            try helper.store(
+                parse(
+                    "capability[]=authtype\n" + origin
+                        + "username=u\npassword=pw\nauthtype=Basic\ncredential=dTpwdw==\n")))
         let plain = try #require(try helper.get(parse(origin)))
         #expect(plain.password == Secret("pw") && plain.authType == nil && plain.credential == nil)
         let capable = try #require(try helper.get(parse("capability[]=authtype\n" + origin)))
@@ -284,7 +313,9 @@ struct CredentialHelper246Tests {
     func ephemeralNeverStored() throws {
         let store = InMemoryCredentialStore()
         let helper = helper(store)
-        #expect(try helper.store(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\nephemeral=1\n")) == false)
+        #expect(
+            try helper.store(
+                parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\nephemeral=1\n")) == false)
         #expect(try helper.store(parse(origin + "username=u\npassword=pw\nephemeral=1\n")) == false)
         #expect(try store.lookup(CredentialQuery()).isEmpty)
     }
@@ -294,7 +325,8 @@ struct CredentialHelper246Tests {
         let store = InMemoryCredentialStore()
         let helper = helper(store)
         try helper.store(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\n"))
-        #expect(try helper.erase(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=other\n")) == 0)
+        #expect(
+            try helper.erase(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=other\n")) == 0)
         #expect(try helper.erase(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\n")) == 1)
         #expect(try store.lookup(CredentialQuery()).isEmpty)
     }
@@ -311,7 +343,9 @@ struct CredentialHelper246Tests {
         #expect(try helper.store(parse("capability[]=state\n" + credential + "state[]=other-helper:served\n")))
         #expect(store.writes == 2)
         // A different password under the same state is new: it is written.
-        #expect(try helper.store(parse("capability[]=state\n" + origin + "username=u\npassword=new\nstate[]=portal-token:served\n")))
+        #expect(
+            try helper.store(
+                parse("capability[]=state\n" + origin + "username=u\npassword=new\nstate[]=portal-token:served\n")))
         #expect(store.writes == 3)
         #expect(try helper.get(parse(origin))?.password == Secret("new"))
     }

@@ -21,12 +21,16 @@ struct PortalHostGateTests {
 
     static let unownedURLs = [
         "https://www.googleapis.com/drive/v3/files", "https://min-api.cryptocompare.com/data/price",
-        "https://eth.llamarpc.com", "https://api.portalhq.io@attacker.com/rpc", "https://api.portalhq.io:x@attacker.com/",
-        "https://api.portalhq.attacker.com/rpc", "https://api.portalhq.io.attacker.com/rpc", "https://portalhq.io.attacker.com/rpc",
+        "https://eth.llamarpc.com", "https://api.portalhq.io@attacker.com/rpc",
+        "https://api.portalhq.io:x@attacker.com/",
+        "https://api.portalhq.attacker.com/rpc", "https://api.portalhq.io.attacker.com/rpc",
+        "https://portalhq.io.attacker.com/rpc",
         "https://evil-portalhq.com/rpc", "https://notportalhq.io/rpc", "https://portalhq.io.evil.dev/rpc",
-        "https://portalhq.io.evil.com/", "https://xportalhq.io/", "https://portalhq.iox/", "https://portalhq.dev.evil.com/",
+        "https://portalhq.io.evil.com/", "https://xportalhq.io/", "https://portalhq.iox/",
+        "https://portalhq.dev.evil.com/",
         "https://myportalhq.io/", "https://api-portalhq.io/", "https://apiportalhq.dev/",
-        "https://localhost.attacker.com/rpc", "https://127.0.0.1.attacker.com/", "https://127.0.0.10/", "https://localhostx/",
+        "https://localhost.attacker.com/rpc", "https://127.0.0.1.attacker.com/", "https://127.0.0.10/",
+        "https://localhostx/",
         "https://notlocalhost/", "https://10.0.2.2.attacker.com/rpc", "https://attacker.com/api.portalhq.io/rpc",
         "https://attacker.com/?u=https://api.portalhq.io", "https://attacker.com/#api.portalhq.io",
         "https://attacker.com%2f.portalhq.io/rpc", "https://attacker.com%2F.portalhq.io/rpc",
@@ -53,20 +57,25 @@ struct PortalHostGateTests {
 
     static let custodianRegistry = PortalHostRegistry(["api.custodian.example"])
 
-    @Test("a registered host is owned exactly, with any case and a trailing dot", arguments: [
-        "https://api.custodian.example/api/v3/clients/me", "https://API.Custodian.Example/api/v3/clients/me",
-        "https://api.custodian.example./api/v3/clients/me",
-    ])
+    @Test(
+        "a registered host is owned exactly, with any case and a trailing dot",
+        arguments: [
+            "https://api.custodian.example/api/v3/clients/me", "https://API.Custodian.Example/api/v3/clients/me",
+            "https://api.custodian.example./api/v3/clients/me",
+        ])
     func registeredHostOwned(url: String) {
         #expect(PortalHostGate.isPortalOwnedURL(url, registeredHosts: Self.custodianRegistry))
         #expect(!PortalHostGate.isPortalOwnedURL(url, registeredHosts: Self.noRegisteredHosts))
     }
 
-    @Test("a subdomain, suffix or path look-alike of a registered host is not owned", arguments: [
-        "https://rpc.api.custodian.example/rpc", "https://api.custodian.example.attacker.com/rpc",
-        "https://notapi.custodian.example/rpc", "https://custodian.example/rpc", "https://attacker.com/api.custodian.example",
-        "https://api.custodian.example@attacker.com/rpc",
-    ])
+    @Test(
+        "a subdomain, suffix or path look-alike of a registered host is not owned",
+        arguments: [
+            "https://rpc.api.custodian.example/rpc", "https://api.custodian.example.attacker.com/rpc",
+            "https://notapi.custodian.example/rpc", "https://custodian.example/rpc",
+            "https://attacker.com/api.custodian.example",
+            "https://api.custodian.example@attacker.com/rpc",
+        ])
     func registeredHostLookAlikes(url: String) {
         #expect(!PortalHostGate.isPortalOwnedURL(url, registeredHosts: Self.custodianRegistry))
     }
@@ -81,16 +90,20 @@ struct PortalHostGateTests {
         #expect(Self.mixedRegistry.hosts == ["proxy.custodian.example", "mpc.custodian.example"])
     }
 
-    @Test("registered hosts are owned on any scheme and port", arguments: [
-        "https://proxy.custodian.example/x", "wss://mpc.custodian.example/v1/sign",
-    ])
+    @Test(
+        "registered hosts are owned on any scheme and port",
+        arguments: [
+            "https://proxy.custodian.example/x", "wss://mpc.custodian.example/v1/sign",
+        ])
     func registeredFromMixedValues(url: String) {
         #expect(PortalHostGate.isPortalOwnedURL(url, registeredHosts: Self.mixedRegistry))
     }
 
-    @Test("values that registration ignored stay unowned", arguments: [
-        "https://evil.example/x", "https://attacker.com/x", "http://[2001:db8::1]/x",
-    ])
+    @Test(
+        "values that registration ignored stay unowned",
+        arguments: [
+            "https://evil.example/x", "https://attacker.com/x", "http://[2001:db8::1]/x",
+        ])
     func ignoredRegistrations(url: String) {
         #expect(!PortalHostGate.isPortalOwnedURL(url, registeredHosts: Self.mixedRegistry))
     }
@@ -98,13 +111,17 @@ struct PortalHostGateTests {
     // MARK: Long inputs
 
     static let longUnownedURLs: [(name: String, url: String)] = [
-        ("an 8192-byte URL with an 8 KB label under .portalhq.io",
-         "https://" + String(repeating: "a", count: 8192 - 8 - 13) + ".portalhq.io/"),
+        (
+            "an 8192-byte URL with an 8 KB label under .portalhq.io",
+            "https://" + String(repeating: "a", count: 8192 - 8 - 13) + ".portalhq.io/"
+        ),
         ("200 000 slashes", String(repeating: "/", count: 200_000)),
         ("https:// and 200 000 letters", "https://" + String(repeating: "a", count: 200_000) + "/"),
         ("https:// and 200 000 %2f", "https://" + String(repeating: "%2f", count: 200_000) + "/"),
-        ("attacker.com, 200 000 %2f, then .portalhq.io",
-         "https://attacker.com" + String(repeating: "%2f", count: 200_000) + ".portalhq.io/"),
+        (
+            "attacker.com, 200 000 %2f, then .portalhq.io",
+            "https://attacker.com" + String(repeating: "%2f", count: 200_000) + ".portalhq.io/"
+        ),
     ]
 
     @Test("long inputs are refused by both gates in well under a second each")
@@ -131,7 +148,9 @@ struct PortalHostGateTests {
 
     // MARK: §7.2 the bearer gate
 
-    static let mineEndpoints = PortalEndpoint.normalize(["API.Mine.Example.", "https://mpc.mine.example:8443/path", "not a host%"])
+    static let mineEndpoints = PortalEndpoint.normalize([
+        "API.Mine.Example.", "https://mpc.mine.example:8443/path", "not a host%",
+    ])
 
     @Test("normalising endpoints keeps host and port and drops what is not a host")
     func normalizesEndpoints() {
@@ -194,15 +213,20 @@ struct PortalHostGateTests {
         .init(configured: ["localhost"], url: "https://localhost/rpc", allowed: true),
         .init(configured: ["localhost"], url: "http://localhost:8545/rpc", allowed: false),
         .init(configured: ["127.0.0.1:3001", "api.localhost:3001"], url: "http://127.0.0.1:3001/rpc", allowed: true),
-        .init(configured: ["127.0.0.1:3001", "api.localhost:3001"], url: "http://api.localhost:3001/rpc", allowed: true),
+        .init(
+            configured: ["127.0.0.1:3001", "api.localhost:3001"], url: "http://api.localhost:3001/rpc", allowed: true),
         .init(configured: ["127.0.0.1:3001", "api.localhost:3001"], url: "http://127.0.0.1:3002/rpc", allowed: false),
         .init(configured: ["127.0.0.1:3001", "api.localhost:3001"], url: "http://localhost:3001/rpc", allowed: false),
         .init(configured: ["[::1]:3001", "http://[::1]:3001"], url: "http://[::1]:3001/rpc", allowed: false),
         .init(configured: [], url: "http://[::1]:3001/rpc", allowed: false),
         .init(configured: [], url: "https://api.portalhq.io/rpc/v1/eip155/1", allowed: true),
         // An API host configured with an explicit http:// is the one cleartext non-loopback endpoint.
-        .init(configured: ["http://staging.example.com"], url: "http://staging.example.com/api/v3/clients/me", allowed: true),
-        .init(configured: ["http://staging.example.com"], url: "https://staging.example.com/api/v3/clients/me", allowed: true),
+        .init(
+            configured: ["http://staging.example.com"], url: "http://staging.example.com/api/v3/clients/me",
+            allowed: true),
+        .init(
+            configured: ["http://staging.example.com"], url: "https://staging.example.com/api/v3/clients/me",
+            allowed: true),
         .init(configured: ["http://staging.example.com"], url: "http://staging.example.com:8080/x", allowed: false),
         .init(configured: ["http://staging.example.com"], url: "http://other.example.com/x", allowed: false),
         .init(configured: ["staging.example.com"], url: "http://staging.example.com/x", allowed: false),
@@ -217,13 +241,18 @@ struct PortalHostGateTests {
     @Test("[::1] is owned for the trace id yet never receives the bearer")
     func ipv6LoopbackOwnedButNeverBearer() {
         #expect(PortalHostGate.isPortalOwnedURL("http://[::1]:3001/rpc", registeredHosts: Self.noRegisteredHosts))
-        #expect(!PortalHostGate.allowsBearer("http://[::1]:3001/rpc",
-                                             configuredEndpoints: PortalEndpoint.normalize(["[::1]:3001"])))
+        #expect(
+            !PortalHostGate.allowsBearer(
+                "http://[::1]:3001/rpc",
+                configuredEndpoints: PortalEndpoint.normalize(["[::1]:3001"])))
     }
 
-    @Test("every URL the bearer gate allows is also Portal-owned for the gate built from the API host", arguments: [
-        "api.portalhq.io", "localhost:3000", "127.0.0.1:3000", "https://api.mine.example:8443", "http://staging.example.com",
-    ])
+    @Test(
+        "every URL the bearer gate allows is also Portal-owned for the gate built from the API host",
+        arguments: [
+            "api.portalhq.io", "localhost:3000", "127.0.0.1:3000", "https://api.mine.example:8443",
+            "http://staging.example.com",
+        ])
     func bearerImpliesOwned(apiHost: String) throws {
         let base = try PortalAPIBase(apiHost: apiHost)
         let gate = PortalHostGate(apiBase: base)
@@ -242,27 +271,35 @@ struct PortalHostGateTests {
         var testDescription: String { "\(protocolName)://\(host) with API host \(apiHost) → \(isPortal)" }
     }
 
-    @Test("git's protocol and host name a Portal origin by the bearer rule", arguments: [
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io", isPortal: true),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "HTTPS", host: "API.PortalHQ.io", isPortal: true),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "web.portalhq.dev:8443", isPortal: true),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "http", host: "api.portalhq.io", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io.attacker.com", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "attacker.com/.portalhq.io", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "attacker.com@api.portalhq.io", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io%2f", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io\\x", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "ssh", host: "api.portalhq.io", isPortal: false),
-        OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "github.com", isPortal: false),
-        OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost:3000", isPortal: true),
-        OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost:3001", isPortal: false),
-        OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost", isPortal: false),
-        OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "127.0.0.1:3000", isPortal: false),
-        OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "[::1]:3000", isPortal: false),
-        OriginCase(apiHost: "api.mine.example", protocolName: "https", host: "api.mine.example", isPortal: true),
-        OriginCase(apiHost: "api.mine.example", protocolName: "http", host: "api.mine.example", isPortal: false),
-    ])
+    @Test(
+        "git's protocol and host name a Portal origin by the bearer rule",
+        arguments: [
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io", isPortal: true),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "HTTPS", host: "API.PortalHQ.io", isPortal: true),
+            OriginCase(
+                apiHost: "api.portalhq.io", protocolName: "https", host: "web.portalhq.dev:8443", isPortal: true),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "http", host: "api.portalhq.io", isPortal: false),
+            OriginCase(
+                apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io.attacker.com", isPortal: false
+            ),
+            OriginCase(
+                apiHost: "api.portalhq.io", protocolName: "https", host: "attacker.com/.portalhq.io", isPortal: false),
+            OriginCase(
+                apiHost: "api.portalhq.io", protocolName: "https", host: "attacker.com@api.portalhq.io", isPortal: false
+            ),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io%2f", isPortal: false),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "api.portalhq.io\\x", isPortal: false),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "", isPortal: false),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "ssh", host: "api.portalhq.io", isPortal: false),
+            OriginCase(apiHost: "api.portalhq.io", protocolName: "https", host: "github.com", isPortal: false),
+            OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost:3000", isPortal: true),
+            OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost:3001", isPortal: false),
+            OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "localhost", isPortal: false),
+            OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "127.0.0.1:3000", isPortal: false),
+            OriginCase(apiHost: "localhost:3000", protocolName: "http", host: "[::1]:3000", isPortal: false),
+            OriginCase(apiHost: "api.mine.example", protocolName: "https", host: "api.mine.example", isPortal: true),
+            OriginCase(apiHost: "api.mine.example", protocolName: "http", host: "api.mine.example", isPortal: false),
+        ])
     func portalOrigin(testCase: OriginCase) throws {
         let gate = PortalHostGate(apiBase: try PortalAPIBase(apiHost: testCase.apiHost))
         #expect(gate.isPortalOrigin(protocolName: testCase.protocolName, host: testCase.host) == testCase.isPortal)
@@ -271,18 +308,21 @@ struct PortalHostGateTests {
 
 @Suite("routing with an unreadable API host")
 struct UnreadableAPIHostRoutingTests {
-    @Test("Portal's own domains, loopback and a host the bad value names may be Portal's; other hosts are not",
-          arguments: [
-              ("https", "api.portalhq.io", true),
-              ("https", "mpc-client.portalhq.io", true),
-              ("https", "mine.example", true),
-              ("https", "MINE.example:8443", true),
-              ("https", "github.com", false),
-              ("https", "gitlab.example.com", false),
-              ("ssh", "api.portalhq.io", false),
-          ])
+    @Test(
+        "Portal's own domains, loopback and a host the bad value names may be Portal's; other hosts are not",
+        arguments: [
+            ("https", "api.portalhq.io", true),
+            ("https", "mpc-client.portalhq.io", true),
+            ("https", "mine.example", true),
+            ("https", "MINE.example:8443", true),
+            ("https", "github.com", false),
+            ("https", "gitlab.example.com", false),
+            ("ssh", "api.portalhq.io", false),
+        ])
     func routing(protocolName: String, host: String, mayBePortal: Bool) {
-        #expect(PortalHostGate.mayBePortalOrigin(protocolName: protocolName, host: host,
-                                                 unreadableAPIHost: "https://mine.example/ bad") == mayBePortal)
+        #expect(
+            PortalHostGate.mayBePortalOrigin(
+                protocolName: protocolName, host: host,
+                unreadableAPIHost: "https://mine.example/ bad") == mayBePortal)
     }
 }

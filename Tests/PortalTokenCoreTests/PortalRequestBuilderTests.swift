@@ -33,12 +33,14 @@ struct TraceIDTests {
         #expect(TraceID.generate(using: &zeros) == "00000000-0000-4000-8000-000000000000")
     }
 
-    @Test("the validator refuses uppercase, other versions, other variants and other lengths", arguments: [
-        "", "00000000-0000-4000-8000-00000000000", "00000000-0000-4000-8000-0000000000000",
-        "ABCDEF00-0000-4000-8000-000000000000", "00000000-0000-1000-8000-000000000000",
-        "00000000-0000-4000-c000-000000000000", "00000000-0000-4000-7000-000000000000",
-        "00000000_0000-4000-8000-000000000000", "0000000g-0000-4000-8000-000000000000",
-    ])
+    @Test(
+        "the validator refuses uppercase, other versions, other variants and other lengths",
+        arguments: [
+            "", "00000000-0000-4000-8000-00000000000", "00000000-0000-4000-8000-0000000000000",
+            "ABCDEF00-0000-4000-8000-000000000000", "00000000-0000-1000-8000-000000000000",
+            "00000000-0000-4000-c000-000000000000", "00000000-0000-4000-7000-000000000000",
+            "00000000_0000-4000-8000-000000000000", "0000000g-0000-4000-8000-000000000000",
+        ])
     func refuses(text: String) {
         #expect(!TraceID.isValid(text))
     }
@@ -47,9 +49,11 @@ struct TraceIDTests {
 @Suite("request builder")
 struct PortalRequestBuilderTests {
     static func builder(apiHost: String = "api.portalhq.io", registered: [String] = []) throws -> PortalRequestBuilder {
-        PortalRequestBuilder(gate: PortalHostGate(apiBase: try PortalAPIBase(apiHost: apiHost),
-                                                  registeredHosts: PortalHostRegistry(registered)),
-                             version: "1.2.3")
+        PortalRequestBuilder(
+            gate: PortalHostGate(
+                apiBase: try PortalAPIBase(apiHost: apiHost),
+                registeredHosts: PortalHostRegistry(registered)),
+            version: "1.2.3")
     }
 
     static let token = Secret("session-token-value")
@@ -70,7 +74,8 @@ struct PortalRequestBuilderTests {
     @Test("a body brings Content-Length with its byte count")
     func bodyLength() throws {
         let body = Array(#"{"code":"é"}"#.utf8)
-        let request = try Self.builder().request("POST", "https://api.portalhq.io/api/v3/auth/totps/validations", body: body)
+        let request = try Self.builder().request(
+            "POST", "https://api.portalhq.io/api/v3/auth/totps/validations", body: body)
         #expect(request.headers.value(for: "Content-Length") == String(body.count))
         #expect(request.body == body)
         let empty = try Self.builder().request("POST", "https://api.portalhq.io/x", body: [])
@@ -81,14 +86,19 @@ struct PortalRequestBuilderTests {
     @Test("every request gets its own trace id")
     func freshTraceIDs() throws {
         let builder = try Self.builder()
-        let ids = (0..<100).map { _ in builder.request("GET", "https://api.portalhq.io/x").headers.value(for: "X-Portal-Trace-Id") }
+        let ids = (0..<100).map { _ in
+            builder.request("GET", "https://api.portalhq.io/x").headers.value(for: "X-Portal-Trace-Id")
+        }
         #expect(Set(ids).count == 100)
     }
 
-    @Test("a URL that is not Portal's gets neither the trace id nor the bearer", arguments: [
-        "https://api.portalhq.io.attacker.com/x", "https://api.portalhq.io@attacker.com/x", "https://www.googleapis.com/x",
-        "https://attacker.com%2f.portalhq.io/x",
-    ])
+    @Test(
+        "a URL that is not Portal's gets neither the trace id nor the bearer",
+        arguments: [
+            "https://api.portalhq.io.attacker.com/x", "https://api.portalhq.io@attacker.com/x",
+            "https://www.googleapis.com/x",
+            "https://attacker.com%2f.portalhq.io/x",
+        ])
     func foreignURL(url: String) throws {
         let request = try Self.builder().request("GET", url, bearer: Self.token)
         #expect(request.headers.value(for: "X-Portal-Trace-Id") == nil)
@@ -96,10 +106,12 @@ struct PortalRequestBuilderTests {
         #expect(request.headers.value(for: "Accept") == "application/json")
     }
 
-    @Test("a Portal-owned URL the bearer gate refuses gets the trace id but not the bearer", arguments: [
-        "http://api.portalhq.io/api/v3/clients/me", "http://localhost:3001/x", "http://[::1]:3000/x",
-        "https://api.custodian.example/x",
-    ])
+    @Test(
+        "a Portal-owned URL the bearer gate refuses gets the trace id but not the bearer",
+        arguments: [
+            "http://api.portalhq.io/api/v3/clients/me", "http://localhost:3001/x", "http://[::1]:3000/x",
+            "https://api.custodian.example/x",
+        ])
     func ownedButNotBearer(url: String) throws {
         let request = try Self.builder(registered: ["api.custodian.example"]).request("GET", url, bearer: Self.token)
         #expect(request.headers.value(for: "X-Portal-Trace-Id") != nil)
@@ -109,9 +121,12 @@ struct PortalRequestBuilderTests {
     @Test("a configured loopback API receives the bearer on its own port only")
     func loopbackAPI() throws {
         let builder = try Self.builder(apiHost: "127.0.0.1:3000")
-        #expect(builder.request("GET", "http://127.0.0.1:3000/api/v3/clients/me", bearer: Self.token).authorization != nil)
-        #expect(builder.request("GET", "http://127.0.0.1:3001/api/v3/clients/me", bearer: Self.token).authorization == nil)
-        #expect(builder.request("GET", "http://localhost:3000/api/v3/clients/me", bearer: Self.token).authorization == nil)
+        #expect(
+            builder.request("GET", "http://127.0.0.1:3000/api/v3/clients/me", bearer: Self.token).authorization != nil)
+        #expect(
+            builder.request("GET", "http://127.0.0.1:3001/api/v3/clients/me", bearer: Self.token).authorization == nil)
+        #expect(
+            builder.request("GET", "http://localhost:3000/api/v3/clients/me", bearer: Self.token).authorization == nil)
     }
 
     @Test("no bearer, or an empty one, means no Authorization")
@@ -123,12 +138,14 @@ struct PortalRequestBuilderTests {
 
     @Test("extra headers are added, but never ones the policy owns")
     func extraHeaders() throws {
-        let request = try Self.builder().request("GET", "https://api.portalhq.io/api/v3/auth/methods", extraHeaders: [
-            HTTPHeader("x-portal-auth-environment-id", "env-1"),
-            HTTPHeader("authorization", "Basic c3Rvbg=="),
-            HTTPHeader("ACCEPT", "text/html"),
-            HTTPHeader("X-Portal-Trace-Id", "not-a-uuid"),
-        ])
+        let request = try Self.builder().request(
+            "GET", "https://api.portalhq.io/api/v3/auth/methods",
+            extraHeaders: [
+                HTTPHeader("x-portal-auth-environment-id", "env-1"),
+                HTTPHeader("authorization", "Basic c3Rvbg=="),
+                HTTPHeader("ACCEPT", "text/html"),
+                HTTPHeader("X-Portal-Trace-Id", "not-a-uuid"),
+            ])
         #expect(request.headers.value(for: "x-portal-auth-environment-id") == "env-1")
         #expect(request.headers.filter { $0.name.lowercased() == "accept" }.count == 1)
         #expect(request.headers.value(for: "Accept") == "application/json")
@@ -139,12 +156,16 @@ struct PortalRequestBuilderTests {
 
     @Test("a request renders as its method and host only, never the query or the token")
     func redactedRendering() throws {
-        let request = try Self.builder().request("GET", "https://api.portalhq.io/x?grant=secret-grant", bearer: Self.token)
-        for text in [String(describing: request), String(reflecting: request), "\(request)", {
-            var dumped = ""
-            dump(request, to: &dumped)
-            return dumped
-        }()] {
+        let request = try Self.builder().request(
+            "GET", "https://api.portalhq.io/x?grant=secret-grant", bearer: Self.token)
+        for text in [
+            String(describing: request), String(reflecting: request), "\(request)",
+            {
+                var dumped = ""
+                dump(request, to: &dumped)
+                return dumped
+            }(),
+        ] {
             #expect(!text.contains("session-token-value"))
             #expect(!text.contains("secret-grant"))
             #expect(text.contains("api.portalhq.io"))
@@ -154,8 +175,10 @@ struct PortalRequestBuilderTests {
     @Test("transport errors name the host at most")
     func errorMessages() {
         let errors: [HTTPError] = [
-            .connectTimedOut(host: "api.portalhq.io", milliseconds: 3000), .timedOut(host: "api.portalhq.io", milliseconds: 10_000),
-            .cannotConnect(host: "api.portalhq.io"), .tlsFailure(host: "api.portalhq.io", detail: "ssl peer certificate or ssh remote key was not ok"),
+            .connectTimedOut(host: "api.portalhq.io", milliseconds: 3000),
+            .timedOut(host: "api.portalhq.io", milliseconds: 10_000),
+            .cannotConnect(host: "api.portalhq.io"),
+            .tlsFailure(host: "api.portalhq.io", detail: "ssl peer certificate or ssh remote key was not ok"),
             .responseTooLarge(host: "api.portalhq.io", limitBytes: 10), .unsupportedURL,
             .other(host: "api.portalhq.io", detail: "failure when receiving data from the peer"),
         ]
@@ -174,7 +197,8 @@ struct HTTPSettingsTests {
         #expect(Setting.all.contains(.httpConnectTimeout))
         #expect(Setting.all.contains(.httpTimeout))
         #expect(Setting.all.contains(.caBundle))
-        let values = try Settings.parseConfigFile("http-connect-timeout-ms = 500\nhttp-timeout-ms=2000\nca-bundle = /etc/ca.pem\n", path: "c")
+        let values = try Settings.parseConfigFile(
+            "http-connect-timeout-ms = 500\nhttp-timeout-ms=2000\nca-bundle = /etc/ca.pem\n", path: "c")
         #expect(values == ["http-connect-timeout-ms": "500", "http-timeout-ms": "2000", "ca-bundle": "/etc/ca.pem"])
     }
 

@@ -4,16 +4,22 @@ import Testing
 private let issued: Int64 = 1_700_000_000
 
 private func session(issuedAt: Int64? = issued, lastActivityAt: Int64? = issued) -> PortalSession {
-    PortalSession(token: Secret("session-token"), endUserID: "user-1", authEnvironmentID: "env-1",
-                  issuedAt: issuedAt, lastActivityAt: lastActivityAt)
+    PortalSession(
+        token: Secret("session-token"), endUserID: "user-1", authEnvironmentID: "env-1",
+        issuedAt: issuedAt, lastActivityAt: lastActivityAt)
 }
 
 @Suite("session record")
 struct PortalSessionTests {
     @Test("the payload holds the SDK's two keys, sorted, plus the timing fields")
     func payload() {
-        #expect(session(issuedAt: nil, lastActivityAt: nil).payload.text == #"{"clientSessionToken":"session-token","endUserId":"user-1"}"#)
-        #expect(session().payload.text == #"{"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":1700000000,"lastActivityAt":1700000000}"#)
+        #expect(
+            session(issuedAt: nil, lastActivityAt: nil).payload.text
+                == #"{"clientSessionToken":"session-token","endUserId":"user-1"}"#)
+        #expect(
+            session().payload.text
+                == #"{"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":1700000000,"lastActivityAt":1700000000}"#
+        )
     }
 
     @Test("a payload round-trips")
@@ -21,11 +27,13 @@ struct PortalSessionTests {
         #expect(PortalSession.decode(payload: session().payload, authEnvironmentID: "env-1") == session())
     }
 
-    @Test("the SDK's two-key payload reads with unknown timing", arguments: [
-        #"{"clientSessionToken":"session-token","endUserId":"user-1"}"#,
-        #"{"endUserId":"user-1","clientSessionToken":"session-token","clientId":"c","extra":[1,{"a":null}]}"#,
-        #"{"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":"yesterday"}"#,
-    ])
+    @Test(
+        "the SDK's two-key payload reads with unknown timing",
+        arguments: [
+            #"{"clientSessionToken":"session-token","endUserId":"user-1"}"#,
+            #"{"endUserId":"user-1","clientSessionToken":"session-token","clientId":"c","extra":[1,{"a":null}]}"#,
+            #"{"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":"yesterday"}"#,
+        ])
     func sdkPayload(payload: String) throws {
         let decoded = try #require(PortalSession.decode(payload: Secret(payload), authEnvironmentID: "env-1"))
         #expect(decoded.token == Secret("session-token"))
@@ -33,11 +41,13 @@ struct PortalSessionTests {
         #expect(decoded.issuedAt == nil && decoded.lastActivityAt == nil)
     }
 
-    @Test("unusable payloads are refused (wire contract §5.5)", arguments: [
-        "{not json", #"{"clientSessionToken":"stored-token"}"#, #"{"clientSessionToken":"","endUserId":"u"}"#,
-        #"{"clientSessionToken":"t","endUserId":"   "}"#, #"{"clientSessionToken":" \n ","endUserId":"u"}"#,
-        #"{"clientSessionToken":1,"endUserId":"u"}"#, #"["t","u"]"#, "", "null", #"{"data":null}"#,
-    ])
+    @Test(
+        "unusable payloads are refused (wire contract §5.5)",
+        arguments: [
+            "{not json", #"{"clientSessionToken":"stored-token"}"#, #"{"clientSessionToken":"","endUserId":"u"}"#,
+            #"{"clientSessionToken":"t","endUserId":"   "}"#, #"{"clientSessionToken":" \n ","endUserId":"u"}"#,
+            #"{"clientSessionToken":1,"endUserId":"u"}"#, #"["t","u"]"#, "", "null", #"{"data":null}"#,
+        ])
     func unusablePayloads(payload: String) {
         #expect(PortalSession.decode(payload: Secret(payload), authEnvironmentID: "env-1") == nil)
     }
@@ -68,8 +78,9 @@ struct SessionPolicyTests {
         (8 * 24 * hour, .expired),
     ]
 
-    @Test("before the idle window ends the token is handed out; after it Portal decides; at the cap it ends",
-          arguments: boundaries)
+    @Test(
+        "before the idle window ends the token is handed out; after it Portal decides; at the cap it ends",
+        arguments: boundaries)
     func decision(elapsed: Int64, expected: SessionDecision) {
         #expect(session().decision(at: issued + elapsed) == expected)
     }
@@ -94,13 +105,15 @@ struct SessionPolicyTests {
 
 @Suite("RFC 3339 times")
 struct RFC3339Tests {
-    @Test("formats Unix seconds in UTC", arguments: [
-        (Int64(0), "1970-01-01T00:00:00Z"),
-        (951_782_400, "2000-02-29T00:00:00Z"),
-        (1_700_000_000, "2023-11-14T22:13:20Z"),
-        (4_102_444_799, "2099-12-31T23:59:59Z"),
-        (-1, "1969-12-31T23:59:59Z"),
-    ])
+    @Test(
+        "formats Unix seconds in UTC",
+        arguments: [
+            (Int64(0), "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_700_000_000, "2023-11-14T22:13:20Z"),
+            (4_102_444_799, "2099-12-31T23:59:59Z"),
+            (-1, "1969-12-31T23:59:59Z"),
+        ])
     func format(seconds: Int64, expected: String) {
         #expect(RFC3339.format(seconds) == expected)
     }
@@ -110,17 +123,21 @@ struct RFC3339Tests {
 struct JSONTests {
     @Test("parses what RFC 8259 allows")
     func parses() throws {
-        let value = try JSONValue.parse(#" {"a": [1, -2.5e3, true, false, null], "s": "\u00e9\ud83d\ude00\n\"\/", "o": {}} "#)
+        let value = try JSONValue.parse(
+            #" {"a": [1, -2.5e3, true, false, null], "s": "\u00e9\ud83d\ude00\n\"\/", "o": {}} "#)
         #expect(value["a"]?.arrayValue?.count == 5)
         #expect(value["a"]?.arrayValue?.first?.int64Value == 1)
         #expect(value["s"]?.stringValue == "é😀\n\"/")
         #expect(value["o"] == .object([:]))
     }
 
-    @Test("refuses what it does not allow", arguments: [
-        "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "tru", "\"\\x\"", "\"a\u{01}\"", "\"\\ud800\"", "{} x", "{'a':1}",
-        String(repeating: "[", count: 200) + String(repeating: "]", count: 200),
-    ])
+    @Test(
+        "refuses what it does not allow",
+        arguments: [
+            "", "{", "[1,]", "{\"a\":1,}", "01", "1.", "tru", "\"\\x\"", "\"a\u{01}\"", "\"\\ud800\"", "{} x",
+            "{'a':1}",
+            String(repeating: "[", count: 200) + String(repeating: "]", count: 200),
+        ])
     func refuses(text: String) {
         #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(text) }
     }

@@ -21,7 +21,8 @@ private final class Harness {
         let clock = self.clock, ended = self.ended, warnings = self.warnings
         service = SessionService(
             authEnvironmentID: "env-1", apiBase: apiBase, store: store, lock: InProcessSessionLock(),
-            transport: transport, requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: "test"),
+            transport: transport,
+            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: "test"),
             sessionEnded: { event in ended.update { $0.append(event) } },
             warn: { line in warnings.update { $0.append(line) } },
             now: { clock.value })
@@ -72,17 +73,26 @@ struct SessionServiceTests {
         let harness = try Harness(transport: ScriptedTransport(status: 401))
         try harness.signIn()
         harness.advance(25 * hour)
-        #expect(throws: SessionError.ended(reason: .unauthorized, endUserID: "user-1")) { try harness.service.usableSession() }
+        #expect(throws: SessionError.ended(reason: .unauthorized, endUserID: "user-1")) {
+            try harness.service.usableSession()
+        }
         #expect(harness.stored == .absent)
-        #expect(harness.ended.value == [SessionEndedEvent(authEnvironmentID: "env-1", endUserID: "user-1", reason: .unauthorized)])
+        #expect(
+            harness.ended.value == [
+                SessionEndedEvent(authEnvironmentID: "env-1", endUserID: "user-1", reason: .unauthorized)
+            ])
     }
 
     @Test("past the idle window an unreachable Portal is a network error and the session is kept")
     func checkUnreachableKeeps() throws {
-        let harness = try Harness(transport: ScriptedTransport { _ throws(HTTPError) in throw HTTPError.cannotConnect(host: "api.portalhq.io") })
+        let harness = try Harness(
+            transport: ScriptedTransport { _ throws(HTTPError) in throw HTTPError.cannotConnect(host: "api.portalhq.io")
+            })
         let session = try harness.signIn()
         harness.advance(25 * hour)
-        #expect(throws: SessionError.network(.cannotConnect(host: "api.portalhq.io"))) { try harness.service.usableSession() }
+        #expect(throws: SessionError.network(.cannotConnect(host: "api.portalhq.io"))) {
+            try harness.service.usableSession()
+        }
         #expect(harness.stored == .present(session))
         #expect(harness.ended.value.isEmpty)
     }
@@ -101,7 +111,9 @@ struct SessionServiceTests {
         let harness = try Harness()
         try harness.signIn()
         harness.advance(7 * 24 * hour)
-        #expect(throws: SessionError.ended(reason: .expired, endUserID: "user-1")) { try harness.service.usableSession() }
+        #expect(throws: SessionError.ended(reason: .expired, endUserID: "user-1")) {
+            try harness.service.usableSession()
+        }
         #expect(harness.transport.requests.isEmpty)
         #expect(harness.ended.value.map(\.reason) == [.expired])
         #expect(harness.stored == .absent)
@@ -110,9 +122,10 @@ struct SessionServiceTests {
     @Test("a 401 from api ends the session; other statuses come back as they are")
     func apiStatuses() throws {
         let status = Locked(404)
-        let harness = try Harness(transport: ScriptedTransport { request in
-            HTTPResponse(status: status.value, body: Array("{}".utf8), effectiveURL: request.url)
-        })
+        let harness = try Harness(
+            transport: ScriptedTransport { request in
+                HTTPResponse(status: status.value, body: Array("{}".utf8), effectiveURL: request.url)
+            })
         try harness.signIn()
         #expect(try harness.service.api(method: "GET", path: "/api/v3/x", body: nil).status == 404)
         #expect(harness.ended.value.isEmpty)
@@ -147,10 +160,13 @@ struct SessionServiceTests {
         #expect(recorded.lastActivityAt == issued + 61)
     }
 
-    @Test("the session token goes to the configured API origin only", arguments: [
-        "https://evil.example/api", "//evil.example/x", "https://api.portalhq.io.evil.example/x", "http://api.portalhq.io/x",
-        "api/v3/clients/me",
-    ])
+    @Test(
+        "the session token goes to the configured API origin only",
+        arguments: [
+            "https://evil.example/api", "//evil.example/x", "https://api.portalhq.io.evil.example/x",
+            "http://api.portalhq.io/x",
+            "api/v3/clients/me",
+        ])
     func foreignOrigins(path: String) throws {
         let harness = try Harness()
         try harness.signIn()
@@ -205,7 +221,10 @@ struct SessionServiceTests {
         harness.store.storeUnreadable(authEnvironmentID: "env-1")
         #expect(try harness.service.restore() == nil)
         #expect(harness.stored == .absent)
-        #expect(harness.warnings.value == ["the stored Portal session for environment 'env-1' could not be read and was removed"])
+        #expect(
+            harness.warnings.value == [
+                "the stored Portal session for environment 'env-1' could not be read and was removed"
+            ])
     }
 
     @Test("restore: a storage failure is thrown and nothing is deleted")

@@ -6,8 +6,9 @@ import Testing
 struct SettingsTests {
     @Test("a flag beats the environment, which beats the config file")
     func precedence() {
-        var settings = Settings(flags: ["backend": "file"], environment: ["PORTAL_TOKEN_BACKEND": "secret-service"],
-                                configFile: ["backend": "auto"])
+        var settings = Settings(
+            flags: ["backend": "file"], environment: ["PORTAL_TOKEN_BACKEND": "secret-service"],
+            configFile: ["backend": "auto"])
         #expect(settings.value(.backend) == "file")
         settings.flags = [:]
         #expect(settings.value(.backend) == "secret-service")
@@ -17,22 +18,28 @@ struct SettingsTests {
 
     @Test("the config file takes key = value lines and comments")
     func parsesConfigFile() throws {
-        let values = try Settings.parseConfigFile("# comment\n\nbackend = file\n  keyring-timeout-ms=500  \n", path: "c")
+        let values = try Settings.parseConfigFile(
+            "# comment\n\nbackend = file\n  keyring-timeout-ms=500  \n", path: "c")
         #expect(values == ["backend": "file", "keyring-timeout-ms": "500"])
     }
 
     @Test("an unknown key or a line without '=' is an error naming the line")
     func rejectsBadConfig() {
         #expect(throws: SettingError.self) { try Settings.parseConfigFile("colour = blue\n", path: "c") }
-        #expect(throws: SettingError("c:2: expected key = value")) { try Settings.parseConfigFile("\nsecret-ish\n", path: "c") }
+        #expect(throws: SettingError("c:2: expected key = value")) {
+            try Settings.parseConfigFile("\nsecret-ish\n", path: "c")
+        }
     }
 
     @Test("a timeout must be a positive number of milliseconds")
     func validatesMilliseconds() throws {
         #expect(try Settings().milliseconds(.keyringTimeout, default: 3000) == 3000)
-        #expect(try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "250"]).milliseconds(.keyringTimeout, default: 3000) == 250)
+        #expect(
+            try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "250"]).milliseconds(
+                .keyringTimeout, default: 3000) == 250)
         #expect(throws: SettingError.self) {
-            try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "-1"]).milliseconds(.keyringTimeout, default: 3000)
+            try Settings(environment: ["PORTAL_TOKEN_KEYRING_TIMEOUT_MS": "-1"]).milliseconds(
+                .keyringTimeout, default: 3000)
         }
     }
 
@@ -41,11 +48,15 @@ struct SettingsTests {
         let setting = Setting.keyCacheTimeout
         #expect(Setting.all.contains(setting))
         #expect(try Settings().seconds(setting, default: 900, maximum: 3600) == 900)
-        #expect(try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": "0"]).seconds(setting, default: 900, maximum: 3600) == 0)
-        #expect(try Settings(configFile: ["key-cache-timeout": "60"]).seconds(setting, default: 900, maximum: 3600) == 60)
+        #expect(
+            try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": "0"]).seconds(
+                setting, default: 900, maximum: 3600) == 0)
+        #expect(
+            try Settings(configFile: ["key-cache-timeout": "60"]).seconds(setting, default: 900, maximum: 3600) == 60)
         for bad in ["-1", "3601", "15m", "1.5"] {
             #expect(throws: SettingError.self) {
-                try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": bad]).seconds(setting, default: 900, maximum: 3600)
+                try Settings(environment: ["PORTAL_TOKEN_KEY_CACHE_TIMEOUT": bad]).seconds(
+                    setting, default: 900, maximum: 3600)
             }
         }
     }

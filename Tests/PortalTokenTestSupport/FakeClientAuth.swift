@@ -67,11 +67,14 @@ public final class FakeClientAuth: Sendable {
         /// Appends each magic link "sent" to this file, one a line, for a person trying flows by hand.
         public var outboxPath: String?
 
-        public init(authEnvironmentID: String = "env-test", redirectURLs: [String], allowedMethods: [String] = ["EMAIL_MAGIC_LINK", "GOOGLE", "APPLE"],
-                    autoCreateWallet: Bool = false, providers: Set<AuthMethod> = [.google, .apple],
-                    magicLinkFromEmail: String? = nil, magicLinkTemplateID: String? = nil,
-                    magicLinkBehaviour: MagicLinkBehaviour = .send, accountAbstractionAvailable: Bool = true,
-                    endUser: EndUser = EndUser(id: "end-user-1"), providerError: String? = nil, outboxPath: String? = nil) {
+        public init(
+            authEnvironmentID: String = "env-test", redirectURLs: [String],
+            allowedMethods: [String] = ["EMAIL_MAGIC_LINK", "GOOGLE", "APPLE"],
+            autoCreateWallet: Bool = false, providers: Set<AuthMethod> = [.google, .apple],
+            magicLinkFromEmail: String? = nil, magicLinkTemplateID: String? = nil,
+            magicLinkBehaviour: MagicLinkBehaviour = .send, accountAbstractionAvailable: Bool = true,
+            endUser: EndUser = EndUser(id: "end-user-1"), providerError: String? = nil, outboxPath: String? = nil
+        ) {
             self.authEnvironmentID = authEnvironmentID
             self.redirectURLs = redirectURLs
             self.allowedMethods = allowedMethods
@@ -128,7 +131,9 @@ public final class FakeClientAuth: Sendable {
         self.server = server
         state = Mutex(State(options: options))
         for endpoint in ClientAuthEndpoint.allCases {
-            server.addRoute(endpoint.method, endpoint.path, bearer: endpoint == .totpValidations ? .required : .forbidden) {
+            server.addRoute(
+                endpoint.method, endpoint.path, bearer: endpoint == .totpValidations ? .required : .forbidden
+            ) {
                 [self] request, _ in handle(endpoint, request)
             }
         }
@@ -192,7 +197,9 @@ public final class FakeClientAuth: Sendable {
         }
         let now = Int(Date().timeIntervalSince1970)
         return segment(#"{"alg":"HS256","typ":"JWT"}"#) + "."
-            + segment(#"{"endUserId":"\#(endUserID)","environmentId":"\#(environmentID)","iat":\#(now),"exp":\#(now + 600),"nonce":"\#(randomHex(8))"}"#)
+            + segment(
+                #"{"endUserId":"\#(endUserID)","environmentId":"\#(environmentID)","iat":\#(now),"exp":\#(now + 600),"nonce":"\#(randomHex(8))"}"#
+            )
             + "." + segment("fake-signature-\(randomHex(8))")
     }
 
@@ -200,7 +207,9 @@ public final class FakeClientAuth: Sendable {
 
     // MARK: Endpoints
 
-    private func handle(_ endpoint: ClientAuthEndpoint, _ request: FakePortalServer.Request) -> FakePortalServer.Response {
+    private func handle(_ endpoint: ClientAuthEndpoint, _ request: FakePortalServer.Request)
+        -> FakePortalServer.Response
+    {
         let options = self.options
         guard let environment = request.header(ClientAuthAPI.environmentHeader) else {
             server.recordViolation(request, "x-portal-auth-environment-id is missing")
@@ -224,7 +233,8 @@ public final class FakeClientAuth: Sendable {
     private func methods(_ request: FakePortalServer.Request, _ options: Options) -> FakePortalServer.Response {
         if request.query != nil { server.recordViolation(request, "/methods takes no query") }
         let list = options.allowedMethods.map { "\"\($0)\"" }.joined(separator: ",")
-        return .json(200, #"{"data":{"allowedAuthMethods":[\#(list)],"autoCreateWallet":\#(options.autoCreateWallet)}}"#)
+        return .json(
+            200, #"{"data":{"allowedAuthMethods":[\#(list)],"autoCreateWallet":\#(options.autoCreateWallet)}}"#)
     }
 
     private func sendMagicLink(_ request: FakePortalServer.Request, _ options: Options) -> FakePortalServer.Response {
@@ -235,8 +245,12 @@ public final class FakeClientAuth: Sendable {
         let required = ["email", "redirectUrl", "fromEmail", "templateId"]
         let keys = Set(body.keys)
         if !Set(required).isSubset(of: keys) || !keys.isSubset(of: Set(required + ["isAccountAbstracted"]))
-            || required.contains(where: { body[$0]?.stringValue == nil }) {
-            server.recordViolation(request, "the magic-link body must have exactly email, redirectUrl, fromEmail, templateId and perhaps isAccountAbstracted")
+            || required.contains(where: { body[$0]?.stringValue == nil })
+        {
+            server.recordViolation(
+                request,
+                "the magic-link body must have exactly email, redirectUrl, fromEmail, templateId and perhaps isAccountAbstracted"
+            )
             return .json(400, #"{"error":"invalid body"}"#)
         }
         if let value = body["isAccountAbstracted"], value.boolValue == nil {
@@ -253,15 +267,17 @@ public final class FakeClientAuth: Sendable {
         case .send: break
         }
         guard options.redirectURLs.contains(where: { $0.utf8.elementsEqual(redirectURL.utf8) }),
-              options.magicLinkFromEmail.map({ $0 == body["fromEmail"]!.stringValue! }) ?? true,
-              options.magicLinkTemplateID.map({ $0 == body["templateId"]!.stringValue! }) ?? true else {
+            options.magicLinkFromEmail.map({ $0 == body["fromEmail"]!.stringValue! }) ?? true,
+            options.magicLinkTemplateID.map({ $0 == body["templateId"]!.stringValue! }) ?? true
+        else {
             return .json(401, #"{"error":"Unauthorized"}"#)
         }
         if body["isAccountAbstracted"]?.boolValue == true, !options.accountAbstractionAvailable {
             return .json(400, #"{"error":"Account abstraction is not enabled for this environment"}"#)
         }
         let grant = issueGrant(method: .emailMagicLink)
-        let sent = SentLink(email: email, link: Self.redirect(redirectURL, grant: grant, method: .emailMagicLink), grant: grant)
+        let sent = SentLink(
+            email: email, link: Self.redirect(redirectURL, grant: grant, method: .emailMagicLink), grant: grant)
         state.withLock { $0.sentLinks.append(sent) }
         if let path = options.outboxPath, let handle = FileHandle(forWritingAtPath: path) ?? Self.create(path) {
             handle.seekToEndOfFile()
@@ -305,7 +321,9 @@ public final class FakeClientAuth: Sendable {
         state.withLock { $0.oauthStates[oauthState] = redirectURL }
         var members: [String] = []
         for provider in [AuthMethod.google, .apple] where options.providers.contains(provider) {
-            members.append(#""\#(provider == .google ? "google" : "apple")":"\#(server.baseURL)\#(Self.providerPath)?provider=\#(provider.rawValue)&state=\#(oauthState)""#)
+            members.append(
+                #""\#(provider == .google ? "google" : "apple")":"\#(server.baseURL)\#(Self.providerPath)?provider=\#(provider.rawValue)&state=\#(oauthState)""#
+            )
         }
         return .json(200, #"{"data":{\#(members.joined(separator: ","))}}"#)
     }
@@ -319,10 +337,12 @@ public final class FakeClientAuth: Sendable {
             parameters[parts[0]] = parts.count > 1 ? parts[1] : ""
         }
         guard let provider = parameters["provider"].flatMap(AuthMethod.init(rawValue:)), provider != .emailMagicLink,
-              let oauthState = parameters["state"],
-              let redirectURL = state.withLock({ $0.oauthStates.removeValue(forKey: oauthState) }) else {
-            return FakePortalServer.Response(status: 400, headers: [HTTPHeader("Content-Type", "text/html")],
-                                             body: Array("<p>unknown or spent state</p>".utf8))
+            let oauthState = parameters["state"],
+            let redirectURL = state.withLock({ $0.oauthStates.removeValue(forKey: oauthState) })
+        else {
+            return FakePortalServer.Response(
+                status: 400, headers: [HTTPHeader("Content-Type", "text/html")],
+                body: Array("<p>unknown or spent state</p>".utf8))
         }
         if let error = options.providerError {
             let separator = redirectURL.contains("?") ? "&" : "?"
@@ -336,7 +356,8 @@ public final class FakeClientAuth: Sendable {
         guard let token = oneKey("token", request) else { return .json(400, #"{"error":"invalid body"}"#) }
         let options = self.options
         let result: FakePortalServer.Response = state.withLock { state in
-            guard var grant = state.grants[token], (grant.method == .emailMagicLink) == (method == .emailMagicLink) else {
+            guard var grant = state.grants[token], (grant.method == .emailMagicLink) == (method == .emailMagicLink)
+            else {
                 return .json(401, #"{"error":"Unauthorized"}"#)
             }
             guard !grant.spent else { return .json(400, #"{"error":"token already used"}"#) }
@@ -348,8 +369,10 @@ public final class FakeClientAuth: Sendable {
                 let jwt = Self.userJWT(endUserID: endUser.id, environmentID: options.authEnvironmentID)
                 state.pending[jwt] = PendingTOTP(endUser: endUser)
                 state.issuedUserJWTs.append(jwt)
-                let link = endUser.enrolling
-                    ? #","totpLink":"otpauth://totp/Portal:\#(endUser.id)?secret=\#(Self.enrollmentSecret)&issuer=Portal""# : ""
+                let link =
+                    endUser.enrolling
+                    ? #","totpLink":"otpauth://totp/Portal:\#(endUser.id)?secret=\#(Self.enrollmentSecret)&issuer=Portal""#
+                    : ""
                 return .json(200, #"{"data":{"endUserId":"\#(endUser.id)","userJwt":"\#(jwt)"\#(link)}}"#)
             }
             return .json(200, "")
@@ -384,13 +407,17 @@ public final class FakeClientAuth: Sendable {
         server.registerLiveToken(token, clientID: endUser.clientID)
         state.withLock { $0.issuedTokens.append(token) }
         let endUserField = includeEndUser ? #""endUserId":"\#(endUser.id)","# : ""
-        return .json(200, #"{"data":{\#(endUserField)"clientId":"\#(endUser.clientID)","clientSessionToken":"\#(token)","isAccountAbstracted":false}}"#)
+        return .json(
+            200,
+            #"{"data":{\#(endUserField)"clientId":"\#(endUser.clientID)","clientSessionToken":"\#(token)","isAccountAbstracted":false}}"#
+        )
     }
 
     /// The body's only key, as a string; anything else is a violation.
     private func oneKey(_ key: String, _ request: FakePortalServer.Request) -> String? {
         guard case .object(let body)? = try? JSONValue.parse(request.body), body.count == 1,
-              let value = body[key]?.stringValue else {
+            let value = body[key]?.stringValue
+        else {
             server.recordViolation(request, "the body must be {\"\(key)\": string} with no other key")
             return nil
         }
@@ -402,7 +429,9 @@ public final class FakeClientAuth: Sendable {
     static func formEncode(_ text: String) -> String {
         var output = ""
         for byte in text.utf8 {
-            if (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || "-_.*".utf8.contains(byte) {
+            if (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+                || "-_.*".utf8.contains(byte)
+            {
                 output.append(Character(Unicode.Scalar(byte)))
             } else {
                 output += String(format: "%%%02X", byte)
@@ -416,7 +445,9 @@ public final class FakeClientAuth: Sendable {
         var iterator = Array(text.utf8)[...]
         while let byte = iterator.popFirst() {
             if byte == UInt8(ascii: "%") {
-                guard iterator.count >= 2, let value = UInt8(String(decoding: iterator.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+                guard iterator.count >= 2,
+                    let value = UInt8(String(decoding: iterator.prefix(2), as: UTF8.self), radix: 16)
+                else { return nil }
                 bytes.append(value)
                 iterator = iterator.dropFirst(2)
             } else {
@@ -452,7 +483,9 @@ public enum SimulatedBrowser {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             let number = errno
@@ -477,7 +510,9 @@ public enum SimulatedBrowser {
         defer { close(descriptor) }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let request = Array("GET \(target) HTTP/1.1\r\nHost: \(hostName):\(port)\r\nUser-Agent: simulated-browser\r\nAccept: text/html\r\nConnection: close\r\n\r\n".utf8)
+        let request = Array(
+            "GET \(target) HTTP/1.1\r\nHost: \(hostName):\(port)\r\nUser-Agent: simulated-browser\r\nAccept: text/html\r\nConnection: close\r\n\r\n"
+                .utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var response: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 8192)
@@ -492,7 +527,8 @@ public enum SimulatedBrowser {
         let status = Int(lines[0].split(separator: " ")[1]) ?? 0
         let headers = lines.dropFirst().compactMap { line -> HTTPHeader? in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            return HTTPHeader(
+                String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         return Page(status: status, headers: headers, body: String(text[split.upperBound...]))
     }
@@ -505,7 +541,9 @@ public enum SimulatedBrowser {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, Glibc.listen(descriptor, 1) == 0 else {
             let number = errno
@@ -543,7 +581,9 @@ public func freeLoopbackPort() -> UInt16 {
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     _ = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     _ = withUnsafeMutablePointer(to: &address) {

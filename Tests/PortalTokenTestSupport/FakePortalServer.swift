@@ -55,8 +55,9 @@ public final class FakePortalServer: Sendable {
 
         /// A `302 Found` to `location`, as an OAuth provider sends the browser back.
         public static func redirect(to location: String) -> Response {
-            Response(status: 302, headers: [HTTPHeader("Location", location), HTTPHeader("Content-Type", "text/html")],
-                     body: Array("<a href=\"\(location)\">continue</a>".utf8))
+            Response(
+                status: 302, headers: [HTTPHeader("Location", location), HTTPHeader("Content-Type", "text/html")],
+                body: Array("<a href=\"\(location)\">continue</a>".utf8))
         }
     }
 
@@ -165,11 +166,14 @@ public final class FakePortalServer: Sendable {
 
     /// Adds or replaces the route for `method` and `path` (the path without a query).
     /// `isPortalAPI: false` exempts the route from the header rules, for pages a browser visits.
-    public func addRoute(_ method: String, _ path: String, bearer: BearerRule, isPortalAPI: Bool = true,
-                         handler: @escaping Handler) {
+    public func addRoute(
+        _ method: String, _ path: String, bearer: BearerRule, isPortalAPI: Bool = true,
+        handler: @escaping Handler
+    ) {
         state.withLock { state in
             state.routes.removeAll { $0.method == method && $0.path == path }
-            state.routes.append(Route(method: method, path: path, bearer: bearer, isPortalAPI: isPortalAPI, handler: handler))
+            state.routes.append(
+                Route(method: method, path: path, bearer: bearer, isPortalAPI: isPortalAPI, handler: handler))
         }
     }
 
@@ -203,7 +207,8 @@ public final class FakePortalServer: Sendable {
     /// `GET /api/v3/clients/me` (wire §8.8): the client as a top-level object, no `data` envelope.
     private func clientsMe(_ request: Request) -> Response {
         guard let token = request.bearerToken,
-              let clientID = state.withLock({ $0.liveTokens[token] }) else {
+            let clientID = state.withLock({ $0.liveTokens[token] })
+        else {
             return .json(401, #"{"error":"Unauthorized"}"#)
         }
         return .json(200, Self.clientJSON(clientID: clientID))
@@ -263,7 +268,9 @@ public final class FakePortalServer: Sendable {
         let problems = isStrict && route?.isPortalAPI != false ? check(request, bearer: route?.bearer ?? .optional) : []
         if !problems.isEmpty {
             state.withLock { state in
-                for problem in problems { state.violations.append(Violation(request: request.description, rule: problem)) }
+                for problem in problems {
+                    state.violations.append(Violation(request: request.description, rule: problem))
+                }
             }
             let text = problems.joined(separator: "; ").replacingOccurrences(of: "\"", with: "'")
             write(.json(400, #"{"error":"fake server: \#(text)"}"#), to: connection)
@@ -288,8 +295,12 @@ public final class FakePortalServer: Sendable {
             problems.append("\(name) sent more than once")
         }
         if request.header("Accept") != "application/json" { problems.append("Accept is not application/json") }
-        if request.header("Content-Type") != "application/json" { problems.append("Content-Type is not application/json") }
-        if !(request.header("User-Agent") ?? "").hasPrefix("portal-token/") { problems.append("User-Agent does not name portal-token") }
+        if request.header("Content-Type") != "application/json" {
+            problems.append("Content-Type is not application/json")
+        }
+        if !(request.header("User-Agent") ?? "").hasPrefix("portal-token/") {
+            problems.append("User-Agent does not name portal-token")
+        }
         if let traceID = request.header("X-Portal-Trace-Id") {
             if !TraceID.isValid(traceID) { problems.append("X-Portal-Trace-Id is not a lowercase UUIDv4") }
             let repeated = state.withLock { !$0.traceIDs.insert(traceID).inserted }
@@ -334,7 +345,8 @@ public final class FakePortalServer: Sendable {
             }
         }
         guard let headerEnd,
-              let head = String(validating: buffer[0..<headerEnd], as: UTF8.self) else { return nil }
+            let head = String(validating: buffer[0..<headerEnd], as: UTF8.self)
+        else { return nil }
         var lines = head.components(separatedBy: "\r\n")
         let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: false)
         guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else { return nil }
@@ -372,7 +384,9 @@ public final class FakePortalServer: Sendable {
         let bytes = Array(head.utf8) + response.body
         var offset = 0
         while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = bytes[offset...].withUnsafeBytes {
+                send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if sent < 0, errno == EINTR { continue }
             guard sent > 0 else { return }
             offset += sent
@@ -429,7 +443,9 @@ public final class RefusingPort: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else {
             let error = errno

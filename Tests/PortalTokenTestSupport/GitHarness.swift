@@ -18,8 +18,9 @@ public enum RealGit: String, CaseIterable, Sendable, CustomStringConvertible {
             return "/usr/bin/git"
         case .current:
             guard let path = ProcessInfo.processInfo.environment["GIT_CURRENT"], !path.isEmpty else {
-                throw ContractFailure("GIT_CURRENT is not set: run the suite through contrib/test.sh, "
-                                      + "which fetches git 2.47 with contrib/testing/current-git.sh")
+                throw ContractFailure(
+                    "GIT_CURRENT is not set: run the suite through contrib/test.sh, "
+                        + "which fetches git 2.47 with contrib/testing/current-git.sh")
             }
             return path
         }
@@ -39,15 +40,18 @@ public final class GitHarness: @unchecked Sendable {
 
     public init(backend: TestBackend, git: RealGit = .debian12, extraEnvironment: [String: String?] = [:]) throws {
         self.git = git
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-git-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-git-\(UUID().uuidString)")
         let bin = directory.appendingPathComponent("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent("git-credential-portal-token").path,
-                                                   withDestinationPath: ProcessRunner.portalTokenPath)
+        try FileManager.default.createSymbolicLink(
+            atPath: bin.appendingPathComponent("git-credential-portal-token").path,
+            withDestinationPath: ProcessRunner.portalTokenPath)
         let askpass = bin.appendingPathComponent("askpass")
         // The same askpass as git's own helper tests: it names the prompt on stderr and answers
         // "askpass-username" or "askpass-password".
-        try writeExecutableScript("""
+        try writeExecutableScript(
+            """
             #!/bin/sh
             echo >&2 askpass: $*
             what=$(echo $1 | cut -d" " -f1 | tr A-Z a-z | tr -cd a-z)
@@ -75,19 +79,23 @@ public final class GitHarness: @unchecked Sendable {
     /// `git -c credential.helper=portal-token [-c …] credential OPERATION` with `input` on stdin,
     /// run by the harness's git, under `environment` when given.
     @discardableResult
-    public func credential(_ operation: String, _ input: String, config: [String] = [],
-                           environment: [String: String]? = nil) throws -> ProcessResult {
+    public func credential(
+        _ operation: String, _ input: String, config: [String] = [],
+        environment: [String: String]? = nil
+    ) throws -> ProcessResult {
         var arguments = ["-c", "credential.helper=portal-token"]
         for entry in config { arguments += ["-c", entry] }
         arguments += ["credential", operation]
-        return try ProcessRunner.run(try git.executable(), arguments, stdin: input,
-                                     environment: environment ?? self.environment, timeout: 30)
+        return try ProcessRunner.run(
+            try git.executable(), arguments, stdin: input,
+            environment: environment ?? self.environment, timeout: 30)
     }
 
     /// portal-token itself, under the helper's environment.
     @discardableResult
     public func portalToken(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
-        try ProcessRunner.run(ProcessRunner.portalTokenPath, arguments, stdin: stdin, environment: environment, timeout: 30)
+        try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, arguments, stdin: stdin, environment: environment, timeout: 30)
     }
 
     /// A host name no other test uses, so tests can share one keyring.

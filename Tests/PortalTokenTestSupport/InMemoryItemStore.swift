@@ -14,7 +14,8 @@ public final class InMemoryItemStore: ItemStore, Sendable {
 
     public func search(schema: String, attributes: [String: String]) throws(StoreError) -> [StoredItem] {
         state.withLock { state in
-            state.items.filter { Self.matches($0.item, schema, attributes) }.sorted { $0.sequence > $1.sequence }.map(\.item)
+            state.items.filter { Self.matches($0.item, schema, attributes) }.sorted { $0.sequence > $1.sequence }.map(
+                \.item)
         }
     }
 

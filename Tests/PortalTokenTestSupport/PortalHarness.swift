@@ -10,16 +10,20 @@ public final class PortalHarness: @unchecked Sendable {
     public let hookLog: URL
     public let hookEnvironment: URL
 
-    public init(backend: TestBackend, git gitVersion: RealGit = .debian12, extraEnvironment: [String: String?] = [:]) throws {
+    public init(backend: TestBackend, git gitVersion: RealGit = .debian12, extraEnvironment: [String: String?] = [:])
+        throws
+    {
         server = try FakePortalServer()
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-hook-\(UUID().uuidString)")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-hook-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         hookLog = scratch.appendingPathComponent("runs")
         hookEnvironment = scratch.appendingPathComponent("environment")
         let hook = scratch.appendingPathComponent("on-session-invalidated")
         // Records each run and its whole environment, and writes to both of its outputs, which
         // must both reach portal-token's stderr.
-        try writeExecutableScript("""
+        try writeExecutableScript(
+            """
             #!/bin/sh
             echo "$PORTAL_SESSION_END_REASON $PORTAL_END_USER_ID $PORTAL_AUTH_ENVIRONMENT_ID" >> '\(hookLog.path)'
             env > '\(hookEnvironment.path)'
@@ -56,16 +60,20 @@ public final class PortalHarness: @unchecked Sendable {
 
     /// Runs portal-token with the wall clock moved by `seconds` (contrib/testing/wallclock-shift.c,
     /// built by the test script and named by PORTAL_TOKEN_TEST_CLOCK_SHIM).
-    public func portalToken(_ arguments: [String], stdin: String? = nil, clockShift seconds: Int64) throws -> ProcessResult {
-        try ProcessRunner.run(ProcessRunner.portalTokenPath, arguments, stdin: stdin,
-                              environment: try environment(clockShift: seconds), timeout: 30)
+    public func portalToken(_ arguments: [String], stdin: String? = nil, clockShift seconds: Int64) throws
+        -> ProcessResult
+    {
+        try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, arguments, stdin: stdin,
+            environment: try environment(clockShift: seconds), timeout: 30)
     }
 
     /// The helper's environment with the wall clock moved by `seconds`, for portal-token or for
     /// git and the portal-token it runs.
     public func environment(clockShift seconds: Int64) throws -> [String: String] {
         guard let shim = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"] else {
-            throw SpawnFailure(executable: "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh", code: 0)
+            throw SpawnFailure(
+                executable: "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh", code: 0)
         }
         var environment = git.environment
         environment["LD_PRELOAD"] = shim

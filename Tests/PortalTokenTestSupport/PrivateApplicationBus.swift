@@ -14,16 +14,20 @@ public final class PrivateApplicationBus: @unchecked Sendable {
     private let daemon: RunningProcess
 
     public init(environment: [String: String]) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-bus-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "portal-token-bus-\(UUID().uuidString)")
         let services = directory.appendingPathComponent("services")
         try FileManager.default.createDirectory(at: services, withIntermediateDirectories: true)
         let socket = directory.appendingPathComponent("bus").path
         address = "unix:path=" + socket
         let configuration = directory.appendingPathComponent("bus.conf")
-        try Self.configuration(type: "portal-token-test", listen: address, extra: "<servicedir>\(services.path)</servicedir>")
-            .write(to: configuration, atomically: false, encoding: .utf8)
-        daemon = try RunningProcess("/usr/bin/dbus-daemon", ["--config-file=" + configuration.path, "--nofork", "--nopidfile"],
-                                    environment: environment)
+        try Self.configuration(
+            type: "portal-token-test", listen: address, extra: "<servicedir>\(services.path)</servicedir>"
+        )
+        .write(to: configuration, atomically: false, encoding: .utf8)
+        daemon = try RunningProcess(
+            "/usr/bin/dbus-daemon", ["--config-file=" + configuration.path, "--nofork", "--nopidfile"],
+            environment: environment)
         let deadline = ProcessRunner.monotonicSeconds() + 10
         while !FileManager.default.fileExists(atPath: socket) {
             guard ProcessRunner.monotonicSeconds() < deadline else {
@@ -63,7 +67,8 @@ public final class PrivateApplicationBus: @unchecked Sendable {
 
     /// Installs a D-Bus service file (`NAME.service`) the bus activates on the first call.
     public func installService(named name: String, contents: String) throws {
-        try contents.write(to: directory.appendingPathComponent("services/\(name).service"), atomically: false, encoding: .utf8)
+        try contents.write(
+            to: directory.appendingPathComponent("services/\(name).service"), atomically: false, encoding: .utf8)
     }
 
     public struct CallError: Error, Equatable, CustomStringConvertible {
@@ -75,7 +80,9 @@ public final class PrivateApplicationBus: @unchecked Sendable {
     /// `org.freedesktop.Application.Open(uris, {})` on `destination`, as a desktop launcher
     /// (GIO's `g_app_info_launch_uris`) sends it for a D-Bus-activatable entry: the URIs travel in
     /// the message, in no process's arguments. Returns the error reply, nil on success.
-    public func open(_ uris: [String], destination: String, path: String, timeoutSeconds: UInt64 = 60) throws -> CallError? {
+    public func open(_ uris: [String], destination: String, path: String, timeoutSeconds: UInt64 = 60) throws
+        -> CallError?
+    {
         var bus: OpaquePointer?
         try check(sd_bus_new(&bus), "sd_bus_new")
         defer { sd_bus_flush_close_unref(bus) }
@@ -83,12 +90,15 @@ public final class PrivateApplicationBus: @unchecked Sendable {
         try check(sd_bus_set_bus_client(bus, 1), "sd_bus_set_bus_client")
         try check(sd_bus_start(bus), "sd_bus_start")
         var message: OpaquePointer?
-        try check(sd_bus_message_new_method_call(bus, &message, destination, path, "org.freedesktop.Application", "Open"),
-                  "new method call")
+        try check(
+            sd_bus_message_new_method_call(bus, &message, destination, path, "org.freedesktop.Application", "Open"),
+            "new method call")
         defer { sd_bus_message_unref(message) }
         var strings = uris.map { strdup($0) } + [nil]
         defer { strings.forEach { free($0) } }
-        try check(strings.withUnsafeMutableBufferPointer { sd_bus_message_append_strv(message, $0.baseAddress) }, "append uris")
+        try check(
+            strings.withUnsafeMutableBufferPointer { sd_bus_message_append_strv(message, $0.baseAddress) },
+            "append uris")
         try check(sd_bus_message_open_container(message, CChar(UInt8(ascii: "a")), "{sv}"), "open platform data")
         try check(sd_bus_message_close_container(message), "close platform data")
         var error = sd_bus_error()
@@ -97,8 +107,9 @@ public final class PrivateApplicationBus: @unchecked Sendable {
         let called = sd_bus_call(bus, message, timeoutSeconds * 1_000_000, &error, &reply)
         sd_bus_message_unref(reply)
         if called >= 0 { return nil }
-        return CallError(name: error.name.map { String(cString: $0) } ?? "errno \(-called)",
-                         message: error.message.map { String(cString: $0) } ?? String(cString: strerror(-called)))
+        return CallError(
+            name: error.name.map { String(cString: $0) } ?? "errno \(-called)",
+            message: error.message.map { String(cString: $0) } ?? String(cString: strerror(-called)))
     }
 
     private func check(_ result: Int32, _ step: String) throws {

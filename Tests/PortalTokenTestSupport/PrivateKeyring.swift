@@ -14,16 +14,21 @@ public final class PrivateKeyring {
     public init(withKeyring: Bool) throws {
         directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("portal-token-keyring-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("run"),
-                                                withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("run"),
+            withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         let socket = directory.appendingPathComponent("bus").path
         let config = directory.appendingPathComponent("bus.conf")
-        try PrivateApplicationBus.configuration(type: "session", listen: "unix:path=\(socket)", extra: "<auth>EXTERNAL</auth>")
-            .write(to: config, atomically: false, encoding: .utf8)
-        let started = try ProcessRunner.run("/usr/bin/dbus-daemon",
-                                            ["--config-file=\(config.path)", "--fork", "--print-pid"], timeout: 10)
-        guard started.exitCode == 0, let pid = Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        try PrivateApplicationBus.configuration(
+            type: "session", listen: "unix:path=\(socket)", extra: "<auth>EXTERNAL</auth>"
+        )
+        .write(to: config, atomically: false, encoding: .utf8)
+        let started = try ProcessRunner.run(
+            "/usr/bin/dbus-daemon",
+            ["--config-file=\(config.path)", "--fork", "--print-pid"], timeout: 10)
+        guard started.exitCode == 0, let pid = Int32(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             throw ContractFailure("dbus-daemon did not start: \(started.stderr)")
         }
         busPID = pid
@@ -47,23 +52,27 @@ public final class PrivateKeyring {
         // --unlock reads the login keyring's password from stdin until EOF.
         let password = directory.appendingPathComponent("password").path
         _ = FileManager.default.createFile(atPath: password, contents: Data("test-password".utf8))
-        keyringPID = try ProcessRunner.spawn("/usr/bin/gnome-keyring-daemon",
-                                             ["--foreground", "--unlock", "--components=secrets"],
-                                             environment: environment, stdin: password)
-        let waited = try ProcessRunner.run("/usr/bin/gdbus", ["wait", "--session", "--timeout", "10", "org.freedesktop.secrets"],
-                                           environment: environment, timeout: 15)
+        keyringPID = try ProcessRunner.spawn(
+            "/usr/bin/gnome-keyring-daemon",
+            ["--foreground", "--unlock", "--components=secrets"],
+            environment: environment, stdin: password)
+        let waited = try ProcessRunner.run(
+            "/usr/bin/gdbus", ["wait", "--session", "--timeout", "10", "org.freedesktop.secrets"],
+            environment: environment, timeout: 15)
         guard waited.exitCode == 0 else { throw ContractFailure("gnome-keyring did not appear on the bus") }
     }
 
     /// Locks the login collection, as a screen lock would (libsecret 0.20.5's `secret-tool lock`
     /// does not work, so the Secret Service's own Lock method is called).
     public func lockLoginCollection() throws {
-        let result = try ProcessRunner.run("/usr/bin/gdbus", [
-            "call", "--session", "--dest", "org.freedesktop.secrets",
-            "--object-path", "/org/freedesktop/secrets",
-            "--method", "org.freedesktop.Secret.Service.Lock",
-            "['/org/freedesktop/secrets/collection/login']",
-        ], environment: environment, timeout: 10)
+        let result = try ProcessRunner.run(
+            "/usr/bin/gdbus",
+            [
+                "call", "--session", "--dest", "org.freedesktop.secrets",
+                "--object-path", "/org/freedesktop/secrets",
+                "--method", "org.freedesktop.Secret.Service.Lock",
+                "['/org/freedesktop/secrets/collection/login']",
+            ], environment: environment, timeout: 10)
         guard result.exitCode == 0 else { throw ContractFailure("locking failed: \(result.stderr)") }
     }
 

@@ -23,27 +23,33 @@ public enum ProcessRunner {
     }
 
     @discardableResult
-    public static func run(_ executable: String, _ arguments: [String] = [], stdin: String? = nil,
-                           environment: [String: String]? = nil, timeout: Double = 30) throws -> ProcessResult {
+    public static func run(
+        _ executable: String, _ arguments: [String] = [], stdin: String? = nil,
+        environment: [String: String]? = nil, timeout: Double = 30
+    ) throws -> ProcessResult {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let input = stdin.map { scratch.file("in", contents: $0) } ?? "/dev/null"
         let started = monotonicSeconds()
-        let pid = try spawn(executable, arguments, environment: environment ?? ProcessInfo.processInfo.environment,
-                            stdin: input, stdout: scratch.path("out"), stderr: scratch.path("err"))
+        let pid = try spawn(
+            executable, arguments, environment: environment ?? ProcessInfo.processInfo.environment,
+            stdin: input, stdout: scratch.path("out"), stderr: scratch.path("err"))
         guard let status = wait(pid, timeout: timeout) else {
             kill(pid, SIGKILL)
             _ = waitpid(pid, nil, 0)
             throw ProcessTimeout(command: ([executable] + arguments).joined(separator: " "), seconds: timeout)
         }
-        return ProcessResult(exitCode: status, stdout: scratch.read("out"), stderr: scratch.read("err"),
-                             duration: monotonicSeconds() - started)
+        return ProcessResult(
+            exitCode: status, stdout: scratch.read("out"), stderr: scratch.read("err"),
+            duration: monotonicSeconds() - started)
     }
 
     /// Runs portal-token itself.
     @discardableResult
-    public static func portalToken(_ arguments: [String], stdin: String? = nil,
-                                   environment: [String: String]? = nil, timeout: Double = 30) throws -> ProcessResult {
+    public static func portalToken(
+        _ arguments: [String], stdin: String? = nil,
+        environment: [String: String]? = nil, timeout: Double = 30
+    ) throws -> ProcessResult {
         try run(portalTokenPath, arguments, stdin: stdin, environment: environment, timeout: timeout)
     }
 
@@ -55,8 +61,10 @@ public enum ProcessRunner {
     }
 
     /// Starts a child and returns its PID; the caller waits for it or kills it.
-    public static func spawn(_ executable: String, _ arguments: [String], environment: [String: String],
-                             stdin: String = "/dev/null", stdout: String = "/dev/null", stderr: String = "/dev/null") throws -> pid_t {
+    public static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        stdin: String = "/dev/null", stdout: String = "/dev/null", stderr: String = "/dev/null"
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -71,7 +79,8 @@ public enum ProcessRunner {
             envp.forEach { free($0) }
         }
         var pid: pid_t = 0
-        let result = withDefaultSignals { attributes in posix_spawn(&pid, executable, &actions, &attributes, argv, envp) }
+        let result = withDefaultSignals { attributes in posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        }
         guard result == 0 else { throw SpawnFailure(executable: executable, code: result) }
         return pid
     }
@@ -114,7 +123,8 @@ private struct Scratch {
     func path(_ name: String) -> String { "\(directory)/\(name)" }
 
     func file(_ name: String, contents: String) -> String {
-        _ = FileManager.default.createFile(atPath: path(name), contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: path(name), contents: Data(contents.utf8), attributes: [.posixPermissions: 0o600])
         return path(name)
     }
 

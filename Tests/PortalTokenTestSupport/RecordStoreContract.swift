@@ -17,53 +17,69 @@ private func expect(_ condition: Bool, _ message: @autoclosure () -> String) thr
     if !condition { throw ContractFailure(message()) }
 }
 
-private func session(_ environment: String, user: String = "user-1", token: String = "token-1",
-                     lastActivityAt: Int64 = 1_700_003_600) -> PortalSession {
-    PortalSession(token: Secret(token), endUserID: user, authEnvironmentID: environment,
-                  issuedAt: 1_700_000_000, lastActivityAt: lastActivityAt)
+private func session(
+    _ environment: String, user: String = "user-1", token: String = "token-1",
+    lastActivityAt: Int64 = 1_700_003_600
+) -> PortalSession {
+    PortalSession(
+        token: Secret(token), endUserID: user, authEnvironmentID: environment,
+        issuedAt: 1_700_000_000, lastActivityAt: lastActivityAt)
 }
 
 private func step(_ environment: String, user: String = "user-1", jwt: String = "jwt-1") -> PendingTwoFactor {
-    PendingTwoFactor(userJWT: Secret(jwt), endUserID: user, authEnvironmentID: environment,
-                     expiresAt: 1_700_000_600, grantDigest: "digest-1")
+    PendingTwoFactor(
+        userJWT: Secret(jwt), endUserID: user, authEnvironmentID: environment,
+        expiresAt: 1_700_000_600, grantDigest: "digest-1")
 }
 
 public enum RecordStoreContract {
     public static let checks: [RecordStoreContractCheck] = [
-        .init(description: "a saved session loads back unchanged; another environment has none") { sessions, _, environment in
+        .init(description: "a saved session loads back unchanged; another environment has none") {
+            sessions, _, environment in
             let mine = environment()
             try sessions.saveSession(session(mine))
             defer { _ = try? sessions.deleteSession(authEnvironmentID: mine) }
-            try expect(try sessions.loadSession(authEnvironmentID: mine) == .present(session(mine)), "the session did not read back")
-            try expect(try sessions.loadSession(authEnvironmentID: environment()) == .absent, "another environment had a session")
+            try expect(
+                try sessions.loadSession(authEnvironmentID: mine) == .present(session(mine)),
+                "the session did not read back")
+            try expect(
+                try sessions.loadSession(authEnvironmentID: environment()) == .absent,
+                "another environment had a session")
         },
-        .init(description: "saving replaces the environment's session, even for another end user") { sessions, _, environment in
+        .init(description: "saving replaces the environment's session, even for another end user") {
+            sessions, _, environment in
             let mine = environment()
             try sessions.saveSession(session(mine, user: "user-1", token: "old"))
             try sessions.saveSession(session(mine, user: "user-2", token: "new", lastActivityAt: 1_700_007_200))
             defer { _ = try? sessions.deleteSession(authEnvironmentID: mine) }
-            try expect(try sessions.loadSession(authEnvironmentID: mine)
-                == .present(session(mine, user: "user-2", token: "new", lastActivityAt: 1_700_007_200)),
+            try expect(
+                try sessions.loadSession(authEnvironmentID: mine)
+                    == .present(session(mine, user: "user-2", token: "new", lastActivityAt: 1_700_007_200)),
                 "the newer session did not replace the older")
         },
-        .init(description: "deleting a session removes it, says so once, and leaves other environments") { sessions, _, environment in
+        .init(description: "deleting a session removes it, says so once, and leaves other environments") {
+            sessions, _, environment in
             let (mine, other) = (environment(), environment())
             try sessions.saveSession(session(mine))
             try sessions.saveSession(session(other, token: "other"))
             defer { _ = try? sessions.deleteSession(authEnvironmentID: other) }
             try expect(try sessions.deleteSession(authEnvironmentID: mine), "the delete said nothing was there")
-            try expect(try !sessions.deleteSession(authEnvironmentID: mine), "a second delete said it removed something")
+            try expect(
+                try !sessions.deleteSession(authEnvironmentID: mine), "a second delete said it removed something")
             try expect(try sessions.loadSession(authEnvironmentID: mine) == .absent, "the deleted session still loads")
-            try expect(try sessions.loadSession(authEnvironmentID: other) == .present(session(other, token: "other")),
-                       "deleting one environment's session touched another's")
+            try expect(
+                try sessions.loadSession(authEnvironmentID: other) == .present(session(other, token: "other")),
+                "deleting one environment's session touched another's")
         },
-        .init(description: "a saved two-factor step loads back, is replaced by the next, and is deleted once") { _, steps, environment in
+        .init(description: "a saved two-factor step loads back, is replaced by the next, and is deleted once") {
+            _, steps, environment in
             let mine = environment()
             try expect(try steps.loadStep(authEnvironmentID: mine) == nil, "a step was there before any was saved")
             try steps.saveStep(step(mine, jwt: "old"))
             try steps.saveStep(step(mine, user: "user-2", jwt: "new"))
-            try expect(try steps.loadStep(authEnvironmentID: mine) == step(mine, user: "user-2", jwt: "new"),
-                       "the newer step did not replace the older")
+            try expect(
+                try steps.loadStep(authEnvironmentID: mine) == step(mine, user: "user-2", jwt: "new"),
+                "the newer step did not replace the older")
             try expect(try steps.deleteStep(authEnvironmentID: mine), "the delete said nothing was there")
             try expect(try !steps.deleteStep(authEnvironmentID: mine), "a second delete said it removed something")
             try expect(try steps.loadStep(authEnvironmentID: mine) == nil, "the deleted step still loads")
@@ -73,8 +89,9 @@ public enum RecordStoreContract {
             try sessions.saveSession(session(mine))
             try steps.saveStep(step(mine))
             try expect(try steps.deleteStep(authEnvironmentID: mine), "the step was not there")
-            try expect(try sessions.loadSession(authEnvironmentID: mine) == .present(session(mine)),
-                       "deleting the step touched the session")
+            try expect(
+                try sessions.loadSession(authEnvironmentID: mine) == .present(session(mine)),
+                "deleting the step touched the session")
             try expect(try sessions.deleteSession(authEnvironmentID: mine), "the session was not there")
         },
     ]

@@ -8,16 +8,21 @@ public final class RunningProcess: @unchecked Sendable {
     public let directory: String
     private var exitCode: Int32?
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String], stdin: String? = nil) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-running-\(UUID().uuidString)").path
+    public init(_ executable: String, _ arguments: [String], environment: [String: String], stdin: String? = nil) throws
+    {
+        directory =
+            FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-running-\(UUID().uuidString)")
+            .path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         var input = "/dev/null"
         if let stdin {
             input = directory + "/in"
-            _ = FileManager.default.createFile(atPath: input, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(
+                atPath: input, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
         }
-        pid = try ProcessRunner.spawn(executable, arguments, environment: environment, stdin: input,
-                                      stdout: directory + "/out", stderr: directory + "/err")
+        pid = try ProcessRunner.spawn(
+            executable, arguments, environment: environment, stdin: input,
+            stdout: directory + "/out", stderr: directory + "/err")
     }
 
     deinit {
@@ -39,7 +44,10 @@ public final class RunningProcess: @unchecked Sendable {
             let current = stderr
             if current.contains(text) { return current }
             if exitCode == nil, let code = ProcessRunner.wait(pid, timeout: 0) { exitCode = code }
-            if exitCode != nil { throw ProcessTimeout(command: "ended (\(exitCode!)) before stderr said '\(text)': \(current)", seconds: 0) }
+            if exitCode != nil {
+                throw ProcessTimeout(
+                    command: "ended (\(exitCode!)) before stderr said '\(text)': \(current)", seconds: 0)
+            }
             guard ProcessRunner.monotonicSeconds() < deadline else {
                 throw ProcessTimeout(command: "stderr never said '\(text)': \(current)", seconds: timeout)
             }
@@ -151,7 +159,8 @@ public final class TerminalProcess: @unchecked Sendable {
             if exitCode != nil {
                 let last = self.text
                 if last.components(separatedBy: text).count - 1 >= occurrences { return last }
-                throw ProcessTimeout(command: "ended (\(exitCode!)) before the terminal showed '\(text)': \(last)", seconds: 0)
+                throw ProcessTimeout(
+                    command: "ended (\(exitCode!)) before the terminal showed '\(text)': \(last)", seconds: 0)
             }
             guard ProcessRunner.monotonicSeconds() < deadline else {
                 throw ProcessTimeout(command: "the terminal never showed '\(text)': \(current)", seconds: timeout)

@@ -14,8 +14,10 @@ public final class SignInHarness: @unchecked Sendable {
     public static let fromEmail = "noreply@example.com"
     public static let templateID = "template-1"
 
-    public init(backend: TestBackend, redirectURL: String? = nil, endUser: FakeClientAuth.EndUser = .init(id: "end-user-1"),
-                extraEnvironment: [String: String?] = [:], configure: (inout FakeClientAuth.Options) -> Void = { _ in }) throws {
+    public init(
+        backend: TestBackend, redirectURL: String? = nil, endUser: FakeClientAuth.EndUser = .init(id: "end-user-1"),
+        extraEnvironment: [String: String?] = [:], configure: (inout FakeClientAuth.Options) -> Void = { _ in }
+    ) throws {
         let redirect = redirectURL ?? "http://127.0.0.1:\(freeLoopbackPort())/callback"
         var environment: [String: String?] = [
             "PORTAL_REDIRECT_URL": redirect,
@@ -25,9 +27,10 @@ public final class SignInHarness: @unchecked Sendable {
         ]
         for (name, value) in extraEnvironment { environment[name] = value }
         portal = try PortalHarness(backend: backend, extraEnvironment: environment)
-        var options = FakeClientAuth.Options(authEnvironmentID: portal.environmentID, redirectURLs: [redirect],
-                                             magicLinkFromEmail: Self.fromEmail, magicLinkTemplateID: Self.templateID,
-                                             endUser: endUser)
+        var options = FakeClientAuth.Options(
+            authEnvironmentID: portal.environmentID, redirectURLs: [redirect],
+            magicLinkFromEmail: Self.fromEmail, magicLinkTemplateID: Self.templateID,
+            endUser: endUser)
         configure(&options)
         auth = FakeClientAuth(server: portal.server, options: options)
         self.redirectURL = redirect
@@ -36,7 +39,8 @@ public final class SignInHarness: @unchecked Sendable {
         let bin = portal.git.directory.appendingPathComponent("bin")
         for program in ["xdg-open", "notify-send"] {
             // One argument a line, in a file of its own per run.
-            try writeExecutableScript("""
+            try writeExecutableScript(
+                """
                 #!/bin/sh
                 file='\(launches.path)/\(program).'$$
                 for argument in "$@"; do printf '%s\\n' "$argument"; done > "$file.tmp"
@@ -49,11 +53,15 @@ public final class SignInHarness: @unchecked Sendable {
 
     /// portal-token with the harness's environment and `changes` to it.
     @discardableResult
-    public func run(_ arguments: [String], stdin: String? = nil, _ changes: [String: String?] = [:]) throws -> ProcessResult {
+    public func run(_ arguments: [String], stdin: String? = nil, _ changes: [String: String?] = [:]) throws
+        -> ProcessResult
+    {
         try ProcessRunner.portalToken(arguments, stdin: stdin, environment: environment(changes))
     }
 
-    public func start(_ arguments: [String], stdin: String? = nil, _ changes: [String: String?] = [:]) throws -> RunningProcess {
+    public func start(_ arguments: [String], stdin: String? = nil, _ changes: [String: String?] = [:]) throws
+        -> RunningProcess
+    {
         try RunningProcess(ProcessRunner.portalTokenPath, arguments, environment: environment(changes), stdin: stdin)
     }
 

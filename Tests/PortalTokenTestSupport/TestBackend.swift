@@ -37,8 +37,10 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
             return ["PORTAL_TOKEN_BACKEND": nil]
         case .autoWithoutProvider:
             // The bus's address comes from `prepare`, which starts it.
-            return file.merging(["PORTAL_TOKEN_BACKEND": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
-                                 "XDG_RUNTIME_DIR": directory.appendingPathComponent("run").path]) { $1 }
+            return file.merging([
+                "PORTAL_TOKEN_BACKEND": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
+                "XDG_RUNTIME_DIR": directory.appendingPathComponent("run").path,
+            ]) { $1 }
         case .autoWithoutBus:
             return file.merging([
                 "PORTAL_TOKEN_BACKEND": nil, "DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
@@ -55,8 +57,9 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
     /// the environment.
     public func prepare(directory: URL, environment: inout [String: String]) throws -> AnyObject? {
         guard self == .autoWithoutBus || self == .autoWithoutProvider else { return nil }
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("run"), withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("run"), withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
         var bus: PrivateKeyring?
         if self == .autoWithoutProvider {
             let started = try PrivateKeyring(withKeyring: false)
@@ -65,8 +68,9 @@ public enum TestBackend: String, CaseIterable, Sendable, CustomStringConvertible
         } else {
             environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         }
-        let created = try ProcessRunner.portalToken(["store"], stdin: "protocol=https\nhost=creates-the-file.tld\nusername=u\npassword=p\n",
-                                                    environment: environment)
+        let created = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=creates-the-file.tld\nusername=u\npassword=p\n",
+            environment: environment)
         guard created.exitCode == 0, created.stderr.hasPrefix("portal-token: using the encrypted file store: ") else {
             throw ContractFailure("creating the file store failed: \(created.exitCode) \(created.stderr)")
         }

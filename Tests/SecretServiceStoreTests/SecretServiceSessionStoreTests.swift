@@ -10,9 +10,11 @@ extension InProcessKeyringTests {
 
         private func environmentID() -> String { "env-\(UInt32.random(in: 0...UInt32.max))" }
 
-        private func session(_ environment: String, user: String = "user-1", token: String = "token-1") -> PortalSession {
-            PortalSession(token: Secret(token), endUserID: user, authEnvironmentID: environment,
-                          issuedAt: 1_700_000_000, lastActivityAt: 1_700_003_600)
+        private func session(_ environment: String, user: String = "user-1", token: String = "token-1") -> PortalSession
+        {
+            PortalSession(
+                token: Secret(token), endUserID: user, authEnvironmentID: environment,
+                issuedAt: 1_700_000_000, lastActivityAt: 1_700_003_600)
         }
 
         @Test("a saved session loads back; nothing is stored for another environment")
@@ -30,9 +32,12 @@ extension InProcessKeyringTests {
             try store.saveSession(session(environment, user: "user-1", token: "old"))
             try store.saveSession(session(environment, user: "user-2", token: "new"))
             defer { _ = try? store.deleteSession(authEnvironmentID: environment) }
-            #expect(try store.loadSession(authEnvironmentID: environment) == .present(session(environment, user: "user-2", token: "new")))
-            let items = try ProcessRunner.run("/usr/bin/secret-tool", ["search", "--all", "auth-environment-id", environment],
-                                              environment: ProcessRunner.environment(), timeout: 10)
+            #expect(
+                try store.loadSession(authEnvironmentID: environment)
+                    == .present(session(environment, user: "user-2", token: "new")))
+            let items = try ProcessRunner.run(
+                "/usr/bin/secret-tool", ["search", "--all", "auth-environment-id", environment],
+                environment: ProcessRunner.environment(), timeout: 10)
             // secret-tool prints the item paths on stdout and their details on stderr.
             let listing = items.stdout + items.stderr
             #expect(listing.components(separatedBy: "label = ").count == 2, "expected exactly one item")
@@ -52,10 +57,13 @@ extension InProcessKeyringTests {
         @Test("an item whose payload is not a session record reads as unreadable")
         func unreadable() throws {
             let environment = environmentID()
-            let written = try ProcessRunner.run("/usr/bin/secret-tool", [
-                "store", "--label=broken", "xdg:schema", ItemSessionStore.schema,
-                "auth-environment-id", environment, "end-user-id", "user-1",
-            ], stdin: #"{"clientSessionToken":"stored-token"}"#, environment: ProcessRunner.environment(), timeout: 10)
+            let written = try ProcessRunner.run(
+                "/usr/bin/secret-tool",
+                [
+                    "store", "--label=broken", "xdg:schema", ItemSessionStore.schema,
+                    "auth-environment-id", environment, "end-user-id", "user-1",
+                ], stdin: #"{"clientSessionToken":"stored-token"}"#, environment: ProcessRunner.environment(),
+                timeout: 10)
             #expect(written.exitCode == 0)
             #expect(try store.loadSession(authEnvironmentID: environment) == .unreadable)
             #expect(try store.deleteSession(authEnvironmentID: environment))

@@ -18,13 +18,17 @@ extension InProcessKeyringTests {
         func itemLayout() throws {
             let store = SecretServiceStore(timeoutMilliseconds: 15000, allowPrompt: false)
             let host = "layout-\(UInt32.random(in: 0...UInt32.max)).example"
-            try store.store(Credential(protocolName: "https", host: CredentialHost(server: host, port: 8443),
-                                       path: "team/repo.git", username: "alice", password: Secret("pw"),
-                                       passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("rt")))
+            try store.store(
+                Credential(
+                    protocolName: "https", host: CredentialHost(server: host, port: 8443),
+                    path: "team/repo.git", username: "alice", password: Secret("pw"),
+                    passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("rt")))
             defer { _ = try? store.erase(CredentialQuery(host: CredentialHost(server: host, port: 8443))) }
-            let search = try ProcessRunner.run("/usr/bin/secret-tool", [
-                "search", "--all", "xdg:schema", "org.git.Password", "server", host,
-            ], environment: ProcessRunner.environment(), timeout: 10)
+            let search = try ProcessRunner.run(
+                "/usr/bin/secret-tool",
+                [
+                    "search", "--all", "xdg:schema", "org.git.Password", "server", host,
+                ], environment: ProcessRunner.environment(), timeout: 10)
             #expect(search.exitCode == 0)
             let lines = Set((search.stdout + search.stderr).split(separator: "\n").map { $0.trimmingWhitespace })
             #expect(lines.contains("label = Git: https://\(host):8443/team/repo.git"))

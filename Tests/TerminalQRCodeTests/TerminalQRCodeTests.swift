@@ -100,6 +100,8 @@ struct TerminalQRCodeTests {
 
     @Test("a text too long for any QR code is refused without repeating it")
     func tooLong() {
-        #expect(throws: QRCodeError.self) { try TerminalQRCode.matrix(encoding: Secret(String(repeating: "x", count: 4000))) }
+        #expect(throws: QRCodeError.self) {
+            try TerminalQRCode.matrix(encoding: Secret(String(repeating: "x", count: 4000)))
+        }
     }
 }

@@ -108,17 +108,20 @@ do {
     FileHandle.standardOutput.write(Data((server.baseURL + "\n").utf8))
     if let authEnvironment {
         if redirectURLs.isEmpty { redirectURLs = ["http://127.0.0.1:8765/callback"] }
-        var options = FakeClientAuth.Options(authEnvironmentID: authEnvironment, redirectURLs: redirectURLs,
-                                             magicLinkFromEmail: fromEmail, magicLinkTemplateID: templateID,
-                                             magicLinkBehaviour: magicLinks, accountAbstractionAvailable: accountAbstraction,
-                                             endUser: endUser, outboxPath: outbox)
+        var options = FakeClientAuth.Options(
+            authEnvironmentID: authEnvironment, redirectURLs: redirectURLs,
+            magicLinkFromEmail: fromEmail, magicLinkTemplateID: templateID,
+            magicLinkBehaviour: magicLinks, accountAbstractionAvailable: accountAbstraction,
+            endUser: endUser, outboxPath: outbox)
         if let methods { options.allowedMethods = methods }
         let auth = FakeClientAuth(server: server, options: options)
-        FileHandle.standardError.write(Data("""
-            portal-fake-server: sign-in for auth environment \(authEnvironment), redirect URL \(redirectURLs.joined(separator: ", "))
-            portal-fake-server: end user \(endUser.id)\(endUser.totpCode.map { ", two-factor code \($0)" } ?? "")
+        FileHandle.standardError.write(
+            Data(
+                """
+                portal-fake-server: sign-in for auth environment \(authEnvironment), redirect URL \(redirectURLs.joined(separator: ", "))
+                portal-fake-server: end user \(endUser.id)\(endUser.totpCode.map { ", two-factor code \($0)" } ?? "")
 
-            """.utf8))
+                """.utf8))
         // Prints each magic link as it is "sent", for a person to open.
         Thread {
             var printed = 0

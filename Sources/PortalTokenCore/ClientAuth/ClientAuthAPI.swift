@@ -46,8 +46,9 @@ public struct ClientAuthAPI: Sendable {
     /// `GET /api/v3/auth/oauth/urls?redirectUrl=…[&isAccountAbstracted=…]` (wire §2).
     public func oauthURLsRequest() throws(ClientAuthError) -> HTTPRequest {
         let redirectURL = try configuration.requireRedirectURL()
-        let query = FormURLEncoding.oauthURLsQuery(redirectURL: redirectURL,
-                                                   accountAbstracted: configuration.accountAbstracted)
+        let query = FormURLEncoding.oauthURLsQuery(
+            redirectURL: redirectURL,
+            accountAbstracted: configuration.accountAbstracted)
         return request(.oauthURLs, query: query)
     }
 
@@ -64,12 +65,15 @@ public struct ClientAuthAPI: Sendable {
         return request
     }
 
-    private func request(_ endpoint: ClientAuthEndpoint, query: String? = nil, body: JSONValue? = nil,
-                         bearer: Secret? = nil) -> HTTPRequest {
+    private func request(
+        _ endpoint: ClientAuthEndpoint, query: String? = nil, body: JSONValue? = nil,
+        bearer: Secret? = nil
+    ) -> HTTPRequest {
         var url = apiBase.url(path: endpoint.path)
         if let query { url += "?" + query }
-        return builder.request(endpoint.method, url, body: body.map { Array($0.serialized.utf8) }, bearer: bearer,
-                               extraHeaders: [HTTPHeader(Self.environmentHeader, configuration.authEnvironmentID)])
+        return builder.request(
+            endpoint.method, url, body: body.map { Array($0.serialized.utf8) }, bearer: bearer,
+            extraHeaders: [HTTPHeader(Self.environmentHeader, configuration.authEnvironmentID)])
     }
 
     // MARK: Answers
@@ -105,7 +109,9 @@ public struct ClientAuthAPI: Sendable {
     /// A grant exchange (wire §1.3 rules 3/5, §3.1 step 9): a non-blank session token needs a
     /// non-blank `endUserId`; else a non-blank `userJwt` is a two-factor step; else the answer
     /// is unusable. A blank value counts as absent.
-    public func decodeGrant(_ response: HTTPResponse, from endpoint: GrantEndpoint, grant: Secret) throws(ClientAuthError) -> GrantOutcome {
+    public func decodeGrant(_ response: HTTPResponse, from endpoint: GrantEndpoint, grant: Secret)
+        throws(ClientAuthError) -> GrantOutcome
+    {
         let path = endpoint.endpoint
         try check(response, path, privateValues: [grant])
         let data = try envelope(response, path)
@@ -116,29 +122,39 @@ public struct ClientAuthAPI: Sendable {
         let userJWT = try field(data, "userJwt", path) { $0.stringValue }.flatMap(nonBlank)
         let totpLink = try field(data, "totpLink", path) { $0.stringValue }.flatMap(nonBlank)
         if let token {
-            guard let endUserID = endUserID.flatMap(nonBlank) else { throw .malformedResponse(path, missing: "endUserId") }
-            return .authenticated(AuthenticatedSession(token: Secret(token), endUserID: endUserID, clientID: clientID,
-                                                       isAccountAbstracted: isAccountAbstracted))
+            guard let endUserID = endUserID.flatMap(nonBlank) else {
+                throw .malformedResponse(path, missing: "endUserId")
+            }
+            return .authenticated(
+                AuthenticatedSession(
+                    token: Secret(token), endUserID: endUserID, clientID: clientID,
+                    isAccountAbstracted: isAccountAbstracted))
         }
         if let userJWT {
-            return .totpRequired(TOTPStep(userJWT: Secret(userJWT), totpLink: totpLink.map(Secret.init),
-                                          endUserID: endUserID ?? ""))
+            return .totpRequired(
+                TOTPStep(
+                    userJWT: Secret(userJWT), totpLink: totpLink.map(Secret.init),
+                    endUserID: endUserID ?? ""))
         }
         throw .invalidGrantResponse
     }
 
     /// `/totps/validations` (wire §1.3 rule 6): a non-blank session token; the end user is the
     /// one read from the `userJwt` before the call.
-    public func decodeTOTP(_ response: HTTPResponse, endUserID: String, code: Secret, userJWT: Secret) throws(ClientAuthError) -> AuthenticatedSession {
+    public func decodeTOTP(_ response: HTTPResponse, endUserID: String, code: Secret, userJWT: Secret)
+        throws(ClientAuthError) -> AuthenticatedSession
+    {
         try check(response, .totpValidations, privateValues: [code, userJWT])
         let data = try envelope(response, .totpValidations)
-        guard let token = try field(data, "clientSessionToken", .totpValidations, { $0.stringValue }).flatMap(nonBlank) else {
+        guard let token = try field(data, "clientSessionToken", .totpValidations, { $0.stringValue }).flatMap(nonBlank)
+        else {
             throw .malformedResponse(.totpValidations, missing: "clientSessionToken")
         }
         let clientID = try field(data, "clientId", .totpValidations) { $0.stringValue }
         let isAccountAbstracted = try field(data, "isAccountAbstracted", .totpValidations) { $0.boolValue }
-        return AuthenticatedSession(token: Secret(token), endUserID: endUserID, clientID: clientID,
-                                    isAccountAbstracted: isAccountAbstracted)
+        return AuthenticatedSession(
+            token: Secret(token), endUserID: endUserID, clientID: clientID,
+            isAccountAbstracted: isAccountAbstracted)
     }
 
     // MARK: Status mapping (wire §1.1, §1.4)
@@ -147,17 +163,21 @@ public struct ClientAuthAPI: Sendable {
     /// with a string `error` to a request that asked for account abstraction is
     /// `accountAbstractionUnavailable`; other 4xx `clientError`; 5xx `serverError`.
     /// `privateValues` are what the request carried that must not come back in a message.
-    public func check(_ response: HTTPResponse, _ endpoint: ClientAuthEndpoint, privateValues: [Secret] = []) throws(ClientAuthError) {
+    public func check(_ response: HTTPResponse, _ endpoint: ClientAuthEndpoint, privateValues: [Secret] = [])
+        throws(ClientAuthError)
+    {
         let status = response.status
         if (200..<300).contains(status) { return }
         if status == 401 { throw .unauthorized(endpoint) }
         if status == 429, endpoint == .magicLinks { throw .rateLimited }
         if status == 400, endpoint == .magicLinks || endpoint == .oauthURLs, configuration.accountAbstracted == true,
-           let text = Self.errorString(in: response.body) {
+            let text = Self.errorString(in: response.body)
+        {
             throw .accountAbstractionUnavailable(String(text.prefix(Self.maximumServerMessageLength)))
         }
         if (400..<500).contains(status) {
-            throw .clientError(endpoint, status: status, serverMessage: serverMessage(in: response.body, privateValues: privateValues))
+            throw .clientError(
+                endpoint, status: status, serverMessage: serverMessage(in: response.body, privateValues: privateValues))
         }
         if status >= 500 { throw .serverError(endpoint, status: status) }
         throw .unexpectedStatus(endpoint, status: status)
@@ -183,7 +203,9 @@ public struct ClientAuthAPI: Sendable {
 
     // MARK: The `data` envelope
 
-    private func envelope(_ response: HTTPResponse, _ endpoint: ClientAuthEndpoint) throws(ClientAuthError) -> [String: JSONValue] {
+    private func envelope(_ response: HTTPResponse, _ endpoint: ClientAuthEndpoint) throws(ClientAuthError) -> [String:
+        JSONValue]
+    {
         guard let value = try? JSONValue.parse(response.body), case .object(let data)? = value["data"] else {
             throw .malformedResponse(endpoint, missing: "data")
         }
@@ -191,8 +213,10 @@ public struct ClientAuthAPI: Sendable {
     }
 
     /// An optional field: absent and `null` read as nil; any other type is a malformed answer.
-    private func field<T>(_ data: [String: JSONValue], _ name: String, _ endpoint: ClientAuthEndpoint,
-                          _ read: (JSONValue) -> T?) throws(ClientAuthError) -> T? {
+    private func field<T>(
+        _ data: [String: JSONValue], _ name: String, _ endpoint: ClientAuthEndpoint,
+        _ read: (JSONValue) -> T?
+    ) throws(ClientAuthError) -> T? {
         guard let value = data[name], value != .null else { return nil }
         guard let typed = read(value) else { throw .malformedResponse(endpoint, missing: "data") }
         return typed

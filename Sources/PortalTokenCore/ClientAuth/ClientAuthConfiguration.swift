@@ -16,8 +16,10 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
     public let magicLinkFromEmail: String?
     public let magicLinkTemplateID: String?
 
-    public init(authEnvironmentID: String, redirectURL: String?, accountAbstracted: Bool? = nil,
-                magicLinkFromEmail: String? = nil, magicLinkTemplateID: String? = nil) throws(ClientAuthError) {
+    public init(
+        authEnvironmentID: String, redirectURL: String?, accountAbstracted: Bool? = nil,
+        magicLinkFromEmail: String? = nil, magicLinkTemplateID: String? = nil
+    ) throws(ClientAuthError) {
         let environment = authEnvironmentID.trimmingUnicodeWhitespace
         guard !environment.isEmpty else { throw .invalidArgument(.authEnvironmentID) }
         guard !Self.hasControlCharacter(environment) else { throw .argumentNotOneLine(.authEnvironmentID) }
@@ -37,11 +39,12 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
     /// value that is not a boolean.
     public init(settings: Settings) throws {
         let accountAbstracted = try settings.bool(.accountAbstracted)
-        try self.init(authEnvironmentID: settings.value(.authEnvironmentID) ?? "",
-                      redirectURL: settings.value(.redirectURL),
-                      accountAbstracted: accountAbstracted,
-                      magicLinkFromEmail: settings.value(.magicLinkFromEmail),
-                      magicLinkTemplateID: settings.value(.magicLinkTemplateID))
+        try self.init(
+            authEnvironmentID: settings.value(.authEnvironmentID) ?? "",
+            redirectURL: settings.value(.redirectURL),
+            accountAbstracted: accountAbstracted,
+            magicLinkFromEmail: settings.value(.magicLinkFromEmail),
+            magicLinkTemplateID: settings.value(.magicLinkTemplateID))
     }
 
     /// The redirect URL, for `login` and `redirect`; blank or unset is a usage error.
@@ -122,7 +125,8 @@ public enum TOTPEnrollment {
     }
 
     private static func hasOTPAuthScheme(_ text: String) -> Bool {
-        text.utf8.count >= 10 && text.utf8.prefix(10).map { $0 | 0x20 }.elementsEqual("otpauth://".utf8.map { $0 | 0x20 })
+        text.utf8.count >= 10
+            && text.utf8.prefix(10).map { $0 | 0x20 }.elementsEqual("otpauth://".utf8.map { $0 | 0x20 })
     }
 
     /// `A–Z 2–7`, at least one, then only `=`.
@@ -132,7 +136,10 @@ public enum TOTPEnrollment {
         for byte in text.utf8 {
             if byte == UInt8(ascii: "=") {
                 inPadding = true
-            } else if !inPadding, (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "2") && byte <= UInt8(ascii: "7")) {
+            } else if !inPadding,
+                (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                    || (byte >= UInt8(ascii: "2") && byte <= UInt8(ascii: "7"))
+            {
                 dataCount += 1
             } else {
                 return false

@@ -58,7 +58,7 @@ public enum ClientAuthError: Error, Sendable, Equatable {
         case .network, .serverError:
             return .network
         case .methodUnavailable, .authenticationFailed, .rateLimited, .accountAbstractionUnavailable,
-             .invalidGrantResponse, .invalidUserJWT, .malformedResponse, .clientError, .unexpectedStatus:
+            .invalidGrantResponse, .invalidUserJWT, .malformedResponse, .clientError, .unexpectedStatus:
             return .rejected
         }
     }
@@ -88,7 +88,8 @@ public enum ClientAuthError: Error, Sendable, Equatable {
             return "too many links were sent to this address; wait a minute"
         case .accountAbstractionUnavailable(let text):
             let shown = Self.displayable(text)
-            return shown.isEmpty ? "account abstraction is not available" : "account abstraction is not available: \(shown)"
+            return shown.isEmpty
+                ? "account abstraction is not available" : "account abstraction is not available: \(shown)"
         case .invalidGrantResponse:
             return "Portal's answer to the sign-in held neither a session token nor a userJwt"
         case .invalidUserJWT(let problem):
@@ -100,9 +101,11 @@ public enum ClientAuthError: Error, Sendable, Equatable {
             case .methods:
                 return "Portal did not accept the auth environment ID"
             case .magicLinks:
-                return "Portal did not accept the magic-link request: the redirect URL, sender or template is not accepted for this auth environment"
+                return
+                    "Portal did not accept the magic-link request: the redirect URL, sender or template is not accepted for this auth environment"
             case .oauthURLs:
-                return "Portal did not accept the sign-in request: the auth environment, the redirect URL or the provider set-up was refused"
+                return
+                    "Portal did not accept the sign-in request: the auth environment, the redirect URL or the provider set-up was refused"
             case .magicLinkValidations, .oauthTokens:
                 return "Portal refused the sign-in grant: it was already used or has expired"
             case .totpValidations:
@@ -145,7 +148,8 @@ public enum ClientAuthError: Error, Sendable, Equatable {
         case .argumentNotOneLine:
             return nil
         case .magicLinkNotConfigured:
-            return "set the sender address and the email template Portal's dashboard names (magic-link-from-email and magic-link-template-id in the config file)"
+            return
+                "set the sender address and the email template Portal's dashboard names (magic-link-from-email and magic-link-template-id in the config file)"
         case .methodUnavailable:
             return "run 'portal-token methods' to see the methods this environment allows"
         case .authenticationFailed:
@@ -163,7 +167,8 @@ public enum ClientAuthError: Error, Sendable, Equatable {
             case .methods:
                 return "check --env or PORTAL_AUTH_ENVIRONMENT_ID, and --api-host"
             case .magicLinks, .oauthURLs:
-                return "the redirect URL must match the environment's allow-list byte for byte; check it, the auth environment ID, and the sender and template in Portal's dashboard"
+                return
+                    "the redirect URL must match the environment's allow-list byte for byte; check it, the auth environment ID, and the sender and template in Portal's dashboard"
             case .magicLinkValidations, .oauthTokens:
                 return "a sign-in link works once and for a limited time; run 'portal-token login' again"
             case .totpValidations:

@@ -62,8 +62,9 @@ public struct AuthenticatedSession: Sendable, Equatable, CustomStringConvertible
 
     /// The session record to store, issued and active at `now` (Unix seconds).
     public func portalSession(authEnvironmentID: String, at now: Int64) -> PortalSession {
-        PortalSession(token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                      issuedAt: now, lastActivityAt: now)
+        PortalSession(
+            token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+            issuedAt: now, lastActivityAt: now)
     }
 
     public var description: String { "AuthenticatedSession(endUserID: \(endUserID), token: <redacted>)" }

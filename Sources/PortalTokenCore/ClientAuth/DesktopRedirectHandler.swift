@@ -67,7 +67,9 @@ public enum DesktopRedirectHandler {
     /// are escaped inside the quotes, and the escaping backslash itself is escaped once more,
     /// as the Exec key is also a string value.
     static func execArgument(_ text: String) -> String {
-        let reserved: Set<Character> = [" ", "\t", "\n", "\"", "'", "\\", ">", "<", "~", "|", "&", ";", "$", "*", "?", "#", "(", ")", "`"]
+        let reserved: Set<Character> = [
+            " ", "\t", "\n", "\"", "'", "\\", ">", "<", "~", "|", "&", ";", "$", "*", "?", "#", "(", ")", "`",
+        ]
         guard text.contains(where: reserved.contains) else { return text }
         var quoted = "\""
         for character in text {

@@ -21,7 +21,9 @@ public enum GrantDigest {
     /// A short, stable tag for the environment, for names that must not show the environment
     /// verbatim or grow with it (kernel keyring descriptions).
     public static func environmentTag(_ authEnvironmentID: String) -> String {
-        String(hex(HMACSHA256.authenticate(Array(authEnvironmentID.utf8), key: Array((label + " environment").utf8))).prefix(16))
+        String(
+            hex(HMACSHA256.authenticate(Array(authEnvironmentID.utf8), key: Array((label + " environment").utf8)))
+                .prefix(16))
     }
 
     static func key(_ authEnvironmentID: String) -> [UInt8] {

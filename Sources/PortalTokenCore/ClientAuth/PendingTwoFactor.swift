@@ -47,11 +47,13 @@ public struct PendingTwoFactor: Sendable, Equatable, CustomStringConvertible {
     /// and `endUserId` and a whole-number `expiresAt`. Unknown keys are ignored.
     public static func decode(payload: Secret, authEnvironmentID: String) -> PendingTwoFactor? {
         guard let value = payload.withBytes({ try? JSONValue.parse($0) }), case .object = value,
-              let userJWT = value["userJwt"]?.stringValue, !userJWT.isBlank,
-              let endUserID = value["endUserId"]?.stringValue, !endUserID.isBlank,
-              let expiresAt = value["expiresAt"]?.int64Value else { return nil }
-        return PendingTwoFactor(userJWT: Secret(userJWT), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                                expiresAt: expiresAt, grantDigest: value["grantDigest"]?.stringValue)
+            let userJWT = value["userJwt"]?.stringValue, !userJWT.isBlank,
+            let endUserID = value["endUserId"]?.stringValue, !endUserID.isBlank,
+            let expiresAt = value["expiresAt"]?.int64Value
+        else { return nil }
+        return PendingTwoFactor(
+            userJWT: Secret(userJWT), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+            expiresAt: expiresAt, grantDigest: value["grantDigest"]?.stringValue)
     }
 }
 

@@ -62,7 +62,8 @@ public enum RedirectURL {
     public static func route(_ parameters: [String: String]) -> GrantEndpoint? {
         if parameters["authMethod"] == AuthMethod.emailMagicLink.rawValue { return .magicLinkValidations }
         if let loginType = parameters["login_type"],
-           loginType == AuthMethod.google.rawValue || loginType == AuthMethod.apple.rawValue {
+            loginType == AuthMethod.google.rawValue || loginType == AuthMethod.apple.rawValue
+        {
             return .oauthTokens
         }
         return nil
@@ -179,8 +180,10 @@ public enum RedirectURL {
         let scheme = text[..<colon].utf8
         guard let first = scheme.first, URLAuthority.isLetter(first) else { return nil }
         for byte in scheme {
-            guard URLAuthority.isLetter(byte) || URLAuthority.isDigit(byte) || byte == UInt8(ascii: "+")
-                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") else { return nil }
+            guard
+                URLAuthority.isLetter(byte) || URLAuthority.isDigit(byte) || byte == UInt8(ascii: "+")
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            else { return nil }
         }
         let lowered = String(decoding: scheme, as: UTF8.self).lowercased()
         return lowered == "http" || lowered == "https" ? nil : lowered
@@ -204,10 +207,12 @@ public struct LoopbackRedirect: Sendable, Equatable {
         let text = Substring(redirectURL.trimmingUnicodeWhitespace)
         let scheme = "http://"
         guard text.utf8.count > scheme.utf8.count,
-              text.utf8.prefix(scheme.utf8.count).map({ $0 | 0x20 }).elementsEqual(scheme.utf8) else { return nil }
+            text.utf8.prefix(scheme.utf8.count).map({ $0 | 0x20 }).elementsEqual(scheme.utf8)
+        else { return nil }
         let afterScheme = text.utf8.index(text.startIndex, offsetBy: scheme.utf8.count)
         let rest = text[afterScheme...]
-        let authorityEnd = rest.utf8.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        let authorityEnd =
+            rest.utf8.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? rest.endIndex
         let authority = rest[..<authorityEnd]
         let hostPart: Substring, portPart: Substring?
@@ -222,7 +227,8 @@ public struct LoopbackRedirect: Sendable, Equatable {
         guard host == "127.0.0.1" || host == "localhost" else { return nil }
         if let portPart {
             guard !portPart.isEmpty, portPart.utf8.count <= 5, portPart.utf8.allSatisfy(URLAuthority.isDigit),
-                  let number = UInt16(portPart), number > 0 else { return nil }
+                let number = UInt16(portPart), number > 0
+            else { return nil }
             port = number
         } else {
             port = 80

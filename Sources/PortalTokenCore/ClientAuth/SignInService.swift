@@ -42,13 +42,15 @@ public enum SignInError: Error, Sendable, Equatable {
     public var hint: String? {
         switch self {
         case .notARedirect:
-            return "give the whole URL the browser was sent to: the configured redirect URL with token= and authMethod=EMAIL_MAGIC_LINK or login_type=GOOGLE|APPLE"
+            return
+                "give the whole URL the browser was sent to: the configured redirect URL with token= and authMethod=EMAIL_MAGIC_LINK or login_type=GOOGLE|APPLE"
         case .notStored(let error, _, let stage, let kept):
             let fix = error.hint.map { "\($0); then " } ?? "fix the store; then "
             guard kept else { return fix + "sign in again with 'portal-token login'" }
             switch stage {
             case .session, .twoFactorStep:
-                return fix + "open the same sign-in link again (or give it to 'portal-token redirect') within 15 minutes: it finishes without a second sign-in"
+                return fix
+                    + "open the same sign-in link again (or give it to 'portal-token redirect') within 15 minutes: it finishes without a second sign-in"
             case .twoFactorCode:
                 return fix + "run 'portal-token verify-totp' again within 15 minutes: it finishes without a new code"
             }
@@ -74,7 +76,8 @@ public enum RedirectOutcome: Sendable, CustomStringConvertible {
         switch self {
         case .signedIn(let session, let replayed): return "signedIn(\(session.endUserID), replayed: \(replayed))"
         case .twoFactorRequired(let step, let enrollment, _, let replayed):
-            return "twoFactorRequired(\(step.endUserID), enrollment: \(enrollment == nil ? "nil" : "<redacted>"), replayed: \(replayed))"
+            return
+                "twoFactorRequired(\(step.endUserID), enrollment: \(enrollment == nil ? "nil" : "<redacted>"), replayed: \(replayed))"
         }
     }
 }
@@ -104,9 +107,11 @@ public final class SignInService {
     private let now: () -> Int64
     private let trace: (String) -> Void
 
-    public init(configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: any SessionStore,
-                steps: any TwoFactorStepStore, sessionLock: any SessionLock, signInLock: any SessionLock,
-                memory: any SecretCache, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }) {
+    public init(
+        configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: any SessionStore,
+        steps: any TwoFactorStepStore, sessionLock: any SessionLock, signInLock: any SessionLock,
+        memory: any SecretCache, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }
+    ) {
         self.configuration = configuration
         self.client = client
         self.sessions = sessions
@@ -163,11 +168,14 @@ public final class SignInService {
         let time = now()
         // The grant was exchanged before: by another process, or by an earlier delivery.
         if case .present(let session) = try sessions.loadSession(authEnvironmentID: authEnvironmentID),
-           session.grantDigest == digest, session.decision(at: time) != .expired {
+            session.grantDigest == digest, session.decision(at: time) != .expired
+        {
             trace("redirect: this grant was exchanged for the stored session of \(session.endUserID); no request")
             return .signedIn(session, replayed: true)
         }
-        if let step = try steps.loadStep(authEnvironmentID: authEnvironmentID), step.grantDigest == digest, !step.isExpired(at: time) {
+        if let step = try steps.loadStep(authEnvironmentID: authEnvironmentID), step.grantDigest == digest,
+            !step.isExpired(at: time)
+        {
             trace("redirect: this grant was exchanged for the waiting two-factor step of \(step.endUserID); no request")
             return .twoFactorRequired(step, enrollment: nil, notKept: nil, replayed: true)
         }
@@ -179,7 +187,8 @@ public final class SignInService {
                 return .signedIn(session, replayed: true)
             }
             if let step = PendingTwoFactor.decode(payload: kept, authEnvironmentID: authEnvironmentID) {
-                trace("redirect: finishing the write of a two-factor step Portal gave for this grant earlier; no request")
+                trace(
+                    "redirect: finishing the write of a two-factor step Portal gave for this grant earlier; no request")
                 let notKept = keep(step, memoryName: memoryName)
                 if let notKept { throw notKept }
                 return .twoFactorRequired(step, enrollment: nil, notKept: nil, replayed: true)
@@ -189,19 +198,22 @@ public final class SignInService {
         trace("redirect: exchanging the grant at \(endpoint.endpoint.path)")
         switch try client.exchange(grant: grant, at: endpoint) {
         case .authenticated(let authenticated):
-            let session = PortalSession(token: authenticated.token, endUserID: authenticated.endUserID,
-                                        authEnvironmentID: authEnvironmentID, issuedAt: time, lastActivityAt: time,
-                                        grantDigest: digest)
+            let session = PortalSession(
+                token: authenticated.token, endUserID: authenticated.endUserID,
+                authEnvironmentID: authEnvironmentID, issuedAt: time, lastActivityAt: time,
+                grantDigest: digest)
             try persist(session, memoryName: memoryName, stage: .session)
             return .signedIn(session, replayed: false)
         case .totpRequired(let step):
             // The end user comes from the userJwt, read before any further request (wire §4).
             let endUserID = try UserJWT.endUserID(in: step.userJWT)
-            let pending = PendingTwoFactor(userJWT: step.userJWT, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
-                                           expiresAt: time + PendingTwoFactor.lifetime, grantDigest: digest)
+            let pending = PendingTwoFactor(
+                userJWT: step.userJWT, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+                expiresAt: time + PendingTwoFactor.lifetime, grantDigest: digest)
             trace("redirect: Portal asks for a two-factor code for \(endUserID)")
-            return .twoFactorRequired(pending, enrollment: step.totpLink, notKept: keep(pending, memoryName: memoryName),
-                                      replayed: false)
+            return .twoFactorRequired(
+                pending, enrollment: step.totpLink, notKept: keep(pending, memoryName: memoryName),
+                replayed: false)
         }
     }
 
@@ -284,9 +296,10 @@ public final class SignInService {
             trace("two-factor: sending the code for \(step.endUserID)")
             let authenticated = try client.verifyTOTP(code: code, userJWT: step.userJWT)
             let time = now()
-            let session = PortalSession(token: authenticated.token, endUserID: step.endUserID,
-                                        authEnvironmentID: authEnvironmentID, issuedAt: time, lastActivityAt: time,
-                                        grantDigest: step.grantDigest)
+            let session = PortalSession(
+                token: authenticated.token, endUserID: step.endUserID,
+                authEnvironmentID: authEnvironmentID, issuedAt: time, lastActivityAt: time,
+                grantDigest: step.grantDigest)
             try persist(session, memoryName: codeMemoryName(step), stage: .twoFactorCode)
             return session
         }
@@ -296,7 +309,8 @@ public final class SignInService {
 
     /// Forgets everything a sign-in left behind besides the session: the waiting step and the
     /// results kept in memory. With the session gone too, a replayed grant reaches Portal.
-    public static func forget(authEnvironmentID: String, steps: any TwoFactorStepStore, memory: any SecretCache) throws {
+    public static func forget(authEnvironmentID: String, steps: any TwoFactorStepStore, memory: any SecretCache) throws
+    {
         memory.dropAll(withPrefix: memoryPrefix(authEnvironmentID: authEnvironmentID))
         try steps.deleteStep(authEnvironmentID: authEnvironmentID)
     }

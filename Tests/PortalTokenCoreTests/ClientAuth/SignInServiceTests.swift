@@ -4,23 +4,40 @@ import Testing
 
 @Suite("grant digests")
 struct GrantDigestTests {
-    @Test("SHA-256 matches the FIPS 180-4 examples", arguments: [
-        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
-        ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-        ("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
-        ("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
-         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"),
-    ])
+    @Test(
+        "SHA-256 matches the FIPS 180-4 examples",
+        arguments: [
+            ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            ("abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (
+                "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+            ),
+            (
+                "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+                "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"
+            ),
+        ])
     func sha256(input: String, expected: String) {
         #expect(GrantDigest.hex(SHA256Vectors.hash(input)) == expected)
     }
 
-    @Test("HMAC-SHA-256 matches RFC 4231", arguments: [
-        ([UInt8](repeating: 0x0b, count: 20), "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
-        (Array("Jefe".utf8), "what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
-        ([UInt8](repeating: 0xaa, count: 131), "Test Using Larger Than Block-Size Key - Hash Key First",
-         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
-    ])
+    @Test(
+        "HMAC-SHA-256 matches RFC 4231",
+        arguments: [
+            (
+                [UInt8](repeating: 0x0b, count: 20), "Hi There",
+                "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"
+            ),
+            (
+                Array("Jefe".utf8), "what do ya want for nothing?",
+                "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+            ),
+            (
+                [UInt8](repeating: 0xaa, count: 131), "Test Using Larger Than Block-Size Key - Hash Key First",
+                "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+            ),
+        ])
     func hmac(key: [UInt8], message: String, expected: String) {
         #expect(GrantDigest.hex(SHA256Vectors.hmac(Array(message.utf8), key: key)) == expected)
     }
@@ -48,18 +65,21 @@ enum SHA256Vectors {
 struct PendingTwoFactorTests {
     @Test("the payload round-trips and never holds a totpLink")
     func roundTrip() throws {
-        let step = PendingTwoFactor(userJWT: Secret("jwt"), endUserID: "u", authEnvironmentID: "env-1", expiresAt: 1_700_000_600,
-                                    grantDigest: "d")
+        let step = PendingTwoFactor(
+            userJWT: Secret("jwt"), endUserID: "u", authEnvironmentID: "env-1", expiresAt: 1_700_000_600,
+            grantDigest: "d")
         #expect(step.payload.text == #"{"endUserId":"u","expiresAt":1700000600,"grantDigest":"d","userJwt":"jwt"}"#)
         #expect(PendingTwoFactor.decode(payload: step.payload, authEnvironmentID: "env-1") == step)
         #expect("\(step)".contains("<redacted>") && !"\(step)".contains("jwt\""))
         #expect(step.isExpired(at: 1_700_000_600) && !step.isExpired(at: 1_700_000_599))
     }
 
-    @Test("records that are not steps read as nil", arguments: [
-        "", "{", "[]", #"{"userJwt":"j","endUserId":"u"}"#, #"{"userJwt":" ","endUserId":"u","expiresAt":1}"#,
-        #"{"userJwt":"j","endUserId":"","expiresAt":1}"#, #"{"userJwt":"j","endUserId":"u","expiresAt":"soon"}"#,
-    ])
+    @Test(
+        "records that are not steps read as nil",
+        arguments: [
+            "", "{", "[]", #"{"userJwt":"j","endUserId":"u"}"#, #"{"userJwt":" ","endUserId":"u","expiresAt":1}"#,
+            #"{"userJwt":"j","endUserId":"","expiresAt":1}"#, #"{"userJwt":"j","endUserId":"u","expiresAt":"soon"}"#,
+        ])
     func unusable(payload: String) {
         #expect(PendingTwoFactor.decode(payload: Secret(payload), authEnvironmentID: "env-1") == nil)
     }
@@ -118,7 +138,10 @@ final class ScriptedPortal: Sendable {
             state.exchanges += 1
             if state.twoFactorGrants.contains(grant) {
                 state.pendingJWTs[jwt] = false
-                return json(200, #"{"data":{"endUserId":"label-only","userJwt":"\#(jwt)","totpLink":"otpauth://totp/P?secret=GEZDGNBVGY3TQOJQ"}}"#)
+                return json(
+                    200,
+                    #"{"data":{"endUserId":"label-only","userJwt":"\#(jwt)","totpLink":"otpauth://totp/P?secret=GEZDGNBVGY3TQOJQ"}}"#
+                )
             }
             return json(200, #"{"data":{"endUserId":"user-1","clientSessionToken":"session-for-\#(grant)"}}"#)
         }
@@ -145,11 +168,14 @@ struct SignInServiceTests {
 
         /// A new service over the same stores: what a second process would build.
         func service() throws -> SignInService {
-            SignInService(configuration: try ClientAuthFixture.configuration(redirectURL: SignInServiceTests.redirect),
-                          client: ClientAuthClient(api: try ClientAuthFixture.api(redirectURL: SignInServiceTests.redirect),
-                                                   transport: portal.transport),
-                          sessions: sessions, steps: steps, sessionLock: InProcessSessionLock(), signInLock: InProcessSessionLock(),
-                          memory: forgetful ? ForgetfulSecretCache() : memory, now: { [unowned self] in clock })
+            SignInService(
+                configuration: try ClientAuthFixture.configuration(redirectURL: SignInServiceTests.redirect),
+                client: ClientAuthClient(
+                    api: try ClientAuthFixture.api(redirectURL: SignInServiceTests.redirect),
+                    transport: portal.transport),
+                sessions: sessions, steps: steps, sessionLock: InProcessSessionLock(),
+                signInLock: InProcessSessionLock(),
+                memory: forgetful ? ForgetfulSecretCache() : memory, now: { [unowned self] in clock })
         }
 
         var stored: PortalSession? {
@@ -204,7 +230,8 @@ struct SignInServiceTests {
         world.portal.issue("b", twoFactor: false)
         _ = try world.service().completeRedirect(Self.url("a", "login_type=GOOGLE"))
         _ = try world.service().completeRedirect(Self.url("b", "login_type=APPLE"))
-        #expect(Self.error { try world.service().completeRedirect(Self.url("a", "login_type=GOOGLE")) } is ClientAuthError)
+        #expect(
+            Self.error { try world.service().completeRedirect(Self.url("a", "login_type=GOOGLE")) } is ClientAuthError)
         #expect(world.portal.transport.requests.count == 3)
         #expect(world.portal.transport.requests.allSatisfy { $0.url.hasSuffix("/api/v3/auth/oauth/tokens") })
     }
@@ -212,22 +239,33 @@ struct SignInServiceTests {
     @Test("an error parameter or a URL that is not ours sends nothing")
     func nothingSent() throws {
         let world = World()
-        let failed = Self.error { try world.service().completeRedirect(Secret("\(Self.redirect)?token=g&authMethod=EMAIL_MAGIC_LINK&error=denied")) }
+        let failed = Self.error {
+            try world.service().completeRedirect(
+                Secret("\(Self.redirect)?token=g&authMethod=EMAIL_MAGIC_LINK&error=denied"))
+        }
         #expect(failed as? ClientAuthError == .authenticationFailed("denied"))
-        for (url, reason) in [("otherapp://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK", RedirectURL.NotOursReason.otherTarget),
-                              ("\(Self.redirect)?token=g", .noMethodMarker), ("\(Self.redirect)?token=", .noGrant), ("", .emptyOrTooLong)] {
-            #expect(Self.error { try world.service().completeRedirect(Secret(url)) } as? SignInError == .notARedirect(reason))
+        for (url, reason) in [
+            ("otherapp://auth/callback?token=g&authMethod=EMAIL_MAGIC_LINK", RedirectURL.NotOursReason.otherTarget),
+            ("\(Self.redirect)?token=g", .noMethodMarker), ("\(Self.redirect)?token=", .noGrant), ("", .emptyOrTooLong),
+        ] {
+            #expect(
+                Self.error { try world.service().completeRedirect(Secret(url)) } as? SignInError
+                    == .notARedirect(reason))
         }
         #expect(world.portal.transport.requests.isEmpty)
     }
 
-    @Test("a session Portal gave but the store refused waits in memory; the same URL again finishes the write with no request")
+    @Test(
+        "a session Portal gave but the store refused waits in memory; the same URL again finishes the write with no request"
+    )
     func persistFailureThenRedelivery() throws {
         let world = World()
         world.portal.issue("g1")
         world.sessions.failing.withLock { $0 = true }
         let refused = Self.error { try world.service().completeRedirect(Self.url("g1")) } as? SignInError
-        guard case .notStored(_, "user-1", .session, kept: true) = refused else { Issue.record("\(String(describing: refused))"); return }
+        guard case .notStored(_, "user-1", .session, kept: true) = refused else {
+            Issue.record("\(String(describing: refused))"); return
+        }
         #expect(refused?.hint?.contains("open the same sign-in link again") == true)
         #expect(world.stored == nil)
         // Still failing: still kept, still no second exchange.
@@ -249,7 +287,9 @@ struct SignInServiceTests {
         world.portal.issue("g1")
         world.sessions.failing.withLock { $0 = true }
         let refused = Self.error { try world.service().completeRedirect(Self.url("g1")) } as? SignInError
-        guard case .notStored(_, _, _, kept: false) = refused else { Issue.record("\(String(describing: refused))"); return }
+        guard case .notStored(_, _, _, kept: false) = refused else {
+            Issue.record("\(String(describing: refused))"); return
+        }
         #expect(refused?.hint?.hasSuffix("sign in again with 'portal-token login'") == true)
     }
 
@@ -257,7 +297,10 @@ struct SignInServiceTests {
     func twoFactor() throws {
         let world = World()
         world.portal.issue("g2", twoFactor: true)
-        guard case .twoFactorRequired(let step, let enrollment, nil, false) = try world.service().completeRedirect(Self.url("g2")) else {
+        guard
+            case .twoFactorRequired(let step, let enrollment, nil, false) = try world.service().completeRedirect(
+                Self.url("g2"))
+        else {
             Issue.record("expected a two-factor step"); return
         }
         #expect(step.endUserID == "user-from-jwt")
@@ -273,7 +316,9 @@ struct SignInServiceTests {
 
         let service = try world.service()
         let pending = try service.pendingStep()
-        #expect((Self.error { try service.verify(code: "12345", for: pending) } as? ClientAuthError) == .invalidArgument(.totpCode))
+        #expect(
+            (Self.error { try service.verify(code: "12345", for: pending) } as? ClientAuthError)
+                == .invalidArgument(.totpCode))
         #expect(world.portal.codeChecks == 0)
         let wrong = Self.error { try service.verify(code: "000000", for: pending) } as? ClientAuthError
         #expect(wrong?.isRejectedCode == true)
@@ -297,7 +342,9 @@ struct SignInServiceTests {
         let step = try service.pendingStep()
         world.sessions.failing.withLock { $0 = true }
         let refused = Self.error { try service.verify(code: "123456", for: step) } as? SignInError
-        guard case .notStored(_, "user-from-jwt", .twoFactorCode, kept: true) = refused else { Issue.record("\(String(describing: refused))"); return }
+        guard case .notStored(_, "user-from-jwt", .twoFactorCode, kept: true) = refused else {
+            Issue.record("\(String(describing: refused))"); return
+        }
         #expect(refused?.hint?.contains("verify-totp") == true)
         world.sessions.failing.withLock { $0 = false }
         world.clock += 3600
@@ -314,8 +361,12 @@ struct SignInServiceTests {
         world.portal.issue("g2", twoFactor: true)
         _ = try world.service().completeRedirect(Self.url("g2"))
         world.clock += 600
-        #expect(Self.error { try world.service().pendingStep() } as? SignInError == .stepExpired(endUserID: "user-from-jwt"))
-        #expect(Self.error { try world.service().pendingStep() } as? SignInError == .noPendingStep(authEnvironmentID: "env-1"))
+        #expect(
+            Self.error { try world.service().pendingStep() } as? SignInError == .stepExpired(endUserID: "user-from-jwt")
+        )
+        #expect(
+            Self.error { try world.service().pendingStep() } as? SignInError
+                == .noPendingStep(authEnvironmentID: "env-1"))
     }
 
     @Test("a step that cannot be kept is reported and waits in memory; the URL again keeps it with no request")
@@ -323,7 +374,8 @@ struct SignInServiceTests {
         let world = World()
         world.portal.issue("g2", twoFactor: true)
         world.steps.saveFailure.withLock { $0 = StoreError(.failed, "disk full") }
-        guard case .twoFactorRequired(_, _, let notKept?, false) = try world.service().completeRedirect(Self.url("g2")) else {
+        guard case .twoFactorRequired(_, _, let notKept?, false) = try world.service().completeRedirect(Self.url("g2"))
+        else {
             Issue.record("expected a step not kept"); return
         }
         guard case .notStored(_, _, .twoFactorStep, kept: true) = notKept else { Issue.record("\(notKept)"); return }
@@ -342,9 +394,12 @@ struct SignInServiceTests {
         let service = SignInService(
             configuration: try ClientAuthFixture.configuration(redirectURL: Self.redirect),
             client: ClientAuthClient(api: try ClientAuthFixture.api(redirectURL: Self.redirect), transport: transport),
-            sessions: world.sessions, steps: world.steps, sessionLock: InProcessSessionLock(), signInLock: InProcessSessionLock(),
+            sessions: world.sessions, steps: world.steps, sessionLock: InProcessSessionLock(),
+            signInLock: InProcessSessionLock(),
             memory: world.memory, now: { Self.now })
-        #expect(Self.error { try service.completeRedirect(Self.url("g")) } as? ClientAuthError == .invalidUserJWT(.malformed))
+        #expect(
+            Self.error { try service.completeRedirect(Self.url("g")) } as? ClientAuthError
+                == .invalidUserJWT(.malformed))
         #expect(try world.steps.loadStep(authEnvironmentID: "env-1") == nil && world.memory.names.isEmpty)
     }
 }

@@ -3,8 +3,10 @@ import Testing
 
 /// Builds tokens for the tests: base64url without padding, unless asked otherwise.
 enum JWTFixture {
-    static func base64(_ bytes: [UInt8], alphabet: String = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
-                       padded: Bool = false) -> String {
+    static func base64(
+        _ bytes: [UInt8], alphabet: String = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+        padded: Bool = false
+    ) -> String {
         let table = Array(alphabet)
         var output = ""
         var index = 0
@@ -44,7 +46,8 @@ struct UserJWTTests {
 
     @Test("a realistic token names its end user")
     func realistic() {
-        let claims = #"{"endUserId":"cmqv6xewt000dt7rdmgex5vfz","environmentId":"env-1","iat":1736150400,"exp":1736151000,"aud":"portal","iss":"https://api.portalhq.io"}"#
+        let claims =
+            #"{"endUserId":"cmqv6xewt000dt7rdmgex5vfz","environmentId":"env-1","iat":1736150400,"exp":1736151000,"aud":"portal","iss":"https://api.portalhq.io"}"#
         #expect(Self.read(JWTFixture.token(claims: claims)) == .success("cmqv6xewt000dt7rdmgex5vfz"))
     }
 
@@ -59,7 +62,8 @@ struct UserJWTTests {
     func alphabets() {
         let claims = Array(#"{"endUserId":"?ab>cd"}"#.utf8)
         let url = JWTFixture.base64(claims)
-        let standard = JWTFixture.base64(claims, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        let standard = JWTFixture.base64(
+            claims, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
         #expect(url.contains("-") || url.contains("_"))
         #expect(standard.contains("+") || standard.contains("/"))
         #expect(Self.read("h." + url + ".s") == .success("?ab>cd"))
@@ -67,7 +71,9 @@ struct UserJWTTests {
         // Mixed: the standard and URL alphabets within one segment.
         let mixedClaims = Array(#"{"endUserId":">aa>a"}"#.utf8)
         let mixedURL = Array(JWTFixture.base64(mixedClaims))
-        let mixedStandard = Array(JWTFixture.base64(mixedClaims, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"))
+        let mixedStandard = Array(
+            JWTFixture.base64(mixedClaims, alphabet: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        )
         let half = mixedURL.count / 2
         let mixed = String(mixedStandard[..<half]) + String(mixedURL[half...])
         #expect(Self.read("h." + mixed + ".s") == .success(">aa>a"))
@@ -89,29 +95,35 @@ struct UserJWTTests {
         #expect(Self.read(token) == .failure(.malformed))
     }
 
-    @Test("a claims segment outside both alphabets is not base64url", arguments: [
-        "header.not!valid!base64.signature", "header.not*valid*base64.sig", "header.ey Jh.signature",
-    ])
+    @Test(
+        "a claims segment outside both alphabets is not base64url",
+        arguments: [
+            "header.not!valid!base64.signature", "header.not*valid*base64.sig", "header.ey Jh.signature",
+        ])
     func notBase64(token: String) {
         #expect(Self.read(token) == .failure(.notBase64URL))
     }
 
-    @Test("claims that are not a JSON object are unreadable", arguments: [
-        "h." + JWTFixture.segment("this is not json {") + ".s",
-        "header..sig",
-        "header.A.sig",
-        "h." + JWTFixture.segment(#"["user-1"]"#) + ".s",
-        "h." + JWTFixture.base64([0xFF, 0xFE]) + ".s",
-    ])
+    @Test(
+        "claims that are not a JSON object are unreadable",
+        arguments: [
+            "h." + JWTFixture.segment("this is not json {") + ".s",
+            "header..sig",
+            "header.A.sig",
+            "h." + JWTFixture.segment(#"["user-1"]"#) + ".s",
+            "h." + JWTFixture.base64([0xFF, 0xFE]) + ".s",
+        ])
     func unreadable(token: String) {
         #expect(Self.read(token) == .failure(.unreadableClaims))
     }
 
-    @Test("claims without a non-blank string endUserId name no end user", arguments: [
-        #"{"environmentId":"env-1"}"#, #"{"endUserId":""}"#, #"{"endUserId":"   "}"#, #"{"endUserId":null}"#,
-        #"{"endUserId":619692}"#, #"{"endUserId":true}"#, #"{"endUserId":{"id":"u"}}"#, #"{"endUserId":["u"]}"#,
-        #"{"id":"u"}"#, #"{"nonce":"n"}"#,
-    ])
+    @Test(
+        "claims without a non-blank string endUserId name no end user",
+        arguments: [
+            #"{"environmentId":"env-1"}"#, #"{"endUserId":""}"#, #"{"endUserId":"   "}"#, #"{"endUserId":null}"#,
+            #"{"endUserId":619692}"#, #"{"endUserId":true}"#, #"{"endUserId":{"id":"u"}}"#, #"{"endUserId":["u"]}"#,
+            #"{"id":"u"}"#, #"{"nonce":"n"}"#,
+        ])
     func missing(claims: String) {
         #expect(Self.read(JWTFixture.token(claims: claims)) == .failure(.missingEndUserID))
     }
@@ -120,9 +132,12 @@ struct UserJWTTests {
     func huge() {
         let clock = ContinuousClock()
         let elapsed = clock.measure {
-            #expect(Self.read("header.AAAA" + String(repeating: "=", count: 200_000) + ".signature") == .failure(.unreadableClaims))
+            #expect(
+                Self.read("header.AAAA" + String(repeating: "=", count: 200_000) + ".signature")
+                    == .failure(.unreadableClaims))
             let filler = String(repeating: "f", count: 200_000)
-            #expect(Self.read(JWTFixture.token(claims: #"{"filler":"\#(filler)","endUserId":"u-1"}"#)) == .success("u-1"))
+            #expect(
+                Self.read(JWTFixture.token(claims: #"{"filler":"\#(filler)","endUserId":"u-1"}"#)) == .success("u-1"))
         }
         #expect(elapsed < .seconds(2))
     }
