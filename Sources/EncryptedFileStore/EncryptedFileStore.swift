@@ -193,7 +193,10 @@ public final class EncryptedFileStore: CredentialStore {
             case .newerVersion(let version):
                 throw StoreError(
                     .failed,
-                    "the store file \(path) was written in format version \(version), newer than this portal-token reads",
+                    """
+                    the store file \(path) was written in format version \(version), newer than this portal-token \
+                    reads
+                    """,
                     hint: "upgrade portal-token; the file was left as it is")
             case .unsupportedKDF(let what):
                 throw StoreError(
@@ -261,7 +264,10 @@ public final class EncryptedFileStore: CredentialStore {
         else {
             throw StoreError(
                 .failed,
-                "deriving the key for the store file \(path) failed (Argon2id needs \(identity.kdf.memLimit >> 20) MiB of memory)",
+                """
+                deriving the key for the store file \(path) failed (Argon2id needs \(identity.kdf.memLimit >> 20) \
+                MiB of memory)
+                """,
                 hint: "free some memory and try again")
         }
         return UnlockedKey(identity: identity, derivedKey: derived)
@@ -389,7 +395,10 @@ public final class EncryptedFileStore: CredentialStore {
         guard try files.read() == seen else { return }
         let aside = try files.moveAside()
         warn(
-            "the store file \(path) could not be read (\(reason)); moved it aside to \(aside) and started an empty store"
+            """
+            the store file \(path) could not be read (\(reason)); moved it aside to \(aside) and started an empty \
+            store
+            """
         )
     }
 

@@ -65,7 +65,10 @@ struct StoreFileSystem {
             return Contents(
                 bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
                 damage:
-                    "it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store may be"
+                    """
+                    it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store \
+                    may be
+                    """
             )
         }
         let bytes: [UInt8]
@@ -192,7 +195,10 @@ struct StoreFileSystem {
             status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
             ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
             modeHint:
-                "restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of your own"
+                """
+                restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of \
+                your own
+                """
         )
         return true
     }

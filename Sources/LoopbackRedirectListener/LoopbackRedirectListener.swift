@@ -130,7 +130,10 @@ public final class LoopbackRedirectListener {
             switch self {
             case .cannotListen(_, _, let number) where number == EADDRINUSE:
                 return
-                    "stop the program using that port, or choose another port in the redirect URL and allow-list it in Portal's dashboard"
+                    """
+                    stop the program using that port, or choose another port in the redirect URL and allow-list it \
+                    in Portal's dashboard
+                    """
             case .cannotListen(_, _, let number) where number == EACCES:
                 return "ports below 1024 need privileges; choose a port above 1024 in the redirect URL"
             case .timedOut:

@@ -33,7 +33,10 @@ final class DesktopActivation {
         CLIError(
             "cannot \(step): \(String(cString: strerror(code)))",
             hint:
-                "--dbus-activated is for the session bus to start; deliver a URL by hand with 'portal-token redirect -'",
+                """
+                --dbus-activated is for the session bus to start; deliver a URL by hand with 'portal-token \
+                redirect -'
+                """,
             exitCode: .usage)
     }
 

@@ -89,7 +89,10 @@ private struct Diagnosis {
                             ? nil
                             : error.kind == .timedOut
                                 ? "the keyring daemon does not answer: restart it (or log out and in)"
-                                : "install and start gnome-keyring (or KeePassXC's Secret Service), or use --backend file"
+                                : """
+                                install and start gnome-keyring (or KeePassXC's Secret Service), or use --backend \
+                                file
+                                """
                     ))
             }
         } else {

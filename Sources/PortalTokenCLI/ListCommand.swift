@@ -52,13 +52,19 @@ struct ListCommand: Command {
         }
         for credential in credentials {
             context.streams.print(
-                "credential  \(Self.shown(DockerCredentialHelper.url(of: credential)))  \(Self.shown(credential.username))"
+                """
+                credential  \(Self.shown(DockerCredentialHelper.url(of: credential)))  \
+                \(Self.shown(credential.username))
+                """
             )
         }
         for session in sessions {
             let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
             context.streams.print(
-                "session     environment \(Self.shown(session.authEnvironmentID))  end user \(Self.shown(session.endUserID))  expires at \(expiry)"
+                """
+                session     environment \(Self.shown(session.authEnvironmentID))  end user \
+                \(Self.shown(session.endUserID))  expires at \(expiry)
+                """
             )
         }
     }

@@ -45,7 +45,10 @@ struct MigrateCommand: Command {
         let streams = context.streams
         guard try Composition.storeExists(source, for: context) else {
             streams.printError(
-                "portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds nothing"
+                """
+                portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds \
+                nothing
+                """
             )
             return
         }
@@ -184,7 +187,10 @@ extension Composition {
             let steps = try twoFactorStepStore(for: context, backend: .secretService)
             for step in contents.steps { try steps.deleteStep(authEnvironmentID: step.authEnvironmentID) }
             return
-                "deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the Secret Service"
+                """
+                deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the \
+                Secret Service
+                """
         }
     }
 
@@ -203,6 +209,9 @@ extension Composition {
             else { return nil }
         }
         return
-            "\(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \(inUse.rawValue)' merges them"
+            """
+            \(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \
+            \(inUse.rawValue)' merges them
+            """
     }
 }

@@ -101,7 +101,10 @@ struct ExecCommand: Command {
         // COMMAND is found.
         guard !Self.reservedVariables.contains(variable) else {
             throw .usage(
-                "--token-var cannot be \(variable): \(variable == "PATH" ? "COMMAND is looked up through it" : "exec sets it itself")",
+                """
+                --token-var cannot be \(variable): \
+                \(variable == "PATH" ? "COMMAND is looked up through it" : "exec sets it itself")
+                """,
                 hint: "choose another name, such as API_TOKEN")
         }
         tokenVariable = variable

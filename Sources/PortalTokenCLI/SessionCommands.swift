@@ -77,7 +77,10 @@ struct StatusCommand: Command {
                     "  environment:  \(show(environmentID))",
                     "  backend:      \(backend.name) (\(show(backend.reason)))",
                     "  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)",
-                    "  expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted request)",
+                    """
+                      expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted \
+                    request)
+                    """,
                     "  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)",
                 ]
             } else {
@@ -88,7 +91,10 @@ struct StatusCommand: Command {
             }
             if let step {
                 lines.append(
-                    "  two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' before \(RFC3339.format(step.expiresAt))"
+                    """
+                      two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' \
+                    before \(RFC3339.format(step.expiresAt))
+                    """
                 )
             }
             if let otherStore { lines.append("  note:         \(show(otherStore))") }
@@ -153,7 +159,8 @@ struct APICommand: Command {
     static let details = """
         PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
         session token goes to no other origin. A space or control character in PATH is a
-        usage error: percent-encode it (%20); a -- before PATH ends the options. The response body goes to stdout, ending with a
+        usage error: percent-encode it (%20); a -- before PATH ends the options. The response body goes to stdout, \
+        ending with a
         newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
         (exit 3). The method is GET, or POST when --data is given. --data @FILE reads the
         body from FILE (@- for stdin), at most 8 MiB; it must be JSON. -H (--header) adds a
@@ -246,7 +253,10 @@ struct APICommand: Command {
             bytes = context.streams.readAll(limit: Self.maximumBodyBytes)
             guard bytes.count <= Self.maximumBodyBytes else {
                 throw CLIError.usage(
-                    "cannot read the request body from stdin: \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))"
+                    """
+                    cannot read the request body from stdin: \
+                    \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))
+                    """
                 )
             }
         } else if data.hasPrefix("@") {
@@ -255,7 +265,10 @@ struct APICommand: Command {
                 bytes = try FileReading.contents(of: file, limit: Self.maximumBodyBytes, regularOnly: false)
             } catch {
                 throw CLIError.usage(
-                    "cannot read the request body from \(file): \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))"
+                    """
+                    cannot read the request body from \(file): \
+                    \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))
+                    """
                 )
             }
         } else {

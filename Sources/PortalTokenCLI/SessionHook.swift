@@ -21,9 +21,15 @@ struct SessionHook {
             return home + value.dropFirst(1)
         }
         throw .usage(
-            "\(settings.origin(of: .onSessionInvalidated)): the hook path '\(TerminalText.escaped(value))' is not absolute",
+            """
+            \(settings.origin(of: .onSessionInvalidated)): the hook path '\(TerminalText.escaped(value))' is not \
+            absolute
+            """,
             hint:
-                "give the hook's full path, or one starting with ~/; a relative path would run from whatever directory portal-token is started in"
+                """
+                give the hook's full path, or one starting with ~/; a relative path would run from whatever \
+                directory portal-token is started in
+                """
         )
     }
 

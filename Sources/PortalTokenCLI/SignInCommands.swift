@@ -175,11 +175,17 @@ struct LoginCommand: Command {
         try start(method, service, context)
         guard let listener else {
             context.streams.printError(
-                "portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser is sent back"
+                """
+                portal-token: the desktop handler ('portal-token redirect') finishes the sign-in when the browser \
+                is sent back
+                """
             )
             if let registration = DesktopRedirectHandler.registrationCommand(redirectURL: redirectURL) {
                 context.streams.printError(
-                    "hint: if it is not set up yet: install \(DesktopRedirectHandler.fileName) and run '\(registration)'"
+                    """
+                    hint: if it is not set up yet: install \(DesktopRedirectHandler.fileName) and run \
+                    '\(registration)'
+                    """
                 )
             }
             return
@@ -223,7 +229,10 @@ struct LoginCommand: Command {
                         page: LoopbackRedirectListener.Page(
                             status: 200, title: "Two-factor code needed",
                             message:
-                                "Return to the terminal and enter the code from your authenticator app to finish signing in."
+                                """
+                                Return to the terminal and enter the code from your authenticator app to finish \
+                                signing in.
+                                """
                         ))
                 }
                 return .finish(.success(outcome), page: .signedIn)
@@ -235,7 +244,10 @@ struct LoginCommand: Command {
                 // (product contract §7). Its timeout still bounds the wait.
                 progress.clear()
                 context.streams.printError(
-                    "portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); still waiting"
+                    """
+                    portal-token: a sign-in that reached the listener was refused: \(CLIError(error).message); \
+                    still waiting
+                    """
                 )
                 return .keepWaiting(page: .failed("portal-token could not complete this sign-in."))
             } catch {
@@ -297,12 +309,21 @@ struct RedirectCommand: Command {
             if !handler.receivedOpen && context.environment["DBUS_STARTER_ADDRESS"] == nil {
                 DesktopLauncher.notify(
                     "Portal sign-in did not finish",
-                    "The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token redirect -",
+                    """
+                    The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token \
+                    redirect -
+                    """,
                     environment: context.environment)
                 throw CLIError(
-                    "no redirect URL arrived: the desktop handler was started without D-Bus activation, so the launcher kept the URL",
+                    """
+                    no redirect URL arrived: the desktop handler was started without D-Bus activation, so the \
+                    launcher kept the URL
+                    """,
                     hint:
-                        "use a launcher that honours DBusActivatable (GIO: gio open, GNOME, browsers), or copy the URL the browser was sent to and run 'portal-token redirect -'",
+                        """
+                        use a launcher that honours DBusActivatable (GIO: gio open, GNOME, browsers), or copy the \
+                        URL the browser was sent to and run 'portal-token redirect -'
+                        """,
                     exitCode: .usage)
             }
             return
@@ -374,7 +395,10 @@ struct VerifyTOTPCommand: Command {
             throw CLIError(
                 error.message,
                 hint:
-                    "the step stays usable until it expires: run 'portal-token verify-totp' with the code your app shows now",
+                    """
+                    the step stays usable until it expires: run 'portal-token verify-totp' with the code your app \
+                    shows now
+                    """,
                 exitCode: .rejected)
         }
     }

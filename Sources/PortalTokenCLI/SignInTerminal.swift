@@ -26,7 +26,10 @@ final class ProgressLine {
         case .waiting(let remaining):
             if isLive {
                 draw(
-                    "portal-token: waiting for the browser on \(address), \(Self.clock(remaining)) left (Ctrl-C to stop)"
+                    """
+                    portal-token: waiting for the browser on \(address), \(Self.clock(remaining)) left (Ctrl-C to \
+                    stop)
+                    """
                 )
             } else if !announced {
                 streams.printError(

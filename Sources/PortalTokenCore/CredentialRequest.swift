@@ -73,7 +73,10 @@ public enum CredentialProtocolError: Error, Equatable, Sendable {
             return "line \(line) of the credential input: password_expiry_utc is not a number of seconds"
         case .invalidURL(let line):
             return
-                "line \(line) of the credential input: url cannot be parsed (no protocol://, a newline or CR once decoded, or not UTF-8)"
+                """
+                line \(line) of the credential input: url cannot be parsed (no protocol://, a newline or CR once \
+                decoded, or not UTF-8)
+                """
         case .unwritableValue(let key):
             return "the stored \(key) contains a newline, CR or NUL and cannot be written to git"
         }

@@ -75,7 +75,10 @@ public enum HookOutcome: Sendable, Equatable {
             return "the on-session-invalidated hook belongs to another user (uid \(uid)); it was not run"
         case .writableByOthers(let mode):
             return
-                "the on-session-invalidated hook is writable by other users (mode \(String(mode, radix: 8))); it was not run"
+                """
+                the on-session-invalidated hook is writable by other users (mode \(String(mode, radix: 8))); it \
+                was not run
+                """
         }
     }
 

@@ -141,7 +141,10 @@ public enum RFC3339 {
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
         return
-            "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2))Z"
+            """
+            \(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2))\
+            :\(pad(secondOfDay % 3600 / 60, 2)):\(pad(secondOfDay % 60, 2))Z
+            """
     }
 
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> Int64 {

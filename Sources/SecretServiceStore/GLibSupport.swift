@@ -41,7 +41,10 @@ func storeError(from error: UnsafeMutablePointer<GError>, while operation: Strin
         return StoreError(
             .unavailable, "no Secret Service provider is running on the session bus",
             hint:
-                "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file"
+                """
+                start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or \
+                use --backend file
+                """
         )
     case "org.freedesktop.Secret.Error.IsLocked":
         return StoreError(.locked, "the keyring is locked", hint: lockedHint)

@@ -32,7 +32,10 @@ final class SecretServiceConnection {
         if !Self.sessionBusMayExist() {
             throw StoreError(
                 .unavailable,
-                "no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and there is no X11 display to autolaunch one",
+                """
+                no D-Bus session bus: DBUS_SESSION_BUS_ADDRESS is unset, $XDG_RUNTIME_DIR/bus does not exist and \
+                there is no X11 display to autolaunch one
+                """,
                 hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }
         let lib = try LibSecret.load()

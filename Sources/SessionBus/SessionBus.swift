@@ -143,7 +143,10 @@ public final class SessionBus {
             throw StoreError(
                 .unavailable, "no Secret Service provider is running on the session bus",
                 hint:
-                    "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), or use --backend file"
+                    """
+                    start a keyring (gnome-keyring-daemon, KWallet or KeePassXC with Secret Service integration), \
+                    or use --backend file
+                    """
             )
         }
         let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))

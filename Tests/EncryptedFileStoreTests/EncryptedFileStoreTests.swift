@@ -312,7 +312,10 @@ struct EncryptedFileFailureTests {
         } catch {
             #expect(
                 error.message.contains(
-                    "asks for Argon2id with \(passes) passes over \(memory >> 20) MiB, which this portal-token does not accept"
+                    """
+                    asks for Argon2id with \(passes) passes over \(memory >> 20) MiB, which this portal-token does \
+                    not accept
+                    """
                 ))
         }
         #expect(ContinuousClock.now - started < .seconds(2))
@@ -491,7 +494,10 @@ struct EncryptedFileItemTests {
         issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000)
 
     @Test(
-        "a session and a step kept as records of the first payload format read as items, and become items on the next write"
+        """
+        a session and a step kept as records of the first payload format read as items, and become items on the \
+        next write
+        """
     )
     func upgradesLegacyRecords() throws {
         let directory = try TemporaryDirectory()

@@ -206,7 +206,10 @@ struct HookRunnerTests {
     }
 
     @Test(
-        "a grandchild that leaves the group (setsid) and keeps the output open holds the run past neither the drain nor the bound"
+        """
+        a grandchild that leaves the group (setsid) and keeps the output open holds the run past neither the drain \
+        nor the bound
+        """
     )
     func setsidGrandchild() throws {
         let scratch = try HookScratch()

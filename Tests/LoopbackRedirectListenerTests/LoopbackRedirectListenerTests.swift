@@ -291,7 +291,10 @@ struct LoopbackRedirectListenerTests {
     }
 
     @Test(
-        "clients that trickle a byte every 40 ms hold up neither the redirect nor the timeout, and are closed at their deadline"
+        """
+        clients that trickle a byte every 40 ms hold up neither the redirect nor the timeout, and are closed at \
+        their deadline
+        """
     )
     func tricklingClients() throws {
         let (listener, _) = try ListenerFixture.listener(timeoutMilliseconds: 20_000, requestDeadlineMilliseconds: 1500)

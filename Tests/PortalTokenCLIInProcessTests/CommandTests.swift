@@ -86,7 +86,10 @@ struct CommandTests {
         #expect(noCommand.exitCode == 2 && noCommand.stdout.isEmpty)
         #expect(
             noCommand.stderr
-                == "portal-token: error: 'exec' needs a command after '--'\nhint: portal-token exec -- COMMAND [ARG...]\n"
+                == """
+                portal-token: error: 'exec' needs a command after '--'\nhint: portal-token exec -- COMMAND \
+                [ARG...]\n
+                """
         )
         let path = cli.run(["exec", "--token-var", "PATH", "--", "true"])
         #expect(path.exitCode == 2)
@@ -150,7 +153,10 @@ struct CommandTests {
         #expect(none.exitCode == 2 && none.stdout.isEmpty)
         #expect(
             none.stderr
-                == "portal-token: error: 'migrate' needs --to secret-service or --to file\nhint: see 'portal-token migrate --help'\n"
+                == """
+                portal-token: error: 'migrate' needs --to secret-service or --to file\nhint: see 'portal-token \
+                migrate --help'\n
+                """
         )
         let wrong = cli.run(["migrate", "--to", "floppy"])
         #expect(wrong.exitCode == 2)
@@ -192,7 +198,10 @@ struct CommandTests {
         #expect(result.exitCode == 2 && result.stdout.isEmpty)
         #expect(
             result.stderr
-                == "portal-token: error: 'redirect' needs the URL the browser was sent to\nhint: see 'portal-token redirect --help'\n"
+                == """
+                portal-token: error: 'redirect' needs the URL the browser was sent to\nhint: see 'portal-token \
+                redirect --help'\n
+                """
         )
     }
 
@@ -203,7 +212,10 @@ struct CommandTests {
         #expect(result.exitCode == 1 && result.stdout.isEmpty)
         #expect(
             result.stderr
-                == "portal-token: error: no two-factor step is waiting for environment 'env-1'\nhint: sign in with 'portal-token login'\n"
+                == """
+                portal-token: error: no two-factor step is waiting for environment 'env-1'\nhint: sign in with \
+                'portal-token login'\n
+                """
         )
         #expect(cli.transport.requests.isEmpty)
     }

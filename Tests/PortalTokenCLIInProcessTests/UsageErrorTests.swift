@@ -144,7 +144,10 @@ struct UsageErrorTests {
         #expect(result.exitCode == 2)
         #expect(
             result.stderr.hasPrefix(
-                "portal-token: error: option '--format' is repeated or does not go with the other options of 'token'\n"),
+                """
+                portal-token: error: option '--format' is repeated or does not go with the other options of \
+                'token'\n
+                """),
             "\(result.stderr)")
         #expect(!result.stderr.contains("did you mean"))
     }
@@ -170,7 +173,10 @@ struct UsageErrorTests {
         #expect(result.exitCode == 2 && result.stdout.isEmpty)
         #expect(
             result.stderr
-                == "portal-token: error: no auth environment ID is set\nhint: set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file\n"
+                == """
+                portal-token: error: no auth environment ID is set\nhint: set PORTAL_AUTH_ENVIRONMENT_ID, pass \
+                --env ID, or add auth-environment-id to the config file\n
+                """
         )
     }
 

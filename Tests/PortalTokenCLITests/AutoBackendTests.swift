@@ -110,7 +110,8 @@ struct AutoBackendTests {
                 "-c",
                 """
                 for i in $(seq 20); do
-                    (printf 'protocol=https\\nhost=race.tld\\nusername=u\\npassword=pw-%s\\n' "$i" | "$BIN" store; echo "exit=$?") &
+                    (printf 'protocol=https\\nhost=race.tld\\nusername=u\\npassword=pw-%s\\n' "$i" | "$BIN" store; \
+                echo "exit=$?") &
                 done
                 wait
                 secret-tool search --all protocol https server race.tld 2>/dev/null | grep -c '^\\[/'
@@ -204,7 +205,10 @@ struct AutoBackendTests {
                 "backend:      secret-service (a Secret Service provider is registered on the session bus)"))
         #expect(
             before.stdout.contains(
-                "note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"
+                """
+                note:         the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token \
+                migrate --to secret-service' merges them
+                """
             ),
             "\(before.stdout)")
 
@@ -216,7 +220,10 @@ struct AutoBackendTests {
             "\(doctor.stdout)")
         #expect(
             doctor.stdout.contains(
-                "problem second store: the encrypted file store at \(storePath(keyring)) also holds items; 'portal-token migrate --to secret-service' merges them"
+                """
+                problem second store: the encrypted file store at \(storePath(keyring)) also holds items; \
+                'portal-token migrate --to secret-service' merges them
+                """
             ),
             "\(doctor.stdout)")
 
@@ -225,7 +232,10 @@ struct AutoBackendTests {
         #expect(migrated.stdout.isEmpty)
         #expect(
             migrated.stderr.hasPrefix(
-                "portal-token: moved 2 items to the secret-service store (kept 1 newer one already there); moved the encrypted file aside to \(storePath(keyring)).migrated-"
+                """
+                portal-token: moved 2 items to the secret-service store (kept 1 newer one already there); moved \
+                the encrypted file aside to \(storePath(keyring)).migrated-
+                """
             ),
             "\(migrated.stderr)")
 

@@ -94,7 +94,10 @@ struct DesktopActivationTests {
     }
 
     @Test(
-        "started by a launcher that ignores DBusActivatable, the handler that receives no URL says so (exit 2, a notification)"
+        """
+        started by a launcher that ignores DBusActivatable, the handler that receives no URL says so (exit 2, a \
+        notification)
+        """
     )
     func startedWithoutActivation() throws {
         let harness = try SignInHarness(

@@ -206,10 +206,12 @@ struct FileBackendTests {
             BIG=$(head -c 200000 /dev/zero | tr '\\0' x)
             mount -t tmpfs -o size=256k,mode=0700 tmpfs "$SMALL" || exit 90
             export PORTAL_TOKEN_FILE="$SMALL/store"
-            printf 'protocol=https\\nhost=example.com\\nusername=alice\\npassword=first\\n\\n' | "$BIN" store --backend file || exit 91
+            printf 'protocol=https\\nhost=example.com\\nusername=alice\\npassword=first\\n\\n' | "$BIN" store \
+            --backend file || exit 91
             cp "$SMALL/store" "$SMALL/../before"
             dd if=/dev/zero of="$SMALL/filler" bs=4096 2>/dev/null
-            printf 'protocol=https\\nhost=example.com\\nusername=bob\\npassword=%s\\n\\n' "$BIG" | "$BIN" store --backend file
+            printf 'protocol=https\\nhost=example.com\\nusername=bob\\npassword=%s\\n\\n' "$BIG" | "$BIN" store \
+            --backend file
             echo "store-exit=$?"
             cmp -s "$SMALL/store" "$SMALL/../before" && echo "file-intact"
             ls -A "$SMALL" | tr '\\n' ' '; echo
@@ -226,7 +228,10 @@ struct FileBackendTests {
         #expect(result.stdout.hasSuffix("username=alice\npassword=first\n"), "\(result.stdout)")
         #expect(
             result.stderr.contains(
-                "portal-token: error: cannot write the store file \(mountPoint)/store: No space left on device\nhint: free some space"
+                """
+                portal-token: error: cannot write the store file \(mountPoint)/store: No space left on device\n\
+                hint: free some space
+                """
             ),
             "\(result.stderr)")
     }
@@ -271,7 +276,11 @@ struct FileBackendTests {
         let aside = try #require(listing.first { $0.hasPrefix("store.damaged-") })
         #expect(
             got.stderr
-                == "portal-token: warning: the store file \(world.storePath) could not be read (its contents failed authentication); moved it aside to \(world.storePath).damaged-\(aside.dropFirst("store.damaged-".count)) and started an empty store\n"
+                == """
+                portal-token: warning: the store file \(world.storePath) could not be read (its contents failed \
+                authentication); moved it aside to \(world.storePath)\
+                .damaged-\(aside.dropFirst("store.damaged-".count)) and started an empty store\n
+                """
         )
         #expect(try Data(contentsOf: URL(fileURLWithPath: world.storePath + aside.dropFirst("store".count))) == bytes)
     }
@@ -304,7 +313,9 @@ struct FileBackendTests {
         #expect(
             result.stderr == """
                 portal-token: error: no passphrase for the encrypted file store \(world.storePath)
-                hint: set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential portal-token.passphrase, or run portal-token in a terminal to be asked
+                hint: set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), \
+                or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential portal-token.passphrase, or run \
+                portal-token in a terminal to be asked
 
                 """)
         #expect(!FileManager.default.fileExists(atPath: world.storePath))
@@ -319,7 +330,10 @@ struct FileBackendTests {
         #expect(result.exitCode == 4)
         #expect(
             result.stderr.hasPrefix(
-                "portal-token: error: cannot read the passphrase from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.home)/nope): No such file or directory\n"
+                """
+                portal-token: error: cannot read the passphrase from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.home)\
+                /nope): No such file or directory\n
+                """
             ))
     }
 
@@ -440,7 +454,8 @@ func runBesideKeyring(_ world: FileBackendWorld, _ script: String) throws -> Pro
         atPath: runtime, withIntermediateDirectories: true,
         attributes: [.posixPermissions: 0o700])
     let wrapper = """
-        dbus-daemon --session --fork --print-address=3 --print-pid=4 3>"$XDG_RUNTIME_DIR/bus-address" 4>"$XDG_RUNTIME_DIR/bus-pid" 2>/dev/null || exit 96
+        dbus-daemon --session --fork --print-address=3 --print-pid=4 3>"$XDG_RUNTIME_DIR/bus-address" \
+        4>"$XDG_RUNTIME_DIR/bus-pid" 2>/dev/null || exit 96
         BUS=$(cat "$XDG_RUNTIME_DIR/bus-pid")
         DBUS_SESSION_BUS_ADDRESS=$(cat "$XDG_RUNTIME_DIR/bus-address")
         export DBUS_SESSION_BUS_ADDRESS

@@ -29,7 +29,10 @@ struct FileHardeningTests {
             #expect(result.exitCode == 4, "\(result.stderr)")
             #expect(
                 result.stderr.contains(
-                    "portal-token: error: the store directory \(directory) is writable by other users (mode \(String(mode, radix: 8)))"
+                    """
+                    portal-token: error: the store directory \(directory) is writable by other users (mode \
+                    \(String(mode, radix: 8)))
+                    """
                 ))
             #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(directory)'"))
             let write = try world.run(
@@ -66,7 +69,10 @@ struct FileHardeningTests {
     }
 
     @Test(
-        "the session lock, too: a symlink at its name is not followed, and anything but a regular file of the user's own is refused, each with a hint"
+        """
+        the session lock, too: a symlink at its name is not followed, and anything but a regular file of the \
+        user's own is refused, each with a hint
+        """
     )
     func sessionLockSymlinkAndOwner() throws {
         let world = try FileBackendWorld()
@@ -123,7 +129,10 @@ struct FileHardeningTests {
     }
 
     @Test(
-        "a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to run and the host to trust"
+        """
+        a config file that others may write, or that another user owns, is refused (exit 2): it names the hook to \
+        run and the host to trust
+        """
     )
     func configOthersMayWrite() throws {
         let world = try FileBackendWorld()
@@ -137,7 +146,10 @@ struct FileHardeningTests {
             #expect(result.exitCode == 2, "\(result.stderr)")
             #expect(
                 result.stderr.contains(
-                    "portal-token: error: cannot read the config file \(config): it is writable by other users (mode \(String(mode, radix: 8)))"
+                    """
+                    portal-token: error: cannot read the config file \(config): it is writable by other users \
+                    (mode \(String(mode, radix: 8)))
+                    """
                 ))
             #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(config)'"))
             #expect(result.stdout.isEmpty)
@@ -165,7 +177,10 @@ struct FileHardeningTests {
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(
             result.stderr.contains(
-                "could not be read (it is 49152 MiB, larger than the 64 MiB a store may be); moved it aside to \(world.storePath).damaged-"
+                """
+                could not be read (it is 49152 MiB, larger than the 64 MiB a store may be); moved it aside to \
+                \(world.storePath).damaged-
+                """
             ))
         Self.expectQuick(result)
         let aside = try world.storeDirectoryListing().filter { $0.hasPrefix("store.damaged-") }
@@ -187,7 +202,10 @@ struct FileHardeningTests {
         #expect(result.stdout == "username=alice\npassword=pw\n")
         #expect(
             result.stderr.contains(
-                "portal-token: warning: the passphrase file from PORTAL_TOKEN_PASSPHRASE_FILE (\(world.passphraseFile)) is readable by other users (mode 640)"
+                """
+                portal-token: warning: the passphrase file from PORTAL_TOKEN_PASSPHRASE_FILE \
+                (\(world.passphraseFile)) is readable by other users (mode 640)
+                """
             ))
         #expect(result.stderr.contains("hint: restrict it with 'chmod 600 \(world.passphraseFile)'"))
         #expect(!result.stderr.contains(world.passphrase))

@@ -189,7 +189,10 @@ struct GitCredentialScenarioTests {
         // git 2.39 does not forward wwwauth[] (git 2.47 does, through the fill below), so it is also
         // given to the helper as newer git sends it.
         let input =
-            "capability[]=authtype\nprotocol=https\nhost=\(host)\nwwwauth[]=\(challenge.replacingOccurrences(of: "\n", with: " "))\n"
+            """
+            capability[]=authtype\nprotocol=https\nhost=\(host)\n\
+            wwwauth[]=\(challenge.replacingOccurrences(of: "\n", with: " "))\n
+            """
         let direct = try git.portalToken(["get"], stdin: input)
         #expect(direct.exitCode == 0 && direct.stdout.isEmpty && direct.stderr.isEmpty)
         // git 2.47 hands the challenge back to its caller with the answer.
@@ -212,7 +215,10 @@ struct GitCredentialScenarioTests {
         let stored = try git.portalToken(
             ["store"],
             stdin:
-                "protocol=https\nhost=\(host)\nusername=u\npassword=live\npassword_expiry_utc=\(future)\noauth_refresh_token=refresh-1\n"
+                """
+                protocol=https\nhost=\(host)\nusername=u\npassword=live\npassword_expiry_utc=\(future)\n\
+                oauth_refresh_token=refresh-1\n
+                """
         )
         #expect(stored.exitCode == 0 && stored.stderr.isEmpty)
         let got = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n")
@@ -224,7 +230,10 @@ struct GitCredentialScenarioTests {
         try git.portalToken(
             ["store"],
             stdin:
-                "protocol=https\nhost=\(expired)\nusername=u\npassword=old\npassword_expiry_utc=\(past)\noauth_refresh_token=refresh-2\n"
+                """
+                protocol=https\nhost=\(expired)\nusername=u\npassword=old\npassword_expiry_utc=\(past)\n\
+                oauth_refresh_token=refresh-2\n
+                """
         )
         let none = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(expired)\n")
         #expect(none.exitCode == 0 && none.stdout.isEmpty)
@@ -290,7 +299,10 @@ struct GitCredentialScenarioTests {
     }
 
     @Test(
-        "authtype and credential are stored and returned only to a caller with the capability; ephemeral ones are not stored",
+        """
+        authtype and credential are stored and returned only to a caller with the capability; ephemeral ones are \
+        not stored
+        """,
         arguments: TestBackend.allCases, RealGit.allCases)
     func authtypeThroughGit(backend: TestBackend, gitVersion: RealGit) throws {
         let git = try GitHarness(backend: backend, git: gitVersion)

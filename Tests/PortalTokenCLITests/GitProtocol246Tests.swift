@@ -41,7 +41,10 @@ struct GitProtocol246CLITests {
         let withState = try git.portalToken(["get"], stdin: "capability[]=authtype\ncapability[]=state\n" + origin)
         #expect(
             withState.stdout
-                == "capability[]=authtype\ncapability[]=state\nauthtype=Bearer\ncredential=generic-token\npassword_expiry_utc=9999999999\nstate[]=portal-token:served\n"
+                == """
+                capability[]=authtype\ncapability[]=state\nauthtype=Bearer\ncredential=generic-token\n\
+                password_expiry_utc=9999999999\nstate[]=portal-token:served\n
+                """
         )
 
         // git 2.39, or a 2.46+ caller without the capability: nothing, and git asks elsewhere.

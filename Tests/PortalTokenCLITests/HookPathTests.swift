@@ -19,7 +19,10 @@ struct HookPathTests {
     }
 
     @Test(
-        "a relative hook path is a configuration error (exit 2), and a file of that name in the current directory never runs"
+        """
+        a relative hook path is a configuration error (exit 2), and a file of that name in the current directory \
+        never runs
+        """
     )
     func relativePath() throws {
         let portal = try PortalHarness(backend: .file)
@@ -39,7 +42,10 @@ struct HookPathTests {
             #expect(result.exitCode == 2, "\(relative): \(result.stderr)")
             #expect(
                 result.stderr.hasPrefix(
-                    "portal-token: error: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path '\(relative)' is not absolute"
+                    """
+                    portal-token: error: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path '\(relative)' is not \
+                    absolute
+                    """
                 ))
             #expect(result.stderr.contains("hint: "))
         }
@@ -105,7 +111,10 @@ struct HookPathTests {
         #expect(notExecutable.exitCode == 3)
         #expect(
             notExecutable.stderr.contains(
-                "portal-token: warning: the on-session-invalidated hook \(plain.path) is not an executable file; it was not run"
+                """
+                portal-token: warning: the on-session-invalidated hook \(plain.path) is not an executable file; it \
+                was not run
+                """
             ))
         #expect(notExecutable.stderr.contains("hint: make it executable: chmod +x \(plain.path)"))
 
@@ -119,7 +128,10 @@ struct HookPathTests {
     }
 
     @Test(
-        "a hook that others may write, or that another user owns, is reported and never run: it would run their code as you"
+        """
+        a hook that others may write, or that another user owns, is reported and never run: it would run their \
+        code as you
+        """
     )
     func hookOthersMayWrite() throws {
         let portal = try PortalHarness(backend: .file)
@@ -136,7 +148,10 @@ struct HookPathTests {
         #expect(writable.exitCode == 3)
         #expect(
             writable.stderr.contains(
-                "portal-token: warning: the on-session-invalidated hook \(hook.path) is writable by other users (mode 777); it was not run"
+                """
+                portal-token: warning: the on-session-invalidated hook \(hook.path) is writable by other users \
+                (mode 777); it was not run
+                """
             ))
         #expect(writable.stderr.contains("hint: restrict it with 'chmod go-w \(hook.path)'"))
         #expect(!FileManager.default.fileExists(atPath: marker.path))
@@ -149,7 +164,10 @@ struct HookPathTests {
         #expect(foreign.exitCode == 3)
         #expect(
             foreign.stderr.contains(
-                "portal-token: warning: the on-session-invalidated hook \(hook.path) belongs to another user (uid 65534); it was not run"
+                """
+                portal-token: warning: the on-session-invalidated hook \(hook.path) belongs to another user (uid \
+                65534); it was not run
+                """
             ))
         #expect(!FileManager.default.fileExists(atPath: marker.path))
 

@@ -56,7 +56,10 @@ struct KeyringFailureTests {
         #expect(created.exitCode == 0)
         #expect(
             created.stderr
-                == "portal-token: using the encrypted file store: no Secret Service provider is registered on the session bus\n",
+                == """
+                portal-token: using the encrypted file store: no Secret Service provider is registered on the \
+                session bus\n
+                """,
             "\(created.stderr)")
         for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
             let later = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)

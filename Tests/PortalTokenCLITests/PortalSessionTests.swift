@@ -318,7 +318,10 @@ struct PortalSessionTests {
         #expect(result.exitCode == 1)
         #expect(
             result.stderr.contains(
-                "portal-token: warning: the stored Portal session for environment '\(portal.environmentID)' could not be read and was removed"
+                """
+                portal-token: warning: the stored Portal session for environment '\(portal.environmentID)' could \
+                not be read and was removed
+                """
             ))
         #expect(!result.stderr.contains("payload-canary"))
         #expect(try portal.git.portalToken(["get"]).stderr.contains("warning") == false)

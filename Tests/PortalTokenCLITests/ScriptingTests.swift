@@ -170,11 +170,17 @@ struct ScriptingTests {
         for (execInfo, version) in [
             (nil, "client.authentication.k8s.io/v1"),
             (
-                #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#,
+                #"""
+                {"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1",\#
+                "spec":{"interactive":false}}
+                """#,
                 "client.authentication.k8s.io/v1"
             ),
             (
-                #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1","spec":{"interactive":true}}"#,
+                #"""
+                {"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",\#
+                "spec":{"interactive":true}}
+                """#,
                 "client.authentication.k8s.io/v1beta1"
             ),
         ] {

@@ -20,7 +20,10 @@ struct SignInTests {
     }
 
     @Test(
-        "a new user signs in with a magic link through the loopback listener, then get prints the token and status shows the end user",
+        """
+        a new user signs in with a magic link through the loopback listener, then get prints the token and status \
+        shows the end user
+        """,
         arguments: TestBackend.allCases)
     func newUserMagicLink(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend)
@@ -97,7 +100,10 @@ struct SignInTests {
     }
 
     @Test(
-        "a custom scheme: login sends the link and leaves it to redirect; the same URL again needs no exchange; after logout it is spent (exit 6)",
+        """
+        a custom scheme: login sends the link and leaves it to redirect; the same URL again needs no exchange; \
+        after logout it is spent (exit 6)
+        """,
         arguments: TestBackend.allCases)
     func customSchemeAndReplay(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
@@ -198,7 +204,10 @@ struct SignInTests {
     }
 
     @Test(
-        "a session Portal gave but the store refused: exit 4; the same URL again finishes the write with no second exchange",
+        """
+        a session Portal gave but the store refused: exit 4; the same URL again finishes the write with no second \
+        exchange
+        """,
         arguments: [TestBackend.file])
     func persistFailureFile(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
@@ -251,7 +260,10 @@ struct SignInTests {
     }
 
     @Test(
-        "two-factor through the prompt: the enrollment code and secret on the terminal, a wrong code and a short one asked again",
+        """
+        two-factor through the prompt: the enrollment code and secret on the terminal, a wrong code and a short \
+        one asked again
+        """,
         arguments: TestBackend.allCases)
     func twoFactorPrompt(backend: TestBackend) throws {
         let harness = try SignInHarness(
@@ -316,7 +328,10 @@ struct SignInTests {
         #expect(handled.exitCode == 0, "\(handled.stderr)")
         #expect(
             handled.stderr.contains(
-                "end-user-2fa needs a two-factor code to finish signing in: run 'portal-token verify-totp' within 10 minutes"
+                """
+                end-user-2fa needs a two-factor code to finish signing in: run 'portal-token verify-totp' within \
+                10 minutes
+                """
             ))
         // No terminal: enrollment is never shown.
         #expect(!handled.stderr.contains("GEZD") && !handled.stderr.contains("otpauth"))
@@ -417,7 +432,10 @@ struct SignInTests {
         #expect(text.exitCode == 0)
         #expect(
             text.stdout
-                == "GOOGLE            portal-token login --google\nEMAIL_MAGIC_LINK  portal-token login --email ADDRESS\nautoCreateWallet: true\n"
+                == """
+                GOOGLE            portal-token login --google\nEMAIL_MAGIC_LINK  portal-token login --email \
+                ADDRESS\nautoCreateWallet: true\n
+                """
         )
         let json = try harness.run(["methods", "--format", "json"])
         #expect(json.stdout == #"{"allowedAuthMethods":["GOOGLE","EMAIL_MAGIC_LINK"],"autoCreateWallet":true}"# + "\n")

@@ -274,9 +274,12 @@ struct DockerHelperTests {
             layer, layer_size = blob(buffer.getvalue())
             config, config_size = blob(json.dumps({"architecture": "amd64", "os": "linux", "config": {},
                 "rootfs": {"type": "layers", "diff_ids": [layer]}}).encode())
-            manifest, manifest_size = blob(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": config_size},
-                "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": layer_size}]}).encode())
+            manifest, manifest_size = blob(json.dumps({"schemaVersion": 2, "mediaType": \
+            "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config, "size": \
+            config_size},
+                "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer, "size": \
+            layer_size}]}).encode())
             json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
                 "digest": manifest, "size": manifest_size, "annotations": {"org.opencontainers.image.ref.name": "1"}}]},
                 open(d + "/index.json", "w"))
@@ -458,7 +461,10 @@ struct DoctorTests {
         #expect(result.exitCode == 1, "\(result.stdout)\(result.stderr)")
         #expect(
             result.stdout.contains(
-                "problem hook: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path 'hooks/on-session-invalidated' is not absolute"
+                """
+                problem hook: PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path 'hooks/on-session-invalidated' is \
+                not absolute
+                """
             ),
             "\(result.stdout)")
         #expect(result.stdout.contains("ok      kernel keyring"))
@@ -547,7 +553,8 @@ struct InstallTests {
                 #"""
                 . /usr/share/bash-completion/bash_completion
                 _completion_loader portal-token
-                COMP_WORDS=(portal-token exec-c); COMP_CWORD=1; COMP_LINE="portal-token exec-c"; COMP_POINT=${#COMP_LINE}
+                COMP_WORDS=(portal-token exec-c); COMP_CWORD=1; COMP_LINE="portal-token exec-c"; \#
+                COMP_POINT=${#COMP_LINE}
                 "$(complete -p portal-token | sed -n 's/.* -F \([^ ]*\) .*/\1/p')" portal-token exec-c portal-token
                 printf '%s\n' "${COMPREPLY[@]}"
                 """#,
@@ -558,7 +565,10 @@ struct InstallTests {
                 zsh,
                 [
                     "-f", "-c",
-                    #"fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]"#,
+                    #"""
+                    fpath=("$HOME/.local/share/zsh/site-functions" $fpath); autoload -Uz compinit; compinit -u -d \#
+                    "$HOME/.cache/zcompdump"; print -r -- $_comps[portal-token]
+                    """#,
                 ],
                 environment: environment, timeout: 30)
             #expect(loaded.stdout == "_portal-token\n", "\(loaded.stderr)")

@@ -10,7 +10,10 @@ struct CredentialProtocolReaderTests {
     @Test("reads the attributes git sends")
     func readsKnownAttributes() throws {
         let request = try parse(
-            "protocol=https\nhost=example.com:8443\npath=repo.git\nusername=alice\npassword=secret\npassword_expiry_utc=1700000000\noauth_refresh_token=refresh\n"
+            """
+            protocol=https\nhost=example.com:8443\npath=repo.git\nusername=alice\npassword=secret\n\
+            password_expiry_utc=1700000000\noauth_refresh_token=refresh\n
+            """
         )
         #expect(request.protocolName == "https")
         #expect(request.host == CredentialHost(server: "example.com", port: 8443))

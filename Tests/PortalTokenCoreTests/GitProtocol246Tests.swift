@@ -25,7 +25,10 @@ struct GitURLSplitTests {
         // t0300 'match percent-encoded values': decoded once, not twice.
         URLCase(url: "https://example.com/%2566.git", protocolName: "https", host: "example.com", path: "%66.git"),
         // t0300 'match percent-encoded UTF-8 values in path'
-        URLCase(url: "https://example.com/per%C3%BA.git", protocolName: "https", host: "example.com", path: "perú.git"),
+        URLCase(
+            url: """
+                https://example.com/per%C3%BA.git
+                """, protocolName: "https", host: "example.com", path: "perú.git"),
         // t0300 'match percent-encoded values in username'
         URLCase(
             url: "https://user%2fname@example.com/foo/bar.git", protocolName: "https", host: "example.com",
@@ -46,7 +49,9 @@ struct GitURLSplitTests {
         URLCase(url: "https://example.com#foo.git", protocolName: "https", host: "example.com", path: "#foo.git"),
         // t0300 'url parser not confused by encoded markers'
         URLCase(
-            url: "https://example.com%23%3f%2f/foo.git", protocolName: "https", host: "example.com#?/", path: "foo.git"),
+            url: """
+                https://example.com%23%3f%2f/foo.git
+                """, protocolName: "https", host: "example.com#?/", path: "foo.git"),
         // t0300 'credential config with partial URLs': its request
         URLCase(
             url: "https://user@example.com/repo.git", protocolName: "https", host: "example.com", path: "repo.git",
@@ -234,7 +239,10 @@ struct GitProtocolWriting246Tests {
         answer.omitPassword = true
         #expect(
             try text(answer)
-                == "capability[]=authtype\nauthtype=Bearer\ncredential=tok\nephemeral=1\nusername=end-user\npassword_expiry_utc=99\n"
+                == """
+                capability[]=authtype\nauthtype=Bearer\ncredential=tok\nephemeral=1\nusername=end-user\n\
+                password_expiry_utc=99\n
+                """
         )
         answer.authType = false
         #expect(try text(answer) == "username=end-user\npassword=tok\npassword_expiry_utc=99\n")

@@ -18,7 +18,10 @@ struct PortalSessionTests {
                 == #"{"clientSessionToken":"session-token","endUserId":"user-1"}"#)
         #expect(
             session().payload.text
-                == #"{"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":1700000000,"lastActivityAt":1700000000}"#
+                == #"""
+                {"clientSessionToken":"session-token","endUserId":"user-1","issuedAt":1700000000,\#
+                "lastActivityAt":1700000000}
+                """#
         )
     }
 

@@ -198,7 +198,10 @@ public final class FakeClientAuth: Sendable {
         let now = Int(Date().timeIntervalSince1970)
         return segment(#"{"alg":"HS256","typ":"JWT"}"#) + "."
             + segment(
-                #"{"endUserId":"\#(endUserID)","environmentId":"\#(environmentID)","iat":\#(now),"exp":\#(now + 600),"nonce":"\#(randomHex(8))"}"#
+                #"""
+                {"endUserId":"\#(endUserID)","environmentId":"\#(environmentID)","iat":\#(now),"exp":\#(now + 600)\#
+                ,"nonce":"\#(randomHex(8))"}
+                """#
             )
             + "." + segment("fake-signature-\(randomHex(8))")
     }
@@ -249,7 +252,10 @@ public final class FakeClientAuth: Sendable {
         {
             server.recordViolation(
                 request,
-                "the magic-link body must have exactly email, redirectUrl, fromEmail, templateId and perhaps isAccountAbstracted"
+                """
+                the magic-link body must have exactly email, redirectUrl, fromEmail, templateId and perhaps \
+                isAccountAbstracted
+                """
             )
             return .json(400, #"{"error":"invalid body"}"#)
         }
@@ -322,7 +328,10 @@ public final class FakeClientAuth: Sendable {
         var members: [String] = []
         for provider in [AuthMethod.google, .apple] where options.providers.contains(provider) {
             members.append(
-                #""\#(provider == .google ? "google" : "apple")":"\#(server.baseURL)\#(Self.providerPath)?provider=\#(provider.rawValue)&state=\#(oauthState)""#
+                #"""
+                "\#(provider == .google ? "google" : "apple")":"\#(server.baseURL)\#(Self.providerPath)\#
+                ?provider=\#(provider.rawValue)&state=\#(oauthState)"
+                """#
             )
         }
         return .json(200, #"{"data":{\#(members.joined(separator: ","))}}"#)
@@ -371,7 +380,10 @@ public final class FakeClientAuth: Sendable {
                 state.issuedUserJWTs.append(jwt)
                 let link =
                     endUser.enrolling
-                    ? #","totpLink":"otpauth://totp/Portal:\#(endUser.id)?secret=\#(Self.enrollmentSecret)&issuer=Portal""#
+                    ? #"""
+                    ,"totpLink":"otpauth://totp/Portal:\#(endUser.id)?secret=\#(Self.enrollmentSecret)\#
+                    &issuer=Portal"
+                    """#
                     : ""
                 return .json(200, #"{"data":{"endUserId":"\#(endUser.id)","userJwt":"\#(jwt)"\#(link)}}"#)
             }
@@ -409,7 +421,10 @@ public final class FakeClientAuth: Sendable {
         let endUserField = includeEndUser ? #""endUserId":"\#(endUser.id)","# : ""
         return .json(
             200,
-            #"{"data":{\#(endUserField)"clientId":"\#(endUser.clientID)","clientSessionToken":"\#(token)","isAccountAbstracted":false}}"#
+            #"""
+            {"data":{\#(endUserField)"clientId":"\#(endUser.clientID)","clientSessionToken":"\#(token)",\#
+            "isAccountAbstracted":false}}
+            """#
         )
     }
 
@@ -511,8 +526,11 @@ public enum SimulatedBrowser {
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let request = Array(
-            "GET \(target) HTTP/1.1\r\nHost: \(hostName):\(port)\r\nUser-Agent: simulated-browser\r\nAccept: text/html\r\nConnection: close\r\n\r\n"
-                .utf8)
+            """
+            GET \(target) HTTP/1.1\r\nHost: \(hostName):\(port)\r\nUser-Agent: simulated-browser\r\nAccept: \
+            text/html\r\nConnection: close\r\n\r\n
+            """
+            .utf8)
         _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var response: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 8192)

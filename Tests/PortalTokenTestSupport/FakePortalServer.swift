@@ -220,7 +220,8 @@ public final class FakePortalServer: Sendable {
         "custodian":{"id":"custodian-1","name":"Fake Custodian"},\
         "environment":{"id":"environment-1","name":"Test","backupWithPortalEnabled":true,"isMultiBackupEnabled":false},\
         "ejectedAt":null,"isAccountAbstracted":false,\
-        "metadata":{"namespaces":{"eip155":{"address":"0x1111111111111111111111111111111111111111","curve":"SECP256K1"},\
+        "metadata":{"namespaces":{"eip155":{"address":"0x1111111111111111111111111111111111111111",\
+        "curve":"SECP256K1"},\
         "solana":{"address":"So1anaAddre55111111111111111111111111111111","curve":"ED25519"}}},\
         "wallets":[]}
         """

@@ -118,7 +118,8 @@ do {
         FileHandle.standardError.write(
             Data(
                 """
-                portal-fake-server: sign-in for auth environment \(authEnvironment), redirect URL \(redirectURLs.joined(separator: ", "))
+                portal-fake-server: sign-in for auth environment \(authEnvironment), redirect URL \
+                \(redirectURLs.joined(separator: ", "))
                 portal-fake-server: end user \(endUser.id)\(endUser.totpCode.map { ", two-factor code \($0)" } ?? "")
 
                 """.utf8))

@@ -102,10 +102,16 @@ public enum ClientAuthError: Error, Sendable, Equatable {
                 return "Portal did not accept the auth environment ID"
             case .magicLinks:
                 return
-                    "Portal did not accept the magic-link request: the redirect URL, sender or template is not accepted for this auth environment"
+                    """
+                    Portal did not accept the magic-link request: the redirect URL, sender or template is not \
+                    accepted for this auth environment
+                    """
             case .oauthURLs:
                 return
-                    "Portal did not accept the sign-in request: the auth environment, the redirect URL or the provider set-up was refused"
+                    """
+                    Portal did not accept the sign-in request: the auth environment, the redirect URL or the \
+                    provider set-up was refused
+                    """
             case .magicLinkValidations, .oauthTokens:
                 return "Portal refused the sign-in grant: it was already used or has expired"
             case .totpValidations:
@@ -149,7 +155,10 @@ public enum ClientAuthError: Error, Sendable, Equatable {
             return nil
         case .magicLinkNotConfigured:
             return
-                "set the sender address and the email template Portal's dashboard names (magic-link-from-email and magic-link-template-id in the config file)"
+                """
+                set the sender address and the email template Portal's dashboard names (magic-link-from-email and \
+                magic-link-template-id in the config file)
+                """
         case .methodUnavailable:
             return "run 'portal-token methods' to see the methods this environment allows"
         case .authenticationFailed:
@@ -168,7 +177,10 @@ public enum ClientAuthError: Error, Sendable, Equatable {
                 return "check --env or PORTAL_AUTH_ENVIRONMENT_ID, and --api-host"
             case .magicLinks, .oauthURLs:
                 return
-                    "the redirect URL must match the environment's allow-list byte for byte; check it, the auth environment ID, and the sender and template in Portal's dashboard"
+                    """
+                    the redirect URL must match the environment's allow-list byte for byte; check it, the auth \
+                    environment ID, and the sender and template in Portal's dashboard
+                    """
             case .magicLinkValidations, .oauthTokens:
                 return "a sign-in link works once and for a limited time; run 'portal-token login' again"
             case .totpValidations:

@@ -43,14 +43,20 @@ public enum SignInError: Error, Sendable, Equatable {
         switch self {
         case .notARedirect:
             return
-                "give the whole URL the browser was sent to: the configured redirect URL with token= and authMethod=EMAIL_MAGIC_LINK or login_type=GOOGLE|APPLE"
+                """
+                give the whole URL the browser was sent to: the configured redirect URL with token= and \
+                authMethod=EMAIL_MAGIC_LINK or login_type=GOOGLE|APPLE
+                """
         case .notStored(let error, _, let stage, let kept):
             let fix = error.hint.map { "\($0); then " } ?? "fix the store; then "
             guard kept else { return fix + "sign in again with 'portal-token login'" }
             switch stage {
             case .session, .twoFactorStep:
                 return fix
-                    + "open the same sign-in link again (or give it to 'portal-token redirect') within 15 minutes: it finishes without a second sign-in"
+                    + """
+                    open the same sign-in link again (or give it to 'portal-token redirect') within 15 minutes: it \
+                    finishes without a second sign-in
+                    """
             case .twoFactorCode:
                 return fix + "run 'portal-token verify-totp' again within 15 minutes: it finishes without a new code"
             }
@@ -77,7 +83,10 @@ public enum RedirectOutcome: Sendable, CustomStringConvertible {
         case .signedIn(let session, let replayed): return "signedIn(\(session.endUserID), replayed: \(replayed))"
         case .twoFactorRequired(let step, let enrollment, _, let replayed):
             return
-                "twoFactorRequired(\(step.endUserID), enrollment: \(enrollment == nil ? "nil" : "<redacted>"), replayed: \(replayed))"
+                """
+                twoFactorRequired(\(step.endUserID), enrollment: \(enrollment == nil ? "nil" : "<redacted>"), \
+                replayed: \(replayed))
+                """
         }
     }
 }

@@ -225,7 +225,10 @@ struct ClientAuthAnswerTests {
         let both = try api.decodeOAuthURLs(
             F.response(
                 200,
-                #"{"data":{"google":" https://accounts.google.com/o?state=s \n","apple":"https://appleid.apple.com/a?state=s"}}"#
+                #"""
+                {"data":{"google":" https://accounts.google.com/o?state=s \n",\#
+                "apple":"https://appleid.apple.com/a?state=s"}}
+                """#
             ))
         #expect(try both.url(for: .google) == Secret("https://accounts.google.com/o?state=s"))
         #expect(try both.url(for: .apple) == Secret("https://appleid.apple.com/a?state=s"))
@@ -248,7 +251,10 @@ struct ClientAuthAnswerTests {
         let outcome = try F.api().decodeGrant(
             F.response(
                 200,
-                #"{"data":{"endUserId":"user-1","clientId":"client-1","clientSessionToken":"session-token","isAccountAbstracted":false}}"#
+                #"""
+                {"data":{"endUserId":"user-1","clientId":"client-1","clientSessionToken":"session-token",\#
+                "isAccountAbstracted":false}}
+                """#
             ),
             from: .magicLinkValidations, grant: Secret("g"))
         #expect(
@@ -332,7 +338,10 @@ struct ClientAuthAnswerTests {
         let record = session.portalSession(authEnvironmentID: "env-1", at: 1000)
         #expect(
             record.payload.text
-                == #"{"clientSessionToken":"totp-session-token","endUserId":"user-from-jwt","issuedAt":1000,"lastActivityAt":1000}"#
+                == #"""
+                {"clientSessionToken":"totp-session-token","endUserId":"user-from-jwt","issuedAt":1000,\#
+                "lastActivityAt":1000}
+                """#
         )
     }
 }
@@ -558,7 +567,10 @@ struct ClientAuthInputTests {
         #expect(error == .magicLinkNotConfigured(missing: [.magicLinkFromEmail, .magicLinkTemplateID]))
         #expect(
             error?.message
-                == "magic-link sign-in is not configured: PORTAL_MAGIC_LINK_FROM_EMAIL and PORTAL_MAGIC_LINK_TEMPLATE_ID are not set"
+                == """
+                magic-link sign-in is not configured: PORTAL_MAGIC_LINK_FROM_EMAIL and \
+                PORTAL_MAGIC_LINK_TEMPLATE_ID are not set
+                """
         )
         #expect(transport.requests.isEmpty)
     }

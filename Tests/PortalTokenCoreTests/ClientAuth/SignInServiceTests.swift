@@ -14,7 +14,10 @@ struct GrantDigestTests {
                 "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
             ),
             (
-                "abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
+                """
+                abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrs\
+                mnopqrstnopqrstu
+                """,
                 "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"
             ),
         ])
@@ -140,7 +143,10 @@ final class ScriptedPortal: Sendable {
                 state.pendingJWTs[jwt] = false
                 return json(
                     200,
-                    #"{"data":{"endUserId":"label-only","userJwt":"\#(jwt)","totpLink":"otpauth://totp/P?secret=GEZDGNBVGY3TQOJQ"}}"#
+                    #"""
+                    {"data":{"endUserId":"label-only","userJwt":"\#(jwt)",\#
+                    "totpLink":"otpauth://totp/P?secret=GEZDGNBVGY3TQOJQ"}}
+                    """#
                 )
             }
             return json(200, #"{"data":{"endUserId":"user-1","clientSessionToken":"session-for-\#(grant)"}}"#)
@@ -256,7 +262,10 @@ struct SignInServiceTests {
     }
 
     @Test(
-        "a session Portal gave but the store refused waits in memory; the same URL again finishes the write with no request"
+        """
+        a session Portal gave but the store refused waits in memory; the same URL again finishes the write with no \
+        request
+        """
     )
     func persistFailureThenRedelivery() throws {
         let world = World()

@@ -47,7 +47,10 @@ struct UserJWTTests {
     @Test("a realistic token names its end user")
     func realistic() {
         let claims =
-            #"{"endUserId":"cmqv6xewt000dt7rdmgex5vfz","environmentId":"env-1","iat":1736150400,"exp":1736151000,"aud":"portal","iss":"https://api.portalhq.io"}"#
+            #"""
+            {"endUserId":"cmqv6xewt000dt7rdmgex5vfz","environmentId":"env-1","iat":1736150400,"exp":1736151000,\#
+            "aud":"portal","iss":"https://api.portalhq.io"}
+            """#
         #expect(Self.read(JWTFixture.token(claims: claims)) == .success("cmqv6xewt000dt7rdmgex5vfz"))
     }
 
