@@ -38,11 +38,10 @@ struct GetCommand: Command {
             Scripts should use 'portal-token token', which never reads stdin.
             """
 
-    let format: String?
+    let json: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        format = try arguments.option("format")
-        if let format, format != "json" { throw .usage("--format must be json") }
+        json = try SessionOutput.readFormat(&arguments)
     }
 
     func run(in context: Context) throws {
@@ -91,7 +90,7 @@ struct GetCommand: Command {
     /// `TOKEN=$(portal-token get)`: what `token` prints, for scripts written before it existed.
     private func runScriptMode(_ context: Context) throws {
         let session = try context.sessionService().usableSession()
-        SessionOutput.printToken(session, json: format == "json", context)
+        SessionOutput.printToken(session, json: json, context)
     }
 }
 

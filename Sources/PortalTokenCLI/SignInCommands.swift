@@ -36,9 +36,7 @@ struct MethodsCommand: Command {
     let json: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        let format = try arguments.option("format")
-        if let format, format != "json" { throw .usage("--format must be json") }
-        json = format == "json"
+        json = try SessionOutput.readFormat(&arguments)
     }
 
     func run(in context: Context) throws {

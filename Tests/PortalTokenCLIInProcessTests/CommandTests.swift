@@ -224,7 +224,7 @@ struct CommandTests {
     func methodsArguments() throws {
         let result = try InProcessCLI().run(["methods", "--format", "text"])
         #expect(result.exitCode == 2 && result.stdout.isEmpty)
-        #expect(result.stderr == "portal-token: error: --format must be json\n")
+        #expect(result.stderr == "portal-token: error: --format takes only json, not 'text'\n")
     }
 
     // MARK: The session
