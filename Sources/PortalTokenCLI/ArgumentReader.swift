@@ -79,6 +79,15 @@ struct ArgumentReader {
         return arguments
     }
 
+    /// Reads `--format`, which takes only `json`: whether JSON was asked for.
+    mutating func jsonFormat() throws(CLIError) -> Bool {
+        let format = try option("format")
+        if let format, format != "json" {
+            throw .usage("--format takes only json, not '\(format.prefix(32))'")
+        }
+        return format == "json"
+    }
+
     /// Takes `--name VALUE`, `--name=VALUE`, or the short form `-x VALUE`.
     mutating func option(_ name: String, short: String? = nil) throws(CLIError) -> String? {
         for (index, argument) in optionArguments.enumerated() {

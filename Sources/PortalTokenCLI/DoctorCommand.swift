@@ -20,7 +20,7 @@ struct DoctorCommand: Command {
     let network: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        json = try SessionOutput.readFormat(&arguments)
+        json = try arguments.jsonFormat()
         network = arguments.flag("network")
     }
 

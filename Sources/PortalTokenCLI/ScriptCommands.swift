@@ -24,14 +24,6 @@ enum SessionOutput {
         zeroize(&bytes)
     }
 
-    /// Reads `--format`, which takes only `json`.
-    static func readFormat(_ arguments: inout ArgumentReader) throws(CLIError) -> Bool {
-        let format = try arguments.option("format")
-        if let format, format != "json" {
-            throw .usage("--format takes only json, not '\(format.prefix(32))'")
-        }
-        return format == "json"
-    }
 }
 
 /// Follows a script command's own text, after the blank line that separates them.
@@ -56,7 +48,7 @@ struct TokenCommand: Command {
     let json: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        json = try SessionOutput.readFormat(&arguments)
+        json = try arguments.jsonFormat()
     }
 
     func run(in context: Context) throws {

@@ -24,7 +24,7 @@ struct StatusCommand: Command {
     let json: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        json = try SessionOutput.readFormat(&arguments)
+        json = try arguments.jsonFormat()
     }
 
     func run(in context: Context) throws {

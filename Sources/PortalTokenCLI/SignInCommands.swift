@@ -36,7 +36,7 @@ struct MethodsCommand: Command {
     let json: Bool
 
     init(arguments: inout ArgumentReader) throws(CLIError) {
-        json = try SessionOutput.readFormat(&arguments)
+        json = try arguments.jsonFormat()
     }
 
     func run(in context: Context) throws {
