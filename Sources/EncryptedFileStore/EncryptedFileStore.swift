@@ -20,15 +20,17 @@ public struct Passphrase: Sendable {
     }
 }
 
-/// git credentials, and named records for the rest of portal-token, in one file encrypted with
-/// XChaCha20-Poly1305 under a key Argon2id derives from a passphrase (product contract §6).
+/// portal-token's items in one file encrypted with XChaCha20-Poly1305 under a key Argon2id
+/// derives from a passphrase (docs/file-format.md).
 ///
 /// - Reads need no lock: the file is only ever replaced by rename, so a reader sees a whole old
 ///   or a whole new file. Writes take `<file>.lock`, re-read, change, and replace the file.
 /// - Key derivation happens outside the lock, so 64 processes starting at once do not queue
 ///   behind each other's Argon2id.
 /// - The passphrase is asked for only when no cached key opens the file.
-public final class EncryptedFileStore: CredentialStore {
+/// - What one process read is read again only when the file changed: every write replaces the
+///   file by rename, so a file whose inode, size and times are unchanged holds the same bytes.
+public final class EncryptedFileStore {
     public let path: String
     private let files: StoreFileSystem
     private let keyCache: KeyCache
@@ -38,6 +40,8 @@ public final class EncryptedFileStore: CredentialStore {
     private let warn: (String) -> Void
     private let created: () -> Void
 
+    /// The file as this process last read or wrote it.
+    private var lastContents: StoreFileSystem.Contents?
     /// The key that opened the file last, so one process derives at most once per header.
     private var unlocked: UnlockedKey?
     /// The passphrase, kept only while this store lives, for raising the KDF parameters of a
@@ -80,36 +84,6 @@ public final class EncryptedFileStore: CredentialStore {
         return lstat(path, &status) == 0
     }
 
-    // MARK: CredentialStore
-
-    public func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] {
-        try read().lookup(query)
-    }
-
-    public func store(_ credential: Credential) throws(StoreError) {
-        try modify { payload in
-            payload.store(credential)
-            return true
-        }
-    }
-
-    @discardableResult
-    public func erase(_ query: CredentialQuery) throws(StoreError) -> Int {
-        var removed = 0
-        try modify { payload in
-            removed = payload.erase(query)
-            return removed > 0
-        }
-        return removed
-    }
-
-    // MARK: Records
-
-    /// The record of that name, or nil.
-    public func record(named name: String) throws(StoreError) -> Secret? {
-        try read().records[name]
-    }
-
     /// Renames the store file to `<name>.migrated-<UTC time>` under the lock, once `migrate` has
     /// written everything it held to the other store, and returns the new path. Nothing is
     /// deleted: the old file stays readable with its passphrase.
@@ -139,32 +113,11 @@ public final class EncryptedFileStore: CredentialStore {
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
-    /// A read-modify-write of the records, under the lock. The file is rewritten only when
-    /// `body` changed something; an error thrown by `body` leaves the file as it was and is
-    /// rethrown.
-    public func withRecords<T>(_ body: (inout [String: Secret]) throws(StoreError) -> T) throws(StoreError) -> T {
-        var result: Result<T, StoreError>?
-        try modify { payload in
-            let before = payload.records
-            do throws(StoreError) {
-                result = .success(try body(&payload.records))
-            } catch {
-                result = .failure(error)
-                return false
-            }
-            return payload.records != before
-        }
-        switch result! {
-        case .success(let value): return value
-        case .failure(let error): throw error
-        }
-    }
-
     // MARK: Reading
 
     func read() throws(StoreError) -> StorePayload {
         for _ in 0..<3 {
-            guard let contents = try files.read() else { return .empty }
+            guard let contents = try readFile() else { return .empty }
             switch try open(contents) {
             case .payload(let payload, _): return payload
             case .damaged(let reason):
@@ -174,6 +127,13 @@ public final class EncryptedFileStore: CredentialStore {
             }
         }
         throw raceError()
+    }
+
+    /// The file, read again only when it is not the one this process last read or wrote.
+    private func readFile() throws(StoreError) -> StoreFileSystem.Contents? {
+        if let lastContents, try files.identity() == lastContents.identity { return lastContents }
+        lastContents = try files.read()
+        return lastContents
     }
 
     private enum Opened {
@@ -288,7 +248,7 @@ public final class EncryptedFileStore: CredentialStore {
         for _ in 0..<4 {
             // Unlock (maybe deriving) before taking the lock, so writers do not queue behind each
             // other's Argon2id; under the lock, check that the file still has the same key.
-            let seen = try files.read()
+            let seen = try readFile()
             var key: UnlockedKey?
             if let seen {
                 switch try open(seen) {
@@ -303,7 +263,7 @@ public final class EncryptedFileStore: CredentialStore {
             }
             let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
             defer { lock.release() }
-            let current = try files.read()
+            let current = try readFile()
             // Another process created or re-keyed the file meanwhile: start over on what it wrote.
             guard keyIdentity(of: current) == keyIdentity(of: seen) else { continue }
             var payload = StorePayload.empty
@@ -315,9 +275,8 @@ public final class EncryptedFileStore: CredentialStore {
                     continue
                 }
             }
-            // Records of the first payload format become items with the first write of any kind.
-            let upgraded = payload.upgradeLegacyRecords()
-            guard change(&payload) || upgraded else { return }
+            // A file of an earlier layout is rewritten as items by the first write of any kind.
+            guard change(&payload) || payload.isUpgraded else { return }
             files.removeAbandonedTemporaryFiles()
             // A new file is keyed under the lock: it happens once, and a second process must
             // not create a file of its own beside it.
@@ -382,8 +341,10 @@ public final class EncryptedFileStore: CredentialStore {
     private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
         var plaintext = payload.encoded()
         defer { zeroize(&plaintext) }
-        try files.replace(
-            with: StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key))
+        let sealed = StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key)
+        try files.replace(with: sealed)
+        // Written under the lock, so the file there now is this one.
+        lastContents = try files.identity().map { StoreFileSystem.Contents(bytes: sealed, identity: $0) }
         if key.identity != unlocked?.identity {
             keyCache.store(key.derivedKey, as: KeyCache.description(path: canonicalPath, identity: key.identity))
         }

@@ -33,11 +33,42 @@ struct StoreFileSystem {
     /// What was read, and the file it came from (compared to tell whether it changed).
     struct Contents: Equatable {
         var bytes: [UInt8]
-        var device: UInt64
-        var inode: UInt64
+        var identity: Identity
         /// Why the file is damaged before a byte of it is decoded (it is too large); its bytes
         /// are then not read.
         var damage: String? = nil
+    }
+
+    /// What tells one version of the file from another: a write replaces the file by rename (a
+    /// new inode); an edit in place or a chmod changes its size or times.
+    struct Identity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: timespec
+        var changed: timespec
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+            size = Int64(status.st_size)
+            modified = status.st_mtim
+            changed = status.st_ctim
+        }
+
+        static func == (lhs: Identity, rhs: Identity) -> Bool {
+            lhs.device == rhs.device && lhs.inode == rhs.inode && lhs.size == rhs.size
+                && lhs.modified.tv_sec == rhs.modified.tv_sec && lhs.modified.tv_nsec == rhs.modified.tv_nsec
+                && lhs.changed.tv_sec == rhs.changed.tv_sec && lhs.changed.tv_nsec == rhs.changed.tv_nsec
+        }
+    }
+
+    /// The identity of the file there now, without reading it; nil when there is none.
+    func identity() throws(StoreError) -> Identity? {
+        guard try checkDirectory() else { return nil }
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Identity(status)
     }
 
     /// The whole file, or nil when there is none. A file another user owns, or that others
@@ -63,7 +94,7 @@ struct StoreFileSystem {
             modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
         if Int64(status.st_size) > Int64(Self.maximumFileBytes) {
             return Contents(
-                bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                bytes: [], identity: Identity(status),
                 damage:
                     """
                     it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store \
@@ -77,12 +108,12 @@ struct StoreFileSystem {
         } catch .tooLarge {
             // Grown since fstat: still bounded.
             return Contents(
-                bytes: [], device: UInt64(status.st_dev), inode: UInt64(status.st_ino),
+                bytes: [], identity: Identity(status),
                 damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
         } catch {
             throw failure("cannot read the store file \(path)", error)
         }
-        return Contents(bytes: bytes, device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        return Contents(bytes: bytes, identity: Identity(status))
     }
 
     // MARK: Locking

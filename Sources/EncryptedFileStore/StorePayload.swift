@@ -1,56 +1,39 @@
+import Basics
 import PortalTokenCore
 
-/// What the store file holds once decrypted: every git credential, secrets included, and the
-/// named records other parts of portal-token keep beside them (Portal sessions).
+/// What the store file holds once decrypted: one list of items, the same items the Secret
+/// Service keeps (git credentials, Portal sessions, two-factor steps), secrets included
+/// (docs/file-format.md).
 ///
 /// As JSON:
 ///
 ///     {"nextSequence": 3,
-///      "credentials": [{"sequence": 2, "protocol": "https", "host": "example.com", "port": 8443,
-///                       "path": "repo.git", "username": "alice", "password": "…",
-///                       "passwordExpiresAt": 1767225600, "oauthRefreshToken": "…",
-///                       "authtype": "Bearer", "credential": "…"}],
-///      "records": {"name": "opaque UTF-8 text, kept as a Secret"}}
+///      "items": [{"sequence": 2, "created": 1767225600, "modified": 1767225600,
+///                 "label": "Git: https://example.com/",
+///                 "attributes": {"xdg:schema": "org.git.Password", "protocol": "https", …},
+///                 "secret": "…"}]}
 ///
-/// `port`, `path`, `passwordExpiresAt`, `oauthRefreshToken` and the `authtype`/`credential`
-/// pair (git 2.46+) are left out when absent.
-/// Unknown members are skipped when reading, so a newer writer's additions do not break it.
+/// Earlier files kept git credentials in `credentials[]` and the rest in `records{}`; they read
+/// as the same items, and are written in this shape by the next write (`isUpgraded`). Unknown
+/// members are skipped when reading, so a newer writer's additions do not break it.
 struct StorePayload: Equatable {
-    struct Entry: Equatable {
-        var credential: Credential
-        /// Higher is more recently stored; it keeps "most recent first" deterministic where
-        /// timestamps could tie.
-        var sequence: Int64
-    }
-
-    var entries: [Entry] = []
+    /// Newest last; `sequence` orders them.
+    var items: [StoredItem] = []
     var nextSequence: Int64 = 1
-    /// Named records (Portal sessions, two-factor steps): secrets, kept in wipeable buffers from
-    /// the decrypted plaintext to the caller.
-    var records: [String: Secret] = [:]
+    /// Read from an earlier layout: the next write rewrites it as items.
+    var isUpgraded = false
 
     static let empty = StorePayload()
 
-    // MARK: Credential operations (the same rules as every CredentialStore)
-
-    func lookup(_ query: CredentialQuery) -> [Credential] {
-        var query = query
-        query.password = nil
-        return entries.filter { query.matches($0.credential) }
-            .sorted { $0.sequence > $1.sequence }
-            .map(\.credential)
-    }
-
-    mutating func store(_ credential: Credential) {
-        entries.removeAll { $0.credential.occupiesSameSlot(as: credential) }
-        entries.append(Entry(credential: credential, sequence: nextSequence))
+    /// Appends `item` as the newest, stamped with the next sequence number and `now`.
+    mutating func append(_ item: StoredItem, at now: Int64) {
+        var item = item
+        item.sequence = nextSequence
+        item.created = now
+        item.modified = now
+        item.id = ""
         nextSequence += 1
-    }
-
-    mutating func erase(_ query: CredentialQuery) -> Int {
-        let before = entries.count
-        entries.removeAll { query.matches($0.credential) }
-        return before - entries.count
+        items.append(item)
     }
 
     // MARK: JSON
@@ -59,76 +42,50 @@ struct StorePayload: Equatable {
     func encoded() -> [UInt8] {
         var writer = JSONWriter()
         // Room for the worst case up front (every byte escaped as \u00XX), so that growing the
-        // buffer never leaves an unwiped copy of a password behind.
+        // buffer never leaves an unwiped copy of a secret behind.
         writer.bytes.reserveCapacity(estimatedEncodedSize)
         writer.beginObject()
         writer.key("nextSequence")
         writer.number(nextSequence)
-        writer.key("credentials")
+        writer.key("items")
         writer.beginArray()
-        for entry in entries {
-            let credential = entry.credential
+        for item in items {
             writer.beginObject()
             writer.key("sequence")
-            writer.number(entry.sequence)
-            writer.key("protocol")
-            writer.string(credential.protocolName)
-            if let host = credential.host {
-                writer.key("host")
-                writer.string(host.server)
-                if let port = host.port {
-                    writer.key("port")
-                    writer.number(Int64(port))
-                }
+            writer.number(item.sequence)
+            if let created = item.created {
+                writer.key("created")
+                writer.number(created)
             }
-            if let path = credential.path {
-                writer.key("path")
-                writer.string(path)
+            if let modified = item.modified {
+                writer.key("modified")
+                writer.number(modified)
             }
-            writer.key("username")
-            writer.string(credential.username)
-            writer.key("password")
-            writer.string(credential.password)
-            if let passwordExpiresAt = credential.passwordExpiresAt {
-                writer.key("passwordExpiresAt")
-                writer.number(passwordExpiresAt)
+            writer.key("label")
+            writer.string(item.label)
+            writer.key("attributes")
+            writer.beginObject()
+            // Sorted, so that an unchanged payload encodes to the same bytes.
+            for name in item.attributes.keys.sorted() {
+                writer.key(name)
+                writer.string(item.attributes[name]!)
             }
-            if let oauthRefreshToken = credential.oauthRefreshToken {
-                writer.key("oauthRefreshToken")
-                writer.string(oauthRefreshToken)
-            }
-            if let authType = credential.authType, let value = credential.credential {
-                writer.key("authtype")
-                writer.string(authType)
-                writer.key("credential")
-                writer.string(value)
-            }
+            writer.endObject()
+            writer.key("secret")
+            writer.string(item.secret)
             writer.endObject()
         }
         writer.endArray()
-        writer.key("records")
-        writer.beginObject()
-        // Sorted, so that an unchanged payload encodes to the same bytes.
-        for name in records.keys.sorted() {
-            writer.key(name)
-            writer.string(records[name]!)
-        }
-        writer.endObject()
         writer.endObject()
         return writer.bytes
     }
 
     private var estimatedEncodedSize: Int {
         var size = 64
-        for entry in entries {
-            let credential = entry.credential
-            size +=
-                192 + credential.protocolName.utf8.count + (credential.host?.server.utf8.count ?? 0)
-                + (credential.path?.utf8.count ?? 0) + credential.username.utf8.count
-                + credential.password.byteCount + (credential.oauthRefreshToken?.byteCount ?? 0)
-                + (credential.authType?.utf8.count ?? 0) + (credential.credential?.byteCount ?? 0)
+        for item in items {
+            size += 128 + item.label.utf8.count + item.secret.byteCount
+            for (name, value) in item.attributes { size += 8 + name.utf8.count + value.utf8.count }
         }
-        for (name, record) in records { size += 8 + name.utf8.count + record.byteCount }
         return size * 6
     }
 
@@ -140,24 +97,56 @@ struct StorePayload: Equatable {
             switch name {
             case "nextSequence":
                 nextSequence = try reader.int64()
+            case "items":
+                try reader.array { reader throws(JSONError) in items.append(try Self.item(from: &reader)) }
             case "credentials":
+                isUpgraded = true
                 try reader.array { reader throws(JSONError) in
-                    entries.append(try Self.entry(from: &reader))
+                    let (credential, sequence) = try Self.credential(from: &reader)
+                    var item = CredentialItems.item(for: credential)
+                    item.sequence = sequence
+                    items.append(item)
                 }
             case "records":
+                isUpgraded = true
                 try reader.object { reader, name throws(JSONError) in
-                    records[name] = try reader.secret()
+                    items.append(Self.recordItem(name, try reader.secret()))
                 }
             default:
                 try reader.skipValue()
             }
         }
         try reader.end()
+        // Records had no sequence of their own: they follow the credentials, in name order.
+        for index in items.indices where items[index].sequence == 0 {
+            nextSequence = max(nextSequence, (items.map(\.sequence).max() ?? 0) + 1)
+            items[index].sequence = nextSequence
+        }
         // A sequence number at or above nextSequence would make a later store sort below it.
-        nextSequence = max(nextSequence, (entries.map(\.sequence).max() ?? 0) + 1)
+        nextSequence = max(nextSequence, (items.map(\.sequence).max() ?? 0) + 1)
+        items.sort { $0.sequence < $1.sequence }
     }
 
-    private static func entry(from reader: inout JSONReader) throws(JSONError) -> Entry {
+    private static func item(from reader: inout JSONReader) throws(JSONError) -> StoredItem {
+        var item = StoredItem(attributes: [:], label: "", secret: Secret(""))
+        try reader.object { reader, name throws(JSONError) in
+            if reader.null() { return }
+            switch name {
+            case "sequence": item.sequence = try reader.int64()
+            case "created": item.created = try reader.int64()
+            case "modified": item.modified = try reader.int64()
+            case "label": item.label = try reader.string()
+            case "secret": item.secret = try reader.secret()
+            case "attributes":
+                try reader.object { reader, name throws(JSONError) in item.attributes[name] = try reader.string() }
+            default: try reader.skipValue()
+            }
+        }
+        return item
+    }
+
+    /// A git credential of the earlier layout's `credentials[]`, with its sequence number.
+    private static func credential(from reader: inout JSONReader) throws(JSONError) -> (Credential, Int64) {
         var sequence: Int64 = 0
         var protocolName = "", server: String?, port: Int?, path: String?, username = ""
         var password = Secret(""), passwordExpiresAt: Int64?, oauthRefreshToken: Secret?
@@ -179,15 +168,55 @@ struct StorePayload: Equatable {
             default: try reader.skipValue()
             }
         }
-        let host = server.map { CredentialHost(server: $0, port: port) }
-        return Entry(
-            credential: Credential(
-                protocolName: protocolName, host: host, path: path, username: username,
-                password: password, passwordExpiresAt: passwordExpiresAt,
-                oauthRefreshToken: oauthRefreshToken,
-                // Half a pair is no credential.
-                authType: value == nil ? nil : authType,
-                credential: authType == nil ? nil : value),
-            sequence: sequence)
+        let credential = Credential(
+            protocolName: protocolName, host: server.map { CredentialHost(server: $0, port: port) }, path: path,
+            username: username, password: password, passwordExpiresAt: passwordExpiresAt,
+            oauthRefreshToken: oauthRefreshToken,
+            // Half a pair is no credential.
+            authType: value == nil ? nil : authType, credential: authType == nil ? nil : value)
+        return (credential, sequence)
+    }
+
+    /// The schema a record of the earlier layout gets when its name is none of the known ones.
+    static let recordSchema = "io.portalhq.PortalToken.Record"
+
+    /// An item of the earlier layout's `records{}`: `portal-session:<environment>`,
+    /// `portal-two-factor:<environment>`, or `item:<schema>?<attribute>=<value>&…` (percent-encoded).
+    private static func recordItem(_ name: String, _ secret: Secret) -> StoredItem {
+        var attributes: ItemAttributes
+        if name.hasPrefix("portal-session:") {
+            let environment = String(name.dropFirst("portal-session:".count))
+            // The end user is in the payload; one that does not decode reads as unreadable.
+            let endUser = PortalSession.decode(payload: secret, authEnvironmentID: environment)?.endUserID ?? ""
+            attributes = [
+                StoredItem.schemaAttribute: SessionItems.schema, "auth-environment-id": environment,
+                "end-user-id": endUser,
+            ]
+        } else if name.hasPrefix("portal-two-factor:") {
+            attributes = [
+                StoredItem.schemaAttribute: TwoFactorStepItems.schema,
+                "auth-environment-id": String(name.dropFirst("portal-two-factor:".count)),
+            ]
+        } else if name.hasPrefix("item:"), let question = name.firstIndex(of: "?"),
+            let schema = decoded(name[name.index(name.startIndex, offsetBy: 5)..<question])
+        {
+            attributes = [StoredItem.schemaAttribute: schema]
+            for pair in name[name.index(after: question)...].split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                guard parts.count == 2, let key = decoded(parts[0]), let value = decoded(parts[1]) else {
+                    return StoredItem(
+                        attributes: [StoredItem.schemaAttribute: recordSchema, "name": name], label: "", secret: secret)
+                }
+                attributes[key] = value
+            }
+        } else {
+            // No build wrote other names; one that appears is kept, not lost.
+            attributes = [StoredItem.schemaAttribute: recordSchema, "name": name]
+        }
+        return StoredItem(attributes: attributes, label: "", secret: secret)
+    }
+
+    private static func decoded(_ text: Substring) -> String? {
+        PercentCoding.decodeStrictly(ArraySlice(text.utf8)).flatMap { String(validating: $0, as: UTF8.self) }
     }
 }

@@ -64,26 +64,6 @@ enum Composition {
             timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
     }
 
-    /// The git credential store of one backend, every write under the store lock.
-    static func credentialStore(for context: Context, backend: BackendChoice.Backend) throws -> any CredentialStore {
-        let lock = try context.storeLock()
-        switch backend {
-        case .file:
-            return LockedCredentialStore(try context.fileStore(), lock: lock)
-        case .secretService:
-            return LockedCredentialStore(
-                SecretServiceStore(
-                    timeoutMilliseconds: try keyringTimeout(context.settings),
-                    allowPrompt: context.allowPrompt), lock: lock)
-        }
-    }
-
-    /// The Portal session store of one backend (its writes are locked by CachedSessionStore and
-    /// SessionService).
-    static func sessionStore(for context: Context, backend: BackendChoice.Backend) throws -> any SessionStore {
-        ItemSessionStore(try context.itemStore(backend))
-    }
-
     /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (product contract §2).
     static func storeFilePath(_ context: Context) throws(CLIError) -> String {
         if let path = context.settings.value(.storeFile) { return path }
@@ -133,26 +113,20 @@ enum Composition {
             .joined(separator: "\u{0}")
     }
 
-    /// The backend's session store behind a short-lived copy in the kernel keyring. Every
-    /// change to a session, a sign-in's included, goes through it, so the copy never outlives
-    /// what is stored.
-    static func cachedSessionStore(for context: Context) throws -> CachedSessionStore {
+    /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
+    /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
+    static func cachedSessions(for context: Context) throws -> CachedSessions {
         let choice = try context.backendChoice()
-        // The store behind the cache: which backend was asked for, in which family.
-        let scope = try requestedBackend(context.settings).rawValue
-        let family = cacheFamily(context)
-        // The file store is made now, which reads no file: a configuration it cannot work with
-        // (no place for the file, a bad timeout) is then the usage error it is (exit 2), not a
-        // failure of the store opened lazily behind the cache.
-        let fileSessions = choice.backend == .file ? try sessionStore(for: context, backend: .file) : nil
-        return CachedSessionStore(
-            cache: context.services.secretCache(context), lock: try context.storeLock(), scope: scope, family: family,
+        return CachedSessions(
+            SessionItems(try context.items(choice.backend)), cache: context.services.secretCache(context),
+            lock: try context.storeLock(),
+            // The store behind the cache: which backend was asked for, in which family.
+            scope: try requestedBackend(context.settings).rawValue, family: cacheFamily(context),
             timeoutSeconds: try context.settings.seconds(
                 .keyCacheTimeout, default: defaultKeyCacheTimeoutSeconds, maximum: maximumKeyCacheTimeoutSeconds),
             now: context.now,
             confirmUnlocked: choice.backend == .secretService
-                ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil,
-            store: { try fileSessions ?? sessionStore(for: context, backend: choice.backend) })
+                ? { () throws(StoreError) in try confirmKeyringUnlocked(context) } : nil)
     }
 
     /// One bounded sd-bus read of the default collection's `Locked` property, without libsecret:
@@ -182,7 +156,7 @@ enum Composition {
         let environmentID = try context.authEnvironmentID()
         let apiBase = try context.apiBase()
         return SessionService(
-            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessionStore(for: context),
+            authEnvironmentID: environmentID, apiBase: apiBase, store: try cachedSessions(for: context),
             lock: try context.storeLock(),
             transport: try context.services.transport(context),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
@@ -210,15 +184,6 @@ enum Composition {
         return ClientAuthClient(api: api, transport: try context.services.transport(context))
     }
 
-    /// Where a waiting two-factor step is kept: beside the session, in the same backend, every
-    /// write under the store lock (taken after the sign-in lock, never before it).
-    static func twoFactorStepStore(for context: Context, backend: BackendChoice.Backend? = nil) throws
-        -> any TwoFactorStepStore
-    {
-        let store = ItemTwoFactorStepStore(try context.itemStore(backend ?? context.backendChoice().backend))
-        return LockedTwoFactorStepStore(store, lock: try context.storeLock())
-    }
-
     /// Held around a whole grant exchange or code check, the request included: long enough to
     /// wait for another process's exchange to finish, bounded like every other lock.
     static func signInLock(for context: Context) throws -> SessionFileLock {
@@ -234,7 +199,7 @@ enum Composition {
     static func signInService(for context: Context, configuration: ClientAuthConfiguration) throws -> SignInService {
         return SignInService(
             configuration: configuration, client: try clientAuthClient(for: context, configuration: configuration),
-            sessions: try cachedSessionStore(for: context), steps: try twoFactorStepStore(for: context),
+            sessions: try cachedSessions(for: context), steps: try context.twoFactorSteps(),
             sessionLock: try context.storeLock(), signInLock: try signInLock(for: context),
             memory: context.services.secretCache(context),
             now: context.now, trace: context.trace)

@@ -44,7 +44,6 @@ final class Context {
 
     func now() -> Int64 { services.now() }
 
-    private var cachedCredentialStore: (any CredentialStore)?
     private var cachedFileStore: EncryptedFileStore?
 
     /// The encrypted file store, one per run: git credentials and the Portal session share its
@@ -98,26 +97,24 @@ final class Context {
         return lock
     }
 
-    /// The store for git credentials: the backend in use, and only it.
-    func credentialStore() throws -> any CredentialStore {
-        if let cachedCredentialStore { return cachedCredentialStore }
-        let store = try services.credentialStore(self, try backendChoice().backend)
-        cachedCredentialStore = store
+    private var lockedItemStores: [BackendChoice.Backend: LockedItemStore] = [:]
+
+    /// One backend's items, every write under the store lock; one store per backend and run.
+    func items(_ backend: BackendChoice.Backend) throws -> any ItemStore {
+        if let store = lockedItemStores[backend] { return store }
+        let store = LockedItemStore(try services.itemStore(self, backend), lock: try storeLock())
+        lockedItemStores[backend] = store
         return store
     }
 
-    /// The item store that keeps one backend's Portal sessions and two-factor steps.
-    func itemStore(_ backend: BackendChoice.Backend) throws -> any ItemStore {
-        try services.itemStore(self, backend)
-    }
+    /// git credentials: in the backend in use, and only it.
+    func credentials() throws -> CredentialItems { CredentialItems(try items(backendChoice().backend)) }
 
     /// The Portal session of the configured auth environment.
     func sessionService() throws -> SessionService { try Composition.sessionService(for: self) }
 
-    /// Where a waiting two-factor step is kept, in the backend in use unless another is named.
-    func twoFactorStepStore(backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {
-        try Composition.twoFactorStepStore(for: self, backend: backend)
-    }
+    /// Where a waiting two-factor step is kept: beside the session, in the backend in use.
+    func twoFactorSteps() throws -> TwoFactorStepItems { TwoFactorStepItems(try items(backendChoice().backend)) }
 
     /// The Client Auth client for a sign-in configuration.
     func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {

@@ -8,7 +8,7 @@ private func readRequest(_ context: Context) throws -> CredentialRequest {
 }
 
 private func helper(_ context: Context) throws -> CredentialHelper {
-    CredentialHelper(store: try context.credentialStore(), now: context.now)
+    CredentialHelper(store: try context.credentials(), now: context.now)
 }
 
 private let protocolDetails = """

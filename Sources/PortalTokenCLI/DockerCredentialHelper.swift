@@ -62,7 +62,7 @@ enum DockerCredentialHelper {
     // MARK: Operations
 
     private static func get(serverURL: String, _ context: Context) throws {
-        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         guard let credential = try helper.get(try request(for: serverURL)) else {
             throw Failure(message: notFoundMessage)
         }
@@ -95,19 +95,19 @@ enum DockerCredentialHelper {
         guard !username.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
             throw Failure(message: "the username holds a newline, CR or NUL")
         }
-        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         try helper.store(request)
     }
 
     private static func erase(serverURL: String, _ context: Context) throws {
-        let helper = CredentialHelper(store: try context.credentialStore(), now: context.now)
+        let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         guard try helper.erase(try request(for: serverURL)) > 0 else { throw Failure(message: notFoundMessage) }
     }
 
     /// `{ServerURL: Username}` for every stored credential (never a secret).
     private static func list(_ context: Context) throws {
         var members: [String: JSONValue] = [:]
-        for credential in try context.credentialStore().all() {
+        for credential in try context.credentials().all() {
             members[url(of: credential)] = .string(credential.username)
         }
         context.streams.print(JSONValue.object(members).serialized)

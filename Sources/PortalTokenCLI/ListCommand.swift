@@ -19,10 +19,10 @@ struct ListCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let credentials = try context.credentialStore().all()
+        let credentials = try context.credentials().all()
         // Every stored Portal session, one per auth environment, as stored: no network call
         // and no expiry judgement (that is `status`'s).
-        let sessions = try ItemSessionStore(context.itemStore(context.backendChoice().backend))
+        let sessions = try SessionItems(context.items(context.backendChoice().backend))
             .allSessions().sorted { $0.authEnvironmentID < $1.authEnvironmentID }
         if json {
             let credentialObjects: [JSONValue] = credentials.map { credential in

@@ -3,17 +3,6 @@ import KernelKeyring
 import PortalTokenCore
 import SecretServiceStore
 
-/// Everything one backend holds for portal-token: git credentials, Portal sessions and waiting
-/// two-factor steps.
-struct StoreContents {
-    var credentials: [Credential] = []
-    var sessions: [PortalSession] = []
-    var steps: [PendingTwoFactor] = []
-
-    var isEmpty: Bool { credentials.isEmpty && sessions.isEmpty && steps.isEmpty }
-    var itemCount: Int { credentials.count + sessions.count + steps.count }
-}
-
 struct MigrateCommand: Command {
     static let name = "migrate"
     static let summary = "Move every item from the other store into the named one"
@@ -21,11 +10,11 @@ struct MigrateCommand: Command {
         One store is in use at a time. When the other one also holds items (a file left from
         a time without a keyring, say), migrate copies each git credential, Portal session and
         waiting two-factor step into the store named by --to; where that store already holds
-        the same credential slot, or a session at least as recent, the one already there is
-        kept. Only once everything is written is the other store moved aside: the encrypted
-        file is renamed to <file>.migrated-<UTC time> (it still opens with its passphrase);
-        keyring items are deleted, except a credential whose slot the file kept with another
-        secret, which nothing else holds. Prints what it did on stderr.
+        a newer item of the same slot (by the items' modification times), the one already
+        there is kept. Only once everything is written is the other store moved aside: the
+        encrypted file is renamed to <file>.migrated-<UTC time> (it still opens with its
+        passphrase); keyring items are deleted, except one whose slot the file kept newer with
+        another secret, which nothing else holds. Prints what it did on stderr.
         """
 
     let destination: BackendChoice.Backend
@@ -57,82 +46,25 @@ struct MigrateCommand: Command {
                 .unavailable, "no Secret Service provider is registered on the session bus",
                 hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
         }
-        let (moved, kept, aside) = try context.storeLock().withLock { () throws -> (Int, Int, String) in
-            var contents = try Composition.contents(of: source, for: context)
-            let (moved, kept, differing) = try Self.merge(contents, into: destination, context: context)
-            // Everything is in the destination now: only then does the source go. A credential
-            // whose slot the destination kept with another secret was never written there, so
+        let (outcome, aside) = try context.storeLock().withLock { () throws -> (ItemMigration.Outcome, String) in
+            let outcome = try ItemMigration.copy(from: context.items(source), to: context.items(destination))
+            // Everything is in the destination now: only then does the source go. An item whose
+            // slot the destination kept newer with another secret was never written there, so
             // the keyring keeps it (the file is only moved aside, so it keeps it anyway).
-            contents.credentials.removeAll { differing.contains($0) }
-            var aside = try Composition.clear(source, holding: contents, for: context)
-            if source == .secretService, !differing.isEmpty {
+            var aside = try Composition.clear(source, removing: outcome.moved + outcome.superseded, for: context)
+            if source == .secretService, !outcome.differing.isEmpty {
+                let count = outcome.differing.count
                 aside +=
-                    "; left \(differing.count) credential\(differing.count == 1 ? "" : "s") there whose secret differs"
-                    + " from the one the file keeps (see 'secret-tool search --all')"
+                    "; left \(count) item\(count == 1 ? "" : "s") there whose secret differs from the newer one"
+                    + " the file keeps (see 'secret-tool search --all')"
             }
-            return (moved, kept, aside)
+            return (outcome, aside)
         }
-        KernelKeyring().dropAll(withPrefix: CachedSessionStore.namePrefix(family: Composition.cacheFamily(context)))
+        KernelKeyring().dropAll(withPrefix: CachedSessions.namePrefix(family: Composition.cacheFamily(context)))
+        let moved = outcome.moved.count, kept = outcome.kept
         streams.printError(
             "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
                 + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
-    }
-
-    /// Writes each item where the destination holds nothing newer; returns how many were
-    /// written, how many were kept as they were, and the credentials of the source that were
-    /// not written because the destination kept a different one in their slot.
-    private static func merge(
-        _ contents: StoreContents, into destination: BackendChoice.Backend,
-        context: Context
-    ) throws -> (moved: Int, kept: Int, differing: [Credential]) {
-        var moved = 0, kept = 0
-        var differing: [Credential] = []
-        let credentials = try context.services.credentialStore(context, destination)
-        for credential in contents.credentials {
-            let slot = CredentialQuery(
-                protocolName: credential.protocolName, host: credential.host,
-                path: credential.path, username: credential.username)
-            if let present = try credentials.lookup(slot).first(where: { $0.occupiesSameSlot(as: credential) }) {
-                kept += 1
-                if present.password != credential.password || present.credential != credential.credential {
-                    differing.append(credential)
-                }
-            } else {
-                try credentials.store(credential)
-                moved += 1
-            }
-        }
-        let sessions = try Composition.sessionStore(for: context, backend: destination)
-        for session in contents.sessions {
-            if case .present(let present) = try sessions.loadSession(authEnvironmentID: session.authEnvironmentID),
-                present.isAtLeastAsRecent(as: session)
-            {
-                kept += 1
-            } else {
-                try sessions.saveSession(session)
-                moved += 1
-            }
-        }
-        let steps = try context.twoFactorStepStore(backend: destination)
-        for step in contents.steps {
-            if let present = try steps.loadStep(authEnvironmentID: step.authEnvironmentID),
-                present.expiresAt >= step.expiresAt
-            {
-                kept += 1
-            } else {
-                try steps.saveStep(step)
-                moved += 1
-            }
-        }
-        return (moved, kept, differing)
-    }
-}
-
-extension PortalSession {
-    /// Whether this record is as recent as `other`: its last known activity, else its
-    /// sign-in, is not older.
-    func isAtLeastAsRecent(as other: PortalSession) -> Bool {
-        (lastActivityAt ?? issuedAt ?? 0) >= (other.lastActivityAt ?? other.issuedAt ?? 0)
     }
 }
 
@@ -153,44 +85,19 @@ extension Composition {
         }
     }
 
-    /// Everything a backend holds.
-    static func contents(of backend: BackendChoice.Backend, for context: Context) throws -> StoreContents {
-        var contents = StoreContents()
-        contents.credentials = try context.services.credentialStore(context, backend).lookup(CredentialQuery())
-        let items = try context.itemStore(backend)
-        contents.sessions = try ItemSessionStore(items).allSessions()
-        contents.steps = try ItemTwoFactorStepStore(items).allSteps()
-        return contents
-    }
-
-    /// Moves a migrated store aside: the file renamed, the keyring's items deleted. Returns what
+    /// Moves a migrated store aside: the file renamed, the keyring's `items` deleted. Returns what
     /// was done, in words.
-    static func clear(_ backend: BackendChoice.Backend, holding contents: StoreContents, for context: Context) throws
+    static func clear(_ backend: BackendChoice.Backend, removing items: [StoredItem], for context: Context) throws
         -> String
     {
         switch backend {
         case .file:
             return "moved the encrypted file aside to \(try context.fileStore().moveAsideAfterMigration())"
         case .secretService:
-            let credentials = try context.services.credentialStore(context, .secretService)
-            for credential in contents.credentials {
-                try credentials.erase(
-                    CredentialQuery(
-                        protocolName: credential.protocolName, host: credential.host,
-                        path: credential.path, username: credential.username,
-                        password: credential.password))
-            }
-            let sessions = try sessionStore(for: context, backend: .secretService)
-            for session in contents.sessions {
-                try sessions.deleteSession(authEnvironmentID: session.authEnvironmentID)
-            }
-            let steps = try twoFactorStepStore(for: context, backend: .secretService)
-            for step in contents.steps { try steps.deleteStep(authEnvironmentID: step.authEnvironmentID) }
-            return
-                """
-                deleted the \(contents.itemCount) item\(contents.itemCount == 1 ? "" : "s") it moved from the \
-                Secret Service
-                """
+            let store = try context.items(.secretService)
+            let ids = Set(items.map(\.id))
+            let deleted = try store.delete(ItemMigration.everything) { ids.contains($0.id) }
+            return "deleted the \(deleted) item\(deleted == 1 ? "" : "s") it moved from the Secret Service"
         }
     }
 
@@ -205,7 +112,7 @@ extension Composition {
             guard EncryptedFileStore.exists(at: try storeFilePath(context)) else { return nil }
         case .secretService:
             guard try context.services.secretServicePresence(context) == .provider,
-                let contents = try? contents(of: .secretService, for: context), !contents.isEmpty
+                let items = try? context.items(.secretService).search(ItemMigration.everything), !items.isEmpty
             else { return nil }
         }
         return

@@ -10,9 +10,7 @@ struct Services {
     var backendChoice: (Context) throws -> BackendChoice
     /// What the session bus shows of the Secret Service.
     var secretServicePresence: (Context) throws -> SecretServicePresence
-    /// The git credential store of one backend.
-    var credentialStore: (Context, BackendChoice.Backend) throws -> any CredentialStore
-    /// The item store that keeps one backend's Portal sessions and two-factor steps.
+    /// The item store of one backend.
     var itemStore: (Context, BackendChoice.Backend) throws -> any ItemStore
     /// The HTTP transport to Portal.
     var transport: (Context) throws -> any HTTPTransport
@@ -28,7 +26,6 @@ struct Services {
         Services(
             backendChoice: { try Composition.backendChoice(for: $0) },
             secretServicePresence: { try Composition.secretServicePresence(for: $0) },
-            credentialStore: { try Composition.credentialStore(for: $0, backend: $1) },
             itemStore: { context, backend in
                 switch backend {
                 case .file: return try context.fileStore()

@@ -33,7 +33,7 @@ struct StatusCommand: Command {
         let session = try context.sessionService().restore()
         let now = context.now()
         let decision = session?.decision(at: now)
-        let step = try context.twoFactorStepStore().loadStep(authEnvironmentID: environmentID)
+        let step = try context.twoFactorSteps().loadStep(authEnvironmentID: environmentID)
             .flatMap { $0.isExpired(at: now) ? nil : $0 }
         let otherStore = try Composition.otherStoreNotice(for: context)
         let signedIn = session != nil && decision != .expired
@@ -117,7 +117,7 @@ struct LogoutCommand: Command {
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
         let sessions = try context.sessionService()
-        let steps = try context.twoFactorStepStore()
+        let steps = try context.twoFactorSteps()
         // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
         let removed = try context.signInLock().withLock {
             let removed = try sessions.remove()

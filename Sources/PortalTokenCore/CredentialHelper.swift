@@ -5,11 +5,11 @@
 /// nothing, an `ephemeral` credential is never stored, and `authtype`/`credential` are kept and
 /// handed out only for clients that advertise `capability[]=authtype` (git 2.46+).
 public struct CredentialHelper {
-    public let store: any CredentialStore
+    public let store: CredentialItems
     /// The current Unix time in seconds.
     public let now: () -> Int64
 
-    public init(store: any CredentialStore, now: @escaping () -> Int64) {
+    public init(store: CredentialItems, now: @escaping () -> Int64) {
         self.store = store
         self.now = now
     }

@@ -1,127 +1,163 @@
-/// An item a store holds: a schema name, string attributes, a label and a secret, as the
-/// freedesktop Secret Service keeps them.
-public struct StoredItem: Sendable {
-    public var schema: String
-    public var attributes: [String: String]
+/// The attributes an item carries, or a search asks for: string names and values, as the
+/// freedesktop Secret Service keeps them. The schema is one of them, `xdg:schema`.
+public typealias ItemAttributes = [String: String]
+
+/// An item a store holds: attributes (its schema among them), a label and a secret, with the
+/// times and order the store keeps for it (docs/storage.md, "Items").
+public struct StoredItem: Sendable, Equatable {
+    /// The attribute that names an item's schema, as libsecret writes it.
+    public static let schemaAttribute = "xdg:schema"
+
+    public var attributes: ItemAttributes
     public var label: String
     public var secret: Secret
+    /// Unix seconds; nil where the store does not say.
+    public var created: Int64?
+    public var modified: Int64?
+    /// Higher is more recently stored. It orders items within one store; a store that keeps no
+    /// sequence of its own leaves it 0 and orders its answers by what it has.
+    public var sequence: Int64
+    /// The store's name for the item (an object path, a position): set by the store on the items
+    /// a search returns, ignored when an item is written.
+    public var id: String
 
-    public init(schema: String, attributes: [String: String], label: String, secret: Secret) {
-        self.schema = schema
+    public init(
+        attributes: ItemAttributes, label: String, secret: Secret, created: Int64? = nil, modified: Int64? = nil,
+        sequence: Int64 = 0, id: String = ""
+    ) {
         self.attributes = attributes
         self.label = label
         self.secret = secret
+        self.created = created
+        self.modified = modified
+        self.sequence = sequence
+        self.id = id
+    }
+
+    public var schema: String { attributes[Self.schemaAttribute] ?? "" }
+
+    /// Whether the item carries every attribute of `filter` with the same value.
+    public func matches(_ filter: ItemAttributes) -> Bool {
+        filter.allSatisfy { attributes[$0.key] == $0.value }
+    }
+
+    /// Whether the item matches any of `filters`.
+    public func matches(any filters: [ItemAttributes]) -> Bool {
+        filters.contains { matches($0) }
+    }
+
+    /// Whether this item was written after `other`, by their own times: modification time, then
+    /// creation time, then the store's sequence (docs/storage.md, "Migrating").
+    public func isNewer(than other: StoredItem) -> Bool {
+        let mine = (modified ?? created ?? 0, created ?? 0, sequence)
+        let theirs = (other.modified ?? other.created ?? 0, other.created ?? 0, other.sequence)
+        return mine > theirs
     }
 }
 
-/// One port over a store of attributed items, on the model of oo7's `Keyring` and keyring-rs's
-/// credential trait: records (Portal sessions, two-factor steps) are codecs on top of it, in
-/// the core, and know nothing of D-Bus or files.
+/// The one storage port, on the model of oo7's `Keyring`: a store of attributed items. Git
+/// credentials, Portal sessions and two-factor steps are codecs over it (`CredentialItems`,
+/// `SessionItems`, `TwoFactorStepItems`), and every backend keeps the same items, so moving
+/// between backends copies items (docs/storage.md).
 ///
-/// Every method fails with a `StoreError`: a locked store is `.locked`, never "nothing found";
-/// an item that vanishes between a search and its read is simply not found.
-public protocol ItemStore {
-    /// Items of `schema` whose attributes include all of `attributes`, newest first. With no
-    /// attributes, every item of the schema.
-    func search(schema: String, attributes: [String: String]) throws(StoreError) -> [StoredItem]
-    /// Stores `item`, then removes every other item of its schema whose attributes include all
-    /// of `key`: the new item is safe before the old ones go.
-    func replace(matching key: [String: String], with item: StoredItem) throws(StoreError)
-    /// Removes every item of `schema` whose attributes include all of `attributes`; returns how
+/// A search takes a list of filters and answers the items that match any of them, so one call
+/// can look in several schemas, each with its own attribute names. Every method fails with a
+/// `StoreError`: a locked store is `.locked`, never "nothing found"; an item that vanishes
+/// between a search and its read is simply not found. Every store passes the contract suite in
+/// `Tests/PortalTokenTestSupport/ItemStoreContract.swift`.
+public protocol ItemStore: AnyObject {
+    /// The items matching any of `filters`, each once, newest first. A filter must name a schema.
+    func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]
+    /// Stores `item`, then removes every other item that matches any of `filters` and satisfies
+    /// `isPrevious`: the new item is safe before the old ones go.
+    func replace(
+        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError)
+    /// Removes every item that matches any of `filters` and satisfies `isDoomed`; returns how
     /// many were removed.
-    @discardableResult
-    func delete(schema: String, attributes: [String: String]) throws(StoreError) -> Int
+    func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int
 }
 
-/// Portal sessions as items (product contract §6): schema `io.portalhq.PortalToken.Session`,
-/// attributes `auth-environment-id` and `end-user-id`, label `Portal session for <endUserId>
-/// (<environment>)`; the secret is `PortalSession.payload`. One session per environment.
-public struct ItemSessionStore: SessionStore {
-    public static let schema = "io.portalhq.PortalToken.Session"
-    public let items: any ItemStore
+extension ItemStore {
+    /// Replaces every item matching any of `filters` with `item`.
+    public func replace(_ filters: [ItemAttributes], with item: StoredItem) throws(StoreError) {
+        try replace(filters, where: { _ in true }, with: item)
+    }
 
-    public init(_ items: any ItemStore) { self.items = items }
+    /// Removes every item matching any of `filters`.
+    @discardableResult
+    public func delete(_ filters: [ItemAttributes]) throws(StoreError) -> Int {
+        try delete(filters, where: { _ in true })
+    }
+}
 
-    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        guard
-            let newest = try items.search(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID])
-                .first
-        else {
-            return .absent
+/// An item store whose every write runs under the cross-process store lock
+/// (docs/storage.md, "The store lock"): a write's search, create and removal of the previous
+/// items happen while no other process writes, so parallel writes of one slot leave one item.
+public final class LockedItemStore: ItemStore {
+    public let store: any ItemStore
+    public let lock: any SessionLock
+
+    public init(_ store: any ItemStore, lock: any SessionLock) {
+        self.store = store
+        self.lock = lock
+    }
+
+    public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        try store.search(filters)
+    }
+
+    public func replace(
+        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) {
+        try lock.withStoreLock { () throws(StoreError) in try store.replace(filters, where: isPrevious, with: item) }
+    }
+
+    public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+        try lock.withStoreLock { () throws(StoreError) in try store.delete(filters, where: isDoomed) }
+    }
+}
+
+extension SessionLock {
+    /// `withLock` for a body that throws only store errors; a failure of the lock itself is a
+    /// store error too (exit 4).
+    public func withStoreLock<Result>(_ body: () throws(StoreError) -> Result) throws(StoreError) -> Result {
+        do {
+            return try withLock { try body() }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the store lock failed (\(type(of: error)))")
         }
-        guard let session = PortalSession.decode(payload: newest.secret, authEnvironmentID: authEnvironmentID),
-            newest.attributes["end-user-id"] == session.endUserID
-        else { return .unreadable }
-        return .present(session)
-    }
-
-    public func saveSession(_ session: PortalSession) throws(StoreError) {
-        try items.replace(
-            matching: ["auth-environment-id": session.authEnvironmentID],
-            with: StoredItem(
-                schema: Self.schema,
-                attributes: ["auth-environment-id": session.authEnvironmentID, "end-user-id": session.endUserID],
-                label: "Portal session for \(session.endUserID) (\(session.authEnvironmentID))",
-                secret: session.payload))
-    }
-
-    @discardableResult
-    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
-        try items.delete(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID]) > 0
-    }
-
-    /// Every readable session, the newest of each environment (for `migrate` and `status`).
-    public func allSessions() throws(StoreError) -> [PortalSession] {
-        newestPerEnvironment(
-            try items.search(schema: Self.schema, attributes: [:]),
-            decode: PortalSession.decode(payload:authEnvironmentID:))
     }
 }
 
-/// A waiting two-factor step as an item: schema `io.portalhq.PortalToken.PendingTwoFactor`,
-/// attribute `auth-environment-id`; the secret is `PendingTwoFactor.payload`.
-public struct ItemTwoFactorStepStore: TwoFactorStepStore {
-    public static let schema = "io.portalhq.PortalToken.PendingTwoFactor"
-    public let items: any ItemStore
-
-    public init(_ items: any ItemStore) { self.items = items }
-
-    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
-        try items.search(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID]).first
-            .flatMap { PendingTwoFactor.decode(payload: $0.secret, authEnvironmentID: authEnvironmentID) }
+/// Why a store could not do what was asked. Every case means "retrying may work, and nothing
+/// was deleted" (exit 4, docs/exit-codes.md). Messages name the store and the reason, never a
+/// stored value.
+public struct StoreError: Error, Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// No session bus, no Secret Service provider, no usable file: another backend may serve.
+        case unavailable
+        /// The store exists but is locked; unlocking it is the user's move, not a switch.
+        case locked
+        /// The store did not answer within its bound.
+        case timedOut
+        /// Anything else the store reported.
+        case failed
     }
 
-    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        try items.replace(
-            matching: ["auth-environment-id": step.authEnvironmentID],
-            with: StoredItem(
-                schema: Self.schema, attributes: ["auth-environment-id": step.authEnvironmentID],
-                label: "Portal two-factor sign-in step (\(step.authEnvironmentID))", secret: step.payload))
-    }
+    public var kind: Kind
+    public var message: String
+    public var hint: String?
 
-    @discardableResult
-    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
-        try items.delete(schema: Self.schema, attributes: ["auth-environment-id": authEnvironmentID]) > 0
-    }
+    /// The hint every "keyring is locked" error carries.
+    public static let keyringLockedHint =
+        "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
-    /// Every readable step, the newest of each environment (for `migrate`).
-    public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
-        newestPerEnvironment(
-            try items.search(schema: Self.schema, attributes: [:]),
-            decode: PendingTwoFactor.decode(payload:authEnvironmentID:))
+    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.hint = hint
     }
-}
-
-/// The first readable record of each `auth-environment-id` in `items` (newest first).
-private func newestPerEnvironment<Record>(_ items: [StoredItem], decode: (Secret, String) -> Record?) -> [Record] {
-    var seen: Set<String> = []
-    var records: [Record] = []
-    for item in items {
-        guard let environment = item.attributes["auth-environment-id"], !seen.contains(environment),
-            let record = decode(item.secret, environment)
-        else { continue }
-        seen.insert(environment)
-        records.append(record)
-    }
-    return records
 }

@@ -114,16 +114,6 @@ public enum StoredSession: Sendable, Equatable {
     case present(PortalSession)
 }
 
-/// Keeps one Portal session per auth environment. Every backend keeps the same payload.
-public protocol SessionStore {
-    func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession
-    /// Stores `session` as the environment's only session.
-    func saveSession(_ session: PortalSession) throws(StoreError)
-    /// Removes the environment's session; true when there was one.
-    @discardableResult
-    func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool
-}
-
 /// RFC 3339 times in UTC, for `status` and `--format json`.
 public enum RFC3339 {
     public static func format(_ seconds: Int64) -> String {

@@ -58,7 +58,7 @@ public final class SessionService {
 
     public let authEnvironmentID: String
     public let apiBase: PortalAPIBase
-    private let store: any SessionStore
+    private let store: CachedSessions
     private let lock: any SessionLock
     private let transport: any HTTPTransport
     private let requests: PortalRequestBuilder
@@ -69,7 +69,7 @@ public final class SessionService {
     private let now: () -> Int64
 
     public init(
-        authEnvironmentID: String, apiBase: PortalAPIBase, store: any SessionStore, lock: any SessionLock,
+        authEnvironmentID: String, apiBase: PortalAPIBase, store: CachedSessions, lock: any SessionLock,
         transport: any HTTPTransport, requests: PortalRequestBuilder,
         sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
         now: @escaping () -> Int64
@@ -273,12 +273,7 @@ public final class SessionService {
     /// Compare-and-delete under the lock, so a newer session stored meanwhile survives; then the
     /// hook, run only by the process whose delete removed the session; then the `ended` error.
     private func end(_ session: PortalSession, reason: SessionEndReason) throws -> Never {
-        let removed = try lock.withLock { () throws -> Bool in
-            guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
-                current.token == session.token
-            else { return false }
-            return try store.deleteSession(authEnvironmentID: authEnvironmentID)
-        }
+        let removed = try store.deleteSession(authEnvironmentID: authEnvironmentID, holding: session.token)
         if removed {
             sessionEnded(
                 SessionEndedEvent(authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, reason: reason))

@@ -2,12 +2,13 @@ import CLibSecret
 import PortalTokenCore
 
 /// The item-store port on the freedesktop Secret Service: items in the default collection, every
-/// attribute a string, searched without matching the schema name (the `xdg:schema` attribute
-/// selects it). Portal sessions and two-factor steps live here through their codecs
-/// (`ItemSessionStore`, `ItemTwoFactorStepStore`), laid out as product contract §6 says.
+/// attribute a string, the schema the `xdg:schema` attribute (docs/storage.md, "The Secret
+/// Service"). git credentials, Portal sessions and two-factor steps live here through their
+/// codecs, laid out so that git's own libsecret helper reads the credentials.
 public final class SecretServiceItemStore: ItemStore {
     private let connection: SecretServiceConnection
-    /// Schemas built so far, by name: libsecret wants one per item created.
+    /// Schemas built so far, by name and attribute names: libsecret wants one per item created,
+    /// and refuses an attribute its schema does not list.
     private var schemas: [String: UnsafeMutablePointer<SecretSchema>] = [:]
 
     /// - Parameters:
@@ -18,71 +19,87 @@ public final class SecretServiceItemStore: ItemStore {
         connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: allowPrompt)
     }
 
-    public func search(schema: String, attributes: [String: String]) throws(StoreError) -> [StoredItem] {
-        let found = try items(schema, attributes, loadSecrets: true, while: "reading \(Self.describe(schema))")
-        var items: [StoredItem] = []
-        for item in found {
-            // Not loaded: locked (an error), or deleted since the search (gone).
+    public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        let items = try loaded(filters, while: "reading the keyring")
+        // A locked collection finds nothing, exactly like one that holds nothing.
+        if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
+        return items.map(\.item)
+    }
+
+    public func replace(
+        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) {
+        let operation = "storing \(Self.describe(item.schema))"
+        let collection = try connection.unlockedDefaultCollection()
+        let previous = try loaded(filters, while: operation).filter { isPrevious($0.item) }
+        var attributes = item.attributes
+        attributes[StoredItem.schemaAttribute] = nil
+        let created = try connection.create(
+            in: collection, schema: schema(item.schema, attributes: attributes.keys),
+            attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
+            label: item.label, secret: item.secret, while: operation)
+        for old in previous where old.found.objectPath != created {
+            try connection.delete(old.found, while: "replacing the previous \(Self.describe(item.schema))")
+        }
+    }
+
+    public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+        let operation = "removing \(Self.describe(filters.first?[StoredItem.schemaAttribute] ?? ""))"
+        let doomed = try loaded(filters, while: operation).filter { isDoomed($0.item) }
+        for item in doomed { try connection.delete(item.found, while: operation) }
+        return doomed.count
+    }
+
+    /// The items matching any filter, each once, newest first, with their secrets. An item whose
+    /// secret did not load is locked (an error) or was deleted since the search (left out).
+    private func loaded(_ filters: [ItemAttributes], while operation: String) throws(StoreError) -> [(
+        found: FoundItem, item: StoredItem
+    )] {
+        var seen: Set<String> = []
+        var found: [FoundItem] = []
+        for filter in filters {
+            let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+            for item in try connection.search(query, loadSecrets: true, while: operation).items
+            where seen.insert(item.objectPath).inserted {
+                found.append(item)
+            }
+        }
+        var items: [(FoundItem, StoredItem)] = []
+        for item in found.sorted(by: { $0.order > $1.order }) {
             guard let secret = item.secret else {
                 try connection.ensureItemIsGone(item)
                 continue
             }
-            var attributes = item.attributes
-            attributes["xdg:schema"] = nil
-            items.append(StoredItem(schema: schema, attributes: attributes, label: item.label, secret: secret))
+            let order = item.order
+            items.append(
+                (
+                    item,
+                    StoredItem(
+                        attributes: item.attributes, label: item.label, secret: secret, created: Int64(order.created),
+                        modified: Int64(order.modified), id: item.objectPath)
+                ))
         }
-        // A locked collection finds nothing, exactly like one that holds nothing.
-        if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
         return items
-    }
-
-    public func replace(matching key: [String: String], with item: StoredItem) throws(StoreError) {
-        let operation = "storing \(Self.describe(item.schema))"
-        let collection = try connection.unlockedDefaultCollection()
-        let previous = try items(item.schema, key, loadSecrets: false, while: operation)
-        let created = try connection.create(
-            in: collection, schema: schema(item.schema, attributes: item.attributes.keys),
-            attributes: item.attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-            label: item.label, secret: item.secret, while: operation)
-        for old in previous where old.objectPath != created {
-            try connection.delete(old, while: "replacing the previous \(Self.describe(item.schema))")
-        }
-    }
-
-    @discardableResult
-    public func delete(schema: String, attributes: [String: String]) throws(StoreError) -> Int {
-        let operation = "removing \(Self.describe(schema))"
-        let found = try items(schema, attributes, loadSecrets: false, while: operation)
-        if found.contains(where: \.isLocked) { throw connection.lockedError() }
-        for item in found { try connection.delete(item, while: operation) }
-        return found.count
-    }
-
-    /// The schema's items that carry all of `attributes`, newest first.
-    private func items(
-        _ schema: String, _ attributes: [String: String], loadSecrets: Bool,
-        while operation: String
-    ) throws(StoreError) -> [FoundItem] {
-        var query = attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        query.append(("xdg:schema", schema))
-        let found = try connection.search(query, loadSecrets: loadSecrets, while: operation)
-        return found.items.filter { $0.schemaName == schema }.sorted { $0.order > $1.order }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> UnsafeMutablePointer<
         SecretSchema
     > {
-        if let built = schemas[name] { return built }
-        let built = makeSchema(name: name, attributes: attributes.sorted().map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
-        schemas[name] = built
+        let names = attributes.sorted()
+        let key = ([name] + names).joined(separator: "\u{0}")
+        if let built = schemas[key] { return built }
+        let built = makeSchema(name: name, attributes: names.map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
+        schemas[key] = built
         return built
     }
 
     /// Words for messages: what kind of record a schema holds.
     private static func describe(_ schema: String) -> String {
         switch schema {
-        case ItemSessionStore.schema: return "the Portal session"
-        case ItemTwoFactorStepStore.schema: return "the two-factor step"
+        case SessionItems.schema: return "the Portal session"
+        case TwoFactorStepItems.schema: return "the two-factor step"
+        case CredentialItems.schema, CredentialItems.legacySchema, CredentialItems.bearerOnlySchema:
+            return "a credential"
         default: return "an item of \(schema)"
         }
     }

@@ -89,3 +89,11 @@ extension [UInt8] {
         return (0...(count - needle.count)).contains { self[$0..<($0 + needle.count)].elementsEqual(needle) }
     }
 }
+
+/// git credentials in the file, through their codec, as the commands reach them.
+extension EncryptedFileStore {
+    func store(_ credential: Credential) throws(StoreError) { try CredentialItems(self).store(credential) }
+    func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] { try CredentialItems(self).lookup(query) }
+    @discardableResult
+    func erase(_ query: CredentialQuery) throws(StoreError) -> Int { try CredentialItems(self).erase(query) }
+}

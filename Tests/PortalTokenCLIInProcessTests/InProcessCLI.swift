@@ -13,15 +13,15 @@ struct CommandResult {
 
 /// Runs portal-token commands inside the test process, the way swift-argument-parser's
 /// `AssertParseCommand` does: the real parser, Context and error funnel, with every port faked
-/// (in-memory credential and item stores, a scripted Portal, an in-memory secret cache, a
+/// (an in-memory item store, a scripted Portal, an in-memory secret cache, a
 /// recording hook, a fixed clock). stdin, stdout and stderr are unlinked temporary files.
 final class InProcessCLI {
     static let environmentID = "env-1"
     static let issued: Int64 = 1_700_000_000
 
     let directory: String
-    let credentials = InMemoryCredentialStore()
     let items = InMemoryItemStore()
+    var credentials: CredentialItems { CredentialItems(items) }
     let cache = InMemorySecretCache()
     let endedSessions = Locked<[SessionEndedEvent]>([])
     let clock = Locked<Int64>(InProcessCLI.issued)
@@ -50,12 +50,11 @@ final class InProcessCLI {
     }
 
     var services: Services {
-        let credentials = credentials, items = items, cache = cache, endedSessions = endedSessions
+        let items = items, cache = cache, endedSessions = endedSessions
         let clock = clock, transport = transport, backend = backend
         return Services(
             backendChoice: { _ in backend },
             secretServicePresence: { _ in .noBus },
-            credentialStore: { _, _ in credentials },
             itemStore: { _, _ in items },
             transport: { _ in transport },
             secretCache: { _ in cache },
@@ -65,14 +64,14 @@ final class InProcessCLI {
 
     /// Signs `endUserID` in with `token`, as a sign-in would have stored it.
     func signIn(token: String = "token-1", endUserID: String = "user-1") throws {
-        try ItemSessionStore(items).saveSession(
+        try SessionItems(items).saveSession(
             PortalSession(
                 token: Secret(token), endUserID: endUserID, authEnvironmentID: Self.environmentID,
                 issuedAt: clock.value, lastActivityAt: clock.value))
     }
 
     var storedSession: StoredSession {
-        (try? ItemSessionStore(items).loadSession(authEnvironmentID: Self.environmentID)) ?? .absent
+        (try? SessionItems(items).loadSession(authEnvironmentID: Self.environmentID)) ?? .absent
     }
 
     func run(

@@ -76,7 +76,7 @@ struct CredentialHelperTests {
 
     @Test("get never returns a credential whose password_expiry_utc has passed")
     func getSkipsExpired() throws {
-        let store = InMemoryCredentialStore()
+        let store = CredentialItems(InMemoryItemStore())
         let helper = CredentialHelper(store: store, now: { 1000 })
         try helper.store(
             try request("protocol=https\nhost=a.example\nusername=old\npassword=p1\npassword_expiry_utc=2000\n"))
@@ -90,7 +90,7 @@ struct CredentialHelperTests {
 
     @Test("get needs a protocol and a host or path")
     func getNeedsOrigin() throws {
-        let store = InMemoryCredentialStore()
+        let store = CredentialItems(InMemoryItemStore())
         let helper = CredentialHelper(store: store, now: { 0 })
         try helper.store(try request("protocol=https\nhost=a.example\nusername=u\npassword=p\n"))
         #expect(try helper.get(try request("username=u\n")) == nil)
@@ -99,7 +99,7 @@ struct CredentialHelperTests {
 
     @Test("store ignores a request without username or password")
     func storeNeedsCredential() throws {
-        let store = InMemoryCredentialStore()
+        let store = CredentialItems(InMemoryItemStore())
         let helper = CredentialHelper(store: store, now: { 0 })
         #expect(try helper.store(try request("protocol=https\nhost=a.example\npassword=p\n")) == false)
         #expect(try helper.store(try request("protocol=https\nhost=a.example\nusername=u\n")) == false)
@@ -108,7 +108,7 @@ struct CredentialHelperTests {
 
     @Test("erase with an empty pattern removes nothing")
     func eraseNeedsPattern() throws {
-        let store = InMemoryCredentialStore()
+        let store = CredentialItems(InMemoryItemStore())
         let helper = CredentialHelper(store: store, now: { 0 })
         try helper.store(try request("protocol=https\nhost=a.example\nusername=u\npassword=p\n"))
         #expect(try helper.erase(try request("password=p\n")) == 0)
@@ -117,10 +117,20 @@ struct CredentialHelperTests {
     }
 }
 
-@Suite("store contract on the in-memory store")
+@Suite("the contracts on the in-memory item store")
 struct InMemoryStoreContractTests {
-    @Test(arguments: CredentialStoreContract.checks)
-    func contract(check: CredentialStoreContractCheck) throws {
-        try check.run(on: InMemoryCredentialStore())
+    @Test("the in-memory store keeps the item-store contract", arguments: ItemStoreContract.checks)
+    func items(check: ItemStoreContractCheck) throws {
+        let store = InMemoryItemStore()
+        try check.run(
+            on: ContractStore(store) {
+                store.failure.withLock { $0 = StoreError(.locked, "locked") }
+                return (store, { store.failure.withLock { $0 = nil } })
+            })
+    }
+
+    @Test("git credentials keep their contract over it", arguments: CredentialContract.checks)
+    func credentials(check: CredentialContractCheck) throws {
+        try check.run(on: InMemoryItemStore())
     }
 }

@@ -268,21 +268,12 @@ struct GitProtocolWriting246Tests {
     }
 }
 
-/// Counts writes, to see a `store` skipped.
-private final class CountingStore: CredentialStore, @unchecked Sendable {
-    let inner = InMemoryCredentialStore()
-    var writes = 0
-    func lookup(_ query: CredentialQuery) throws(StoreError) -> [Credential] { try inner.lookup(query) }
-    func store(_ credential: Credential) throws(StoreError) { writes += 1; try inner.store(credential) }
-    func erase(_ query: CredentialQuery) throws(StoreError) -> Int { try inner.erase(query) }
-}
-
 @Suite("credential helper: git 2.46+ rules for other hosts")
 struct CredentialHelper246Tests {
     private let origin = "protocol=https\nhost=example.com\n"
 
-    private func helper(_ store: any CredentialStore = InMemoryCredentialStore()) -> CredentialHelper {
-        CredentialHelper(store: store, now: { 1_000 })
+    private func helper(_ store: InMemoryItemStore = InMemoryItemStore()) -> CredentialHelper {
+        CredentialHelper(store: CredentialItems(store), now: { 1_000 })
     }
 
     @Test("a bearer credential round-trips with the capability and is withheld without it")
@@ -319,42 +310,42 @@ struct CredentialHelper246Tests {
 
     @Test("an ephemeral credential is never stored, password or bearer")
     func ephemeralNeverStored() throws {
-        let store = InMemoryCredentialStore()
+        let store = InMemoryItemStore()
         let helper = helper(store)
         #expect(
             try helper.store(
                 parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\nephemeral=1\n")) == false)
         #expect(try helper.store(parse(origin + "username=u\npassword=pw\nephemeral=1\n")) == false)
-        #expect(try store.lookup(CredentialQuery()).isEmpty)
+        #expect(try CredentialItems(store).all().isEmpty)
     }
 
     @Test("erase with a credential removes only the item holding it")
     func eraseByCredential() throws {
-        let store = InMemoryCredentialStore()
+        let store = InMemoryItemStore()
         let helper = helper(store)
         try helper.store(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\n"))
         #expect(
             try helper.erase(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=other\n")) == 0)
         #expect(try helper.erase(parse("capability[]=authtype\n" + origin + "authtype=Bearer\ncredential=tok\n")) == 1)
-        #expect(try store.lookup(CredentialQuery()).isEmpty)
+        #expect(try CredentialItems(store).all().isEmpty)
     }
 
     @Test("portal-token's served state skips the store of what it just served; other state does not")
     func servedStateSkipsStore() throws {
-        let store = CountingStore()
+        let store = InMemoryItemStore()
         let helper = helper(store)
         let credential = origin + "username=u\npassword=pw\n"
         try helper.store(parse(credential))
-        #expect(store.writes == 1)
+        #expect(store.writes.withLock { $0 } == 1)
         #expect(try helper.store(parse("capability[]=state\n" + credential + "state[]=portal-token:served\n")) == false)
-        #expect(store.writes == 1)
+        #expect(store.writes.withLock { $0 } == 1)
         #expect(try helper.store(parse("capability[]=state\n" + credential + "state[]=other-helper:served\n")))
-        #expect(store.writes == 2)
+        #expect(store.writes.withLock { $0 } == 2)
         // A different password under the same state is new: it is written.
         #expect(
             try helper.store(
                 parse("capability[]=state\n" + origin + "username=u\npassword=new\nstate[]=portal-token:served\n")))
-        #expect(store.writes == 3)
+        #expect(store.writes.withLock { $0 } == 3)
         #expect(try helper.get(parse(origin))?.password == Secret("new"))
     }
 }

@@ -8,7 +8,7 @@ private let hour: Int64 = 3600
 
 /// A session service over in-memory parts, with a clock the test moves.
 private final class Harness {
-    let store = InMemorySessionStore()
+    let store = InMemoryItemStore()
     let transport: ScriptedTransport
     let clock = Locked<Int64>(issued)
     let ended = Locked<[SessionEndedEvent]>([])
@@ -20,7 +20,7 @@ private final class Harness {
         let apiBase = try PortalAPIBase(apiHost: apiHost)
         let clock = self.clock, ended = self.ended, warnings = self.warnings
         service = SessionService(
-            authEnvironmentID: "env-1", apiBase: apiBase, store: store, lock: InProcessSessionLock(),
+            authEnvironmentID: "env-1", apiBase: apiBase, store: inMemorySessions(store), lock: InProcessSessionLock(),
             transport: transport,
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: "test"),
             sessionEnded: { event in ended.update { $0.append(event) } },
@@ -35,7 +35,7 @@ private final class Harness {
         try service.adopt(token: Secret(token), endUserID: "user-1")
     }
 
-    var stored: StoredSession { (try? store.loadSession(authEnvironmentID: "env-1")) ?? .absent }
+    var stored: StoredSession { (try? SessionItems(store).loadSession(authEnvironmentID: "env-1")) ?? .absent }
 }
 
 @Suite("session service")
@@ -218,7 +218,7 @@ struct SessionServiceTests {
     @Test("restore: an unreadable entry is cleared with a warning that never shows it")
     func restoreUnreadable() throws {
         let harness = try Harness()
-        harness.store.storeUnreadable(authEnvironmentID: "env-1")
+        try harness.store.storeUnreadableSession(authEnvironmentID: "env-1")
         #expect(try harness.service.restore() == nil)
         #expect(harness.stored == .absent)
         #expect(

@@ -1,36 +1,55 @@
 import PortalTokenCore
 import Synchronization
 
-/// Attributed items in memory, with the item-store port's semantics: newest first, replace
-/// after create, delete by attribute subset.
-public final class InMemoryItemStore: ItemStore, Sendable {
-    private let state = Mutex<(items: [(sequence: Int, item: StoredItem)], next: Int)>(([], 0))
+/// Attributed items in memory, with the item-store port's semantics: newest first by sequence,
+/// replace after create, delete by filter and predicate. It runs the contract suites beside the
+/// real stores, so the suites themselves are checked.
+public final class InMemoryItemStore: ItemStore, @unchecked Sendable {
+    private let state = Mutex<(items: [StoredItem], next: Int64)>(([], 1))
+    /// When set, every operation fails with it (a locked or dead store).
+    public let failure = Mutex<StoreError?>(nil)
+    /// When set, writes fail with it and reads work: a keyring that locks between a read and a
+    /// write, or a full disk.
+    public let writeFailure = Mutex<StoreError?>(nil)
+    /// How many searches were asked for.
+    public let searches = Mutex<Int>(0)
+    /// How many writes were asked for, failed ones included.
+    public let writes = Mutex<Int>(0)
 
     public init() {}
 
-    private static func matches(_ item: StoredItem, _ schema: String, _ attributes: [String: String]) -> Bool {
-        item.schema == schema && attributes.allSatisfy { item.attributes[$0.key] == $0.value }
+    private func check(writing: Bool) throws(StoreError) {
+        if writing { writes.withLock { $0 += 1 } } else { searches.withLock { $0 += 1 } }
+        if let error = failure.withLock({ $0 }) { throw error }
+        if writing, let error = writeFailure.withLock({ $0 }) { throw error }
     }
 
-    public func search(schema: String, attributes: [String: String]) throws(StoreError) -> [StoredItem] {
-        state.withLock { state in
-            state.items.filter { Self.matches($0.item, schema, attributes) }.sorted { $0.sequence > $1.sequence }.map(
-                \.item)
+    public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        try check(writing: false)
+        return state.withLock { state in
+            state.items.filter { $0.matches(any: filters) }.sorted { $0.sequence > $1.sequence }
         }
     }
 
-    public func replace(matching key: [String: String], with item: StoredItem) throws(StoreError) {
+    public func replace(
+        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) {
+        try check(writing: true)
         state.withLock { state in
-            state.items.removeAll { Self.matches($0.item, item.schema, key) }
-            state.items.append((state.next, item))
+            state.items.removeAll { $0.matches(any: filters) && isPrevious($0) }
+            var item = item
+            item.sequence = state.next
+            item.id = String(state.next)
+            state.items.append(item)
             state.next += 1
         }
     }
 
-    public func delete(schema: String, attributes: [String: String]) throws(StoreError) -> Int {
-        state.withLock { state in
+    public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+        try check(writing: true)
+        return state.withLock { state in
             let before = state.items.count
-            state.items.removeAll { Self.matches($0.item, schema, attributes) }
+            state.items.removeAll { $0.matches(any: filters) && isDoomed($0) }
             return before - state.items.count
         }
     }

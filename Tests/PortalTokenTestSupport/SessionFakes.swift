@@ -1,32 +1,25 @@
 import PortalTokenCore
 import Synchronization
 
-/// Portal sessions in memory, with the same semantics as the real stores.
-public final class InMemorySessionStore: SessionStore, Sendable {
-    private let state = Mutex<[String: StoredSession]>([:])
-    /// When set, every operation fails with it (a locked or dead store).
-    public let failure = Mutex<StoreError?>(nil)
+/// Portal sessions over an in-memory item store, with no cache: what a service under test reads
+/// and writes.
+public func inMemorySessions(
+    _ items: InMemoryItemStore, lock: any SessionLock = InProcessSessionLock(), now: @escaping () -> Int64 = { 0 }
+) -> CachedSessions {
+    CachedSessions(
+        SessionItems(items), cache: ForgetfulSecretCache(), lock: lock, scope: "memory", timeoutSeconds: 0, now: now)
+}
 
-    public init() {}
-
-    /// Puts an unreadable record in place, as another tool or a damaged item would.
-    public func storeUnreadable(authEnvironmentID: String) {
-        state.withLock { $0[authEnvironmentID] = .unreadable }
-    }
-
-    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        if let error = failure.withLock({ $0 }) { throw error }
-        return state.withLock { $0[authEnvironmentID] ?? .absent }
-    }
-
-    public func saveSession(_ session: PortalSession) throws(StoreError) {
-        if let error = failure.withLock({ $0 }) { throw error }
-        state.withLock { $0[session.authEnvironmentID] = .present(session) }
-    }
-
-    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
-        if let error = failure.withLock({ $0 }) { throw error }
-        return state.withLock { $0.removeValue(forKey: authEnvironmentID) != nil }
+extension InMemoryItemStore {
+    /// Puts an unreadable session record in place, as another tool or a damaged item would.
+    public func storeUnreadableSession(authEnvironmentID: String) throws {
+        try replace(
+            [],
+            with: StoredItem(
+                attributes: [
+                    StoredItem.schemaAttribute: SessionItems.schema, "auth-environment-id": authEnvironmentID,
+                    "end-user-id": "user",
+                ], label: "foreign", secret: Secret("not a session")))
     }
 }
 
@@ -69,32 +62,6 @@ public final class Locked<Value: Sendable>: Sendable {
     public func update<Result>(_ body: (inout Value) -> Result) -> Result { mutex.withLock { body(&$0) } }
 }
 
-/// Two-factor steps in memory, with the same semantics as the real stores.
-public final class InMemoryTwoFactorStepStore: TwoFactorStepStore, Sendable {
-    private let state = Mutex<[String: PendingTwoFactor]>([:])
-    /// When set, every operation fails with it.
-    public let failure = Mutex<StoreError?>(nil)
-    /// When set, saving fails with it (reads and deletes work).
-    public let saveFailure = Mutex<StoreError?>(nil)
-
-    public init() {}
-
-    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
-        if let error = failure.withLock({ $0 }) { throw error }
-        return state.withLock { $0[authEnvironmentID] }
-    }
-
-    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        if let error = failure.withLock({ $0 }) ?? saveFailure.withLock({ $0 }) { throw error }
-        state.withLock { $0[step.authEnvironmentID] = step }
-    }
-
-    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
-        if let error = failure.withLock({ $0 }) { throw error }
-        return state.withLock { $0.removeValue(forKey: authEnvironmentID) != nil }
-    }
-}
-
 /// A secret cache that keeps nothing, as a kernel without keyrings.
 public final class ForgetfulSecretCache: SecretCache, Sendable {
     public init() {}
@@ -102,30 +69,6 @@ public final class ForgetfulSecretCache: SecretCache, Sendable {
     public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {}
     public func drop(_ name: String) {}
     public func dropAll(withPrefix prefix: String) {}
-}
-
-/// A store whose writes fail while `failing` is set, and whose reads always work: a keyring
-/// that locks between the read and the write.
-public final class WriteFailingSessionStore: SessionStore, Sendable {
-    public let base = InMemorySessionStore()
-    public let failing = Mutex<Bool>(false)
-    public let writes = Mutex<Int>(0)
-
-    public init() {}
-
-    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        try base.loadSession(authEnvironmentID: authEnvironmentID)
-    }
-
-    public func saveSession(_ session: PortalSession) throws(StoreError) {
-        writes.withLock { $0 += 1 }
-        if failing.withLock({ $0 }) { throw StoreError(.locked, "keyring 'Login' is locked", hint: "unlock it") }
-        try base.saveSession(session)
-    }
-
-    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
-        try base.deleteSession(authEnvironmentID: authEnvironmentID)
-    }
 }
 
 /// A secret cache in memory that records how long each entry was meant to live.

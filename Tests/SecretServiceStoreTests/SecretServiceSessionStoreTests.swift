@@ -6,7 +6,7 @@ import Testing
 extension InProcessKeyringTests {
     @Suite("Portal sessions in the Secret Service", .serialized)
     struct SecretServiceSessionStoreTests {
-        private let store = ItemSessionStore(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
+        private let store = SessionItems(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
 
         private func environmentID() -> String { "env-\(UInt32.random(in: 0...UInt32.max))" }
 
@@ -60,7 +60,7 @@ extension InProcessKeyringTests {
             let written = try ProcessRunner.run(
                 "/usr/bin/secret-tool",
                 [
-                    "store", "--label=broken", "xdg:schema", ItemSessionStore.schema,
+                    "store", "--label=broken", "xdg:schema", SessionItems.schema,
                     "auth-environment-id", environment, "end-user-id", "user-1",
                 ], stdin: #"{"clientSessionToken":"stored-token"}"#, environment: ProcessRunner.environment(),
                 timeout: 10)

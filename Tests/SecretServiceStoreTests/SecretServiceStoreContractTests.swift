@@ -4,19 +4,27 @@ import PortalTokenTestSupport
 import SecretServiceStore
 import Testing
 
-/// The store contract against the real gnome-keyring that contrib/test.sh starts on a private
+/// The contracts against the real gnome-keyring that contrib/test.sh starts on a private
 /// session bus. Without that bus these tests fail rather than skip: the keyring is the product.
 extension InProcessKeyringTests {
-    @Suite("store contract on the Secret Service", .serialized)
-    struct SecretServiceStoreContractTests {
-        @Test(arguments: CredentialStoreContract.checks)
-        func contract(check: CredentialStoreContractCheck) throws {
-            try check.run(on: SecretServiceStore(timeoutMilliseconds: 15000, allowPrompt: false))
+    @Suite("item-store contract on the Secret Service", .serialized)
+    struct SecretServiceItemStoreContractTests {
+        @Test(arguments: ItemStoreContract.checks)
+        func contract(check: ItemStoreContractCheck) throws {
+            try check.run(on: ContractStore(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)))
+        }
+    }
+
+    @Suite("git credential contract on the Secret Service", .serialized)
+    struct SecretServiceCredentialContractTests {
+        @Test(arguments: CredentialContract.checks)
+        func contract(check: CredentialContractCheck) throws {
+            try check.run(on: SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
         }
 
         @Test("items land under org.git.Password with git-credential-libsecret's attributes and label")
         func itemLayout() throws {
-            let store = SecretServiceStore(timeoutMilliseconds: 15000, allowPrompt: false)
+            let store = CredentialItems(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
             let host = "layout-\(UInt32.random(in: 0...UInt32.max)).example"
             try store.store(
                 Credential(
@@ -44,10 +52,9 @@ extension InProcessKeyringTests {
 extension InProcessKeyringTests {
     @Suite("session and two-factor step contract on the Secret Service", .serialized)
     struct SecretServiceRecordContractTests {
-        @Test(arguments: RecordStoreContract.checks)
-        func contract(check: RecordStoreContractCheck) throws {
-            let items = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
-            try check.run(sessions: ItemSessionStore(items), steps: ItemTwoFactorStepStore(items))
+        @Test(arguments: RecordContract.checks)
+        func contract(check: RecordContractCheck) throws {
+            try check.run(on: SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
         }
     }
 }

@@ -56,39 +56,3 @@ public struct PendingTwoFactor: Sendable, Equatable, CustomStringConvertible {
             expiresAt: expiresAt, grantDigest: value["grantDigest"]?.stringValue)
     }
 }
-
-/// Keeps at most one pending two-factor step per auth environment, beside the session and as
-/// well protected: an item of its own schema in the Secret Service, a record in the encrypted
-/// file.
-public protocol TwoFactorStepStore {
-    /// The environment's step; nil when there is none or what is stored is not a step record.
-    func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor?
-    func saveStep(_ step: PendingTwoFactor) throws(StoreError)
-    @discardableResult
-    func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool
-}
-
-/// A two-factor step store whose every write runs under the cross-process store lock, like
-/// every other write to a store (product contract §6).
-public struct LockedTwoFactorStepStore: TwoFactorStepStore {
-    public let store: any TwoFactorStepStore
-    public let lock: any SessionLock
-
-    public init(_ store: any TwoFactorStepStore, lock: any SessionLock) {
-        self.store = store
-        self.lock = lock
-    }
-
-    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
-        try store.loadStep(authEnvironmentID: authEnvironmentID)
-    }
-
-    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
-        try lock.withStoreLock { () throws(StoreError) in try store.saveStep(step) }
-    }
-
-    @discardableResult
-    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
-        try lock.withStoreLock { () throws(StoreError) in try store.deleteStep(authEnvironmentID: authEnvironmentID) }
-    }
-}

@@ -106,8 +106,8 @@ public final class SignInService {
 
     public let configuration: ClientAuthConfiguration
     public let client: ClientAuthClient
-    private let sessions: any SessionStore
-    private let steps: any TwoFactorStepStore
+    private let sessions: CachedSessions
+    private let steps: TwoFactorStepItems
     private let sessionLock: any SessionLock
     private let signInLock: any SessionLock
     /// Where a result that could not be written waits (wire contract §5.2, "pending persist"):
@@ -117,8 +117,8 @@ public final class SignInService {
     private let trace: (String) -> Void
 
     public init(
-        configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: any SessionStore,
-        steps: any TwoFactorStepStore, sessionLock: any SessionLock, signInLock: any SessionLock,
+        configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: CachedSessions,
+        steps: TwoFactorStepItems, sessionLock: any SessionLock, signInLock: any SessionLock,
         memory: any SecretCache, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }
     ) {
         self.configuration = configuration
@@ -318,8 +318,7 @@ public final class SignInService {
 
     /// Forgets everything a sign-in left behind besides the session: the waiting step and the
     /// results kept in memory. With the session gone too, a replayed grant reaches Portal.
-    public static func forget(authEnvironmentID: String, steps: any TwoFactorStepStore, memory: any SecretCache) throws
-    {
+    public static func forget(authEnvironmentID: String, steps: TwoFactorStepItems, memory: any SecretCache) throws {
         memory.dropAll(withPrefix: memoryPrefix(authEnvironmentID: authEnvironmentID))
         try steps.deleteStep(authEnvironmentID: authEnvironmentID)
     }

@@ -161,8 +161,17 @@ struct SignInServiceTests {
 
     final class World {
         let portal = ScriptedPortal()
-        let sessions = WriteFailingSessionStore()
-        let steps = InMemoryTwoFactorStepStore()
+        /// The sessions' items; writes fail while `writeFailure` is set (a keyring that locks
+        /// between the read and the write).
+        let sessionItems = InMemoryItemStore()
+        let stepItems = InMemoryItemStore()
+        var sessions: CachedSessions { inMemorySessions(sessionItems) }
+        var steps: TwoFactorStepItems { TwoFactorStepItems(stepItems) }
+        func failWrites(_ failing: Bool) {
+            sessionItems.writeFailure.withLock {
+                $0 = failing ? StoreError(.locked, "keyring 'Login' is locked", hint: "unlock it") : nil
+            }
+        }
         let memory: InMemorySecretCache
         let forgetful: Bool
         var clock = SignInServiceTests.now
@@ -270,7 +279,7 @@ struct SignInServiceTests {
     func persistFailureThenRedelivery() throws {
         let world = World()
         world.portal.issue("g1")
-        world.sessions.failing.withLock { $0 = true }
+        world.failWrites(true)
         let refused = Self.error { try world.service().completeRedirect(Self.url("g1")) } as? SignInError
         guard case .notStored(_, "user-1", .session, kept: true) = refused else {
             Issue.record("\(String(describing: refused))"); return
@@ -279,14 +288,14 @@ struct SignInServiceTests {
         #expect(world.stored == nil)
         // Still failing: still kept, still no second exchange.
         #expect(Self.error { try world.service().completeRedirect(Self.url("g1")) } is SignInError)
-        world.sessions.failing.withLock { $0 = false }
+        world.failWrites(false)
         guard case .signedIn(let session, true) = try world.service().completeRedirect(Self.url("g1")) else {
             Issue.record("expected the kept session"); return
         }
         #expect(session.token == Secret("session-for-g1"))
         #expect(world.stored?.grantDigest == GrantDigest.of(Secret("g1"), authEnvironmentID: "env-1"))
         #expect(world.portal.transport.requests.count == 1)
-        #expect(world.sessions.writes.withLock { $0 } == 3)
+        #expect(world.sessionItems.writes.withLock { $0 } == 3)
         #expect(world.memory.names.isEmpty)
     }
 
@@ -294,7 +303,7 @@ struct SignInServiceTests {
     func persistFailureWithoutMemory() throws {
         let world = World(memoryAvailable: false)
         world.portal.issue("g1")
-        world.sessions.failing.withLock { $0 = true }
+        world.failWrites(true)
         let refused = Self.error { try world.service().completeRedirect(Self.url("g1")) } as? SignInError
         guard case .notStored(_, _, _, kept: false) = refused else {
             Issue.record("\(String(describing: refused))"); return
@@ -349,13 +358,13 @@ struct SignInServiceTests {
         _ = try world.service().completeRedirect(Self.url("g2"))
         let service = try world.service()
         let step = try service.pendingStep()
-        world.sessions.failing.withLock { $0 = true }
+        world.failWrites(true)
         let refused = Self.error { try service.verify(code: "123456", for: step) } as? SignInError
         guard case .notStored(_, "user-from-jwt", .twoFactorCode, kept: true) = refused else {
             Issue.record("\(String(describing: refused))"); return
         }
         #expect(refused?.hint?.contains("verify-totp") == true)
-        world.sessions.failing.withLock { $0 = false }
+        world.failWrites(false)
         world.clock += 3600
         let later = try world.service()
         let again = try later.pendingStep()
@@ -382,13 +391,13 @@ struct SignInServiceTests {
     func stepNotKept() throws {
         let world = World()
         world.portal.issue("g2", twoFactor: true)
-        world.steps.saveFailure.withLock { $0 = StoreError(.failed, "disk full") }
+        world.stepItems.writeFailure.withLock { $0 = StoreError(.failed, "disk full") }
         guard case .twoFactorRequired(_, _, let notKept?, false) = try world.service().completeRedirect(Self.url("g2"))
         else {
             Issue.record("expected a step not kept"); return
         }
         guard case .notStored(_, _, .twoFactorStep, kept: true) = notKept else { Issue.record("\(notKept)"); return }
-        world.steps.saveFailure.withLock { $0 = nil }
+        world.stepItems.writeFailure.withLock { $0 = nil }
         guard case .twoFactorRequired(_, nil, nil, true) = try world.service().completeRedirect(Self.url("g2")) else {
             Issue.record("expected the kept step"); return
         }

@@ -11,41 +11,40 @@ private func session(_ token: String = "token-1", lastActivityAt: Int64 = issued
 }
 
 private final class Fixture {
-    let inner = InMemorySessionStore()
+    let items = InMemoryItemStore()
+    var inner: SessionItems { SessionItems(items) }
     let cache = InMemorySecretCache()
     let clock = Locked<Int64>(issued)
-    let storesBuilt = Locked(0)
+    /// How often the store behind the cache was read.
+    var storeReads: Int { items.searches.withLock { $0 } }
 
     /// What the lock check says before a copy is served: nil when unlocked.
     let lockCheck = Locked<StoreError?>(nil)
     let lockChecks = Locked(0)
 
-    func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> CachedSessionStore {
-        let inner = self.inner, clock = self.clock, built = self.storesBuilt, lockCheck = self.lockCheck,
-            checks = self.lockChecks
-        return CachedSessionStore(
-            cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
+    func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> CachedSessions {
+        let clock = self.clock, lockCheck = self.lockCheck, checks = self.lockChecks
+        return CachedSessions(
+            inner, cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
             now: { clock.value },
             confirmUnlocked: checksLock
                 ? { () throws(StoreError) in
                     checks.update { $0 += 1 }
                     if let error = lockCheck.value { throw error }
-                } : nil,
-            store: {
-                built.update { $0 += 1 }; return inner
-            })
+                } : nil)
     }
 }
 
 @Suite("session cache")
-struct CachedSessionStoreTests {
-    @Test("a cached session is served without opening the store")
-    func hitOpensNoStore() throws {
+struct CachedSessionsTests {
+    @Test("a cached session is served without reading the store")
+    func hitReadsNoStore() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
+        let reads = fixture.storeReads
         let fresh = fixture.cached()
         #expect(try fresh.loadSession(authEnvironmentID: "env-1") == .present(session()))
-        #expect(fixture.storesBuilt.value == 1, "only the saving process opened the store")
+        #expect(fixture.storeReads == reads, "a hit read the store")
     }
 
     @Test("a copy from a store with a lock is served only once the check says unlocked")
@@ -54,7 +53,7 @@ struct CachedSessionStoreTests {
         try fixture.cached(checksLock: true).saveSession(session())
         #expect(try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1") == .present(session()))
         #expect(fixture.lockChecks.value == 1)
-        #expect(fixture.storesBuilt.value == 1, "an unlocked hit opened the store")
+        #expect(fixture.storeReads == 0, "an unlocked hit read the store")
     }
 
     @Test("a locked store drops every cached session and the hit is an error, never a stale answer")
@@ -76,10 +75,9 @@ struct CachedSessionStoreTests {
     func lockedDropsOnlyItsFamily() throws {
         let fixture = Fixture()
         try fixture.cached(checksLock: true).saveSession(session())
-        let otherFamily = CachedSessionStore(
-            cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
-            family: "another bus", timeoutSeconds: 900, now: { issued },
-            store: { InMemorySessionStore() })
+        let otherFamily = CachedSessions(
+            SessionItems(InMemoryItemStore()), cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
+            family: "another bus", timeoutSeconds: 900, now: { issued })
         try otherFamily.saveSession(session("token-2"))
         #expect(fixture.cache.names.count == 2)
         fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
@@ -141,28 +139,27 @@ struct CachedSessionStoreTests {
         let fixture = Fixture()
         try fixture.inner.saveSession(session())
         // A store whose second read (the one under the lock) finds the session gone.
-        let reads = Locked(0)
-        let inner = fixture.inner
-        final class Vanishing: SessionStore {
-            let inner: InMemorySessionStore
-            let reads: Locked<Int>
-            init(_ inner: InMemorySessionStore, _ reads: Locked<Int>) { self.inner = inner; self.reads = reads }
-            func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-                if reads.update({
-                    $0 += 1; return $0
-                }) == 2 {
-                    _ = try inner.deleteSession(authEnvironmentID: authEnvironmentID)
-                }
-                return try inner.loadSession(authEnvironmentID: authEnvironmentID)
+        final class Vanishing: ItemStore {
+            let inner: InMemoryItemStore
+            var reads = 0
+            init(_ inner: InMemoryItemStore) { self.inner = inner }
+            func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+                reads += 1
+                if reads == 2 { try inner.delete(filters) }
+                return try inner.search(filters)
             }
-            func saveSession(_ session: PortalSession) throws(StoreError) { try inner.saveSession(session) }
-            func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
-                try inner.deleteSession(authEnvironmentID: authEnvironmentID)
+            func replace(
+                _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+            ) throws(StoreError) {
+                try inner.replace(filters, where: isPrevious, with: item)
+            }
+            func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+                try inner.delete(filters, where: isDoomed)
             }
         }
-        let store = CachedSessionStore(
-            cache: fixture.cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: 900,
-            now: { issued }, store: { Vanishing(inner, reads) })
+        let store = CachedSessions(
+            SessionItems(Vanishing(fixture.items)), cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
+            timeoutSeconds: 900, now: { issued })
         _ = try store.loadSession(authEnvironmentID: "env-1")
         #expect(fixture.cache.names.isEmpty)
     }
@@ -179,9 +176,9 @@ struct CachedSessionStoreTests {
     func scopes() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
-        let other = CachedSessionStore(
-            cache: fixture.cache, lock: InProcessSessionLock(), scope: "other", timeoutSeconds: 900,
-            now: { issued }, store: { InMemorySessionStore() })
+        let other = CachedSessions(
+            SessionItems(InMemoryItemStore()), cache: fixture.cache, lock: InProcessSessionLock(), scope: "other",
+            timeoutSeconds: 900, now: { issued })
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }
 }

@@ -4,12 +4,17 @@ import PortalTokenCore
 /// bytes (memory, the encrypted file, the keyring): one record per auth environment, saved,
 /// replaced, loaded and deleted alike. Each check works under environments no other check uses,
 /// so checks can share a real keyring.
-public struct RecordStoreContractCheck: Sendable, CustomStringConvertible {
+public struct RecordContractCheck: Sendable, CustomStringConvertible {
     public let description: String
-    let body: @Sendable (any SessionStore, any TwoFactorStepStore, () -> String) throws -> Void
+    let body: @Sendable (CachedSessions, TwoFactorStepItems, () -> String) throws -> Void
 
-    public func run(sessions: any SessionStore, steps: any TwoFactorStepStore) throws {
-        try body(sessions, steps) { "contract-env-\(UInt32.random(in: 0...UInt32.max))" }
+    /// Runs the check over `items`; with `cache`, the sessions go through a session cache that
+    /// keeps copies for 15 minutes.
+    public func run(on items: any ItemStore, cache: (any SecretCache)? = nil) throws {
+        let sessions = CachedSessions(
+            SessionItems(items), cache: cache ?? ForgetfulSecretCache(), lock: InProcessSessionLock(),
+            scope: "contract", timeoutSeconds: cache == nil ? 0 : 900, now: { 1_700_003_700 })
+        try body(sessions, TwoFactorStepItems(items)) { "contract-env-\(UInt32.random(in: 0...UInt32.max))" }
     }
 }
 
@@ -32,8 +37,8 @@ private func step(_ environment: String, user: String = "user-1", jwt: String = 
         expiresAt: 1_700_000_600, grantDigest: "digest-1")
 }
 
-public enum RecordStoreContract {
-    public static let checks: [RecordStoreContractCheck] = [
+public enum RecordContract {
+    public static let checks: [RecordContractCheck] = [
         .init(description: "a saved session loads back unchanged; another environment has none") {
             sessions, _, environment in
             let mine = environment()

@@ -1,14 +1,15 @@
 import PortalTokenCore
 
-/// One check of the store contract: what every credential store must do, whatever keeps the
-/// bytes. Each check works under its own host, so checks can share a real keyring.
-public struct CredentialStoreContractCheck: Sendable, CustomStringConvertible {
+/// One check of the git credential contract: what the credential codec must do over every item
+/// store, whatever keeps the bytes. Each check works under its own host, so checks can share a
+/// real keyring.
+public struct CredentialContractCheck: Sendable, CustomStringConvertible {
     public let description: String
-    let body: @Sendable (any CredentialStore, String) throws -> Void
+    let body: @Sendable (CredentialItems, String) throws -> Void
 
-    /// Runs the check against `store`, under a host no other check uses.
-    public func run(on store: any CredentialStore) throws {
-        try body(store, "contract-\(UInt32.random(in: 0...UInt32.max)).example")
+    /// Runs the check over `items`, under a host no other check uses.
+    public func run(on items: any ItemStore) throws {
+        try body(CredentialItems(items), "contract-\(UInt32.random(in: 0...UInt32.max)).example")
     }
 }
 
@@ -43,8 +44,8 @@ private func query(
 
 private func passwords(_ credentials: [Credential]) -> [String] { credentials.map(\.password.text) }
 
-public enum CredentialStoreContract {
-    public static let checks: [CredentialStoreContractCheck] = [
+public enum CredentialContract {
+    public static let checks: [CredentialContractCheck] = [
         .init(description: "a stored credential is found with all its attributes") { store, host in
             try store.store(credential(host, expiresAt: 4_102_444_800, refreshToken: "refresh-1"))
             let found = try store.lookup(query(host))

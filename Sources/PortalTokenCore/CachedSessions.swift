@@ -1,8 +1,8 @@
 import Basics
 
-/// A session store with a short-lived copy of the session in a secret cache (the kernel user
-/// keyring), so that `portal-token get` and `api` in a script loop do not ask the keyring daemon
-/// or derive a file key every time.
+/// The Portal sessions of one store with a short-lived copy of each in a secret cache (the
+/// kernel user keyring), so that `portal-token get` and `api` in a script loop do not ask the
+/// keyring daemon or derive a file key every time (docs/storage.md, "The session cache").
 ///
 /// - The copy is served only while the session may be handed out without asking Portal
 ///   (`decision == .handOut`); otherwise the store is read.
@@ -10,22 +10,21 @@ import Basics
 ///   first.
 /// - Every change goes through here under the session lock: a save replaces the copy, a delete
 ///   drops it first. A miss fills the copy under the lock too, so a fill can never resurrect a
-///   session another process has just removed.
-/// - The store itself is built only on a miss. A hit costs no unlock; when the store is the
-///   Secret Service, it costs one bounded check that the collection is still unlocked
-///   (`confirmUnlocked`), since a locked keyring must lock its cached answers too (product
-///   contract §6). A locked collection drops every cached session of its family and is an error
-///   (exit 4).
-public final class CachedSessionStore: SessionStore {
+///   session another process has just removed; a session that cannot be handed out is not
+///   copied, so reading it takes no lock.
+/// - A hit costs no unlock; when the store is the Secret Service, it costs one bounded check
+///   that the collection is still unlocked (`confirmUnlocked`), since a locked keyring must lock
+///   its cached answers too. A locked collection drops every cached session of its family and
+///   is an error (exit 4).
+public final class CachedSessions {
     private let cache: any SecretCache
     private let lock: any SessionLock
     private let scope: String
     private let family: String
     private let timeoutSeconds: Int
     private let now: () -> Int64
-    private let makeStore: () throws -> any SessionStore
+    private let store: SessionItems
     private let confirmUnlocked: (() throws(StoreError) -> Void)?
-    private var builtStore: (any SessionStore)?
 
     /// - Parameters:
     ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
@@ -37,10 +36,10 @@ public final class CachedSessionStore: SessionStore {
     ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
     ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
     public init(
-        cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
-        now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil,
-        store: @escaping () throws -> any SessionStore
+        _ store: SessionItems, cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "",
+        timeoutSeconds: Int, now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
     ) {
+        self.store = store
         self.confirmUnlocked = confirmUnlocked
         self.cache = cache
         self.lock = lock
@@ -48,20 +47,6 @@ public final class CachedSessionStore: SessionStore {
         self.family = family
         self.timeoutSeconds = timeoutSeconds
         self.now = now
-        self.makeStore = store
-    }
-
-    private func store() throws(StoreError) -> any SessionStore {
-        if let builtStore { return builtStore }
-        do {
-            let store = try makeStore()
-            builtStore = store
-            return store
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.failed, "the session store could not be opened (\(type(of: error)))")
-        }
     }
 
     public static let namePrefix = "portal-token:session:"
@@ -91,11 +76,11 @@ public final class CachedSessionStore: SessionStore {
             }
             return .present(session)
         }
-        let stored = try store().loadSession(authEnvironmentID: authEnvironmentID)
-        if timeoutSeconds > 0, case .present = stored {
+        let stored = try store.loadSession(authEnvironmentID: authEnvironmentID)
+        if timeoutSeconds > 0, case .present(let session) = stored, session.decision(at: now()) == .handOut {
             try withLock { () throws(StoreError) in
                 // Read again under the lock: the copy must be of what is stored now.
-                if case .present(let current) = try store().loadSession(authEnvironmentID: authEnvironmentID) {
+                if case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID) {
                     keep(current)
                 }
             }
@@ -106,16 +91,18 @@ public final class CachedSessionStore: SessionStore {
     public func saveSession(_ session: PortalSession) throws(StoreError) {
         try withLock { () throws(StoreError) in
             cache.drop(name(for: session.authEnvironmentID))
-            try store().saveSession(session)
+            try store.saveSession(session)
             keep(session)
         }
     }
 
+    /// Removes the environment's session; with `token`, only a session holding it. True when one
+    /// was removed.
     @discardableResult
-    public func deleteSession(authEnvironmentID: String) throws(StoreError) -> Bool {
+    public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
         try withLock { () throws(StoreError) -> Bool in
             cache.drop(name(for: authEnvironmentID))
-            return try store().deleteSession(authEnvironmentID: authEnvironmentID)
+            return try store.deleteSession(authEnvironmentID: authEnvironmentID, holding: token)
         }
     }
 

@@ -1,0 +1,115 @@
+/// Portal sessions as items (docs/storage.md, "Portal sessions"): schema
+/// `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and `end-user-id`, label
+/// `Portal session for <endUserId> (<environment>)`; the secret is `PortalSession.payload`. One
+/// session per environment.
+public struct SessionItems {
+    public static let schema = "io.portalhq.PortalToken.Session"
+    public let items: any ItemStore
+
+    public init(_ items: any ItemStore) { self.items = items }
+
+    static func filter(_ authEnvironmentID: String) -> [ItemAttributes] {
+        [[StoredItem.schemaAttribute: schema, "auth-environment-id": authEnvironmentID]]
+    }
+
+    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+        guard let newest = try items.search(Self.filter(authEnvironmentID)).first else { return .absent }
+        guard let session = Self.session(from: newest) else { return .unreadable }
+        return .present(session)
+    }
+
+    public func saveSession(_ session: PortalSession) throws(StoreError) {
+        try items.replace(Self.filter(session.authEnvironmentID), with: Self.item(for: session))
+    }
+
+    /// Removes the environment's session; with `token`, only a session holding that token (a
+    /// newer one stored meanwhile survives). True when one was removed.
+    @discardableResult
+    public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
+        try items.delete(Self.filter(authEnvironmentID)) { item in
+            token.map { Self.session(from: item)?.token == $0 } ?? true
+        } > 0
+    }
+
+    /// Every readable session, the newest of each environment (for `migrate`, `list`, `status`).
+    public func allSessions() throws(StoreError) -> [PortalSession] {
+        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: Self.schema]]), decode: Self.session(from:))
+    }
+
+    public static func item(for session: PortalSession) -> StoredItem {
+        StoredItem(
+            attributes: [
+                StoredItem.schemaAttribute: schema, "auth-environment-id": session.authEnvironmentID,
+                "end-user-id": session.endUserID,
+            ],
+            label: "Portal session for \(session.endUserID) (\(session.authEnvironmentID))", secret: session.payload)
+    }
+
+    /// The session an item keeps; nil when its payload is not a session record or names another
+    /// end user than its attribute.
+    public static func session(from item: StoredItem) -> PortalSession? {
+        guard item.schema == schema, let environment = item.attributes["auth-environment-id"],
+            let session = PortalSession.decode(payload: item.secret, authEnvironmentID: environment),
+            item.attributes["end-user-id"] == session.endUserID
+        else { return nil }
+        return session
+    }
+}
+
+/// A waiting two-factor step as an item: schema `io.portalhq.PortalToken.PendingTwoFactor`,
+/// attribute `auth-environment-id`; the secret is `PendingTwoFactor.payload`. It is kept beside
+/// the session and as well protected.
+public struct TwoFactorStepItems {
+    public static let schema = "io.portalhq.PortalToken.PendingTwoFactor"
+    public let items: any ItemStore
+
+    public init(_ items: any ItemStore) { self.items = items }
+
+    static func filter(_ authEnvironmentID: String) -> [ItemAttributes] {
+        [[StoredItem.schemaAttribute: schema, "auth-environment-id": authEnvironmentID]]
+    }
+
+    /// The environment's step; nil when there is none or what is stored is not a step record.
+    public func loadStep(authEnvironmentID: String) throws(StoreError) -> PendingTwoFactor? {
+        try items.search(Self.filter(authEnvironmentID)).first.flatMap(Self.step(from:))
+    }
+
+    public func saveStep(_ step: PendingTwoFactor) throws(StoreError) {
+        try items.replace(Self.filter(step.authEnvironmentID), with: Self.item(for: step))
+    }
+
+    @discardableResult
+    public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
+        try items.delete(Self.filter(authEnvironmentID)) > 0
+    }
+
+    /// Every readable step, the newest of each environment (for `migrate`).
+    public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
+        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: Self.schema]]), decode: Self.step(from:))
+    }
+
+    public static func item(for step: PendingTwoFactor) -> StoredItem {
+        StoredItem(
+            attributes: [StoredItem.schemaAttribute: schema, "auth-environment-id": step.authEnvironmentID],
+            label: "Portal two-factor sign-in step (\(step.authEnvironmentID))", secret: step.payload)
+    }
+
+    public static func step(from item: StoredItem) -> PendingTwoFactor? {
+        guard item.schema == schema, let environment = item.attributes["auth-environment-id"] else { return nil }
+        return PendingTwoFactor.decode(payload: item.secret, authEnvironmentID: environment)
+    }
+}
+
+/// The first readable record of each `auth-environment-id` in `items` (newest first).
+private func newestPerEnvironment<Record>(_ items: [StoredItem], decode: (StoredItem) -> Record?) -> [Record] {
+    var seen: Set<String> = []
+    var records: [Record] = []
+    for item in items {
+        guard let environment = item.attributes["auth-environment-id"], !seen.contains(environment),
+            let record = decode(item)
+        else { continue }
+        seen.insert(environment)
+        records.append(record)
+    }
+    return records
+}
