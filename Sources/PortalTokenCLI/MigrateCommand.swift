@@ -10,11 +10,11 @@ struct MigrateCommand: Command {
         One store is in use at a time. When the other one also holds items (a file left from
         a time without a keyring, say), migrate copies each git credential, Portal session and
         waiting two-factor step into the store named by --to; where that store already holds
-        a newer item of the same slot (by the items' modification times), the one already
-        there is kept. Only once everything is written is the other store moved aside: the
+        an item of the same slot at least as new (by the items' modification times), the one
+        already there is kept. Only once everything is written is the other store moved aside: the
         encrypted file is renamed to <file>.migrated-<UTC time> (it still opens with its
-        passphrase); keyring items are deleted, except one whose slot the file kept newer with
-        another secret, which nothing else holds. Prints what it did on stderr.
+        passphrase); keyring items are deleted, except one whose slot the file kept with another
+        secret, which nothing else holds. Prints what it did on stderr.
         """
 
     let destination: BackendChoice.Backend
@@ -55,8 +55,8 @@ struct MigrateCommand: Command {
             if source == .secretService, !outcome.differing.isEmpty {
                 let count = outcome.differing.count
                 aside +=
-                    "; left \(count) item\(count == 1 ? "" : "s") there whose secret differs from the newer one"
-                    + " the file keeps (see 'secret-tool search --all')"
+                    "; left \(count) item\(count == 1 ? "" : "s") there whose secret differs from the one the file"
+                    + " keeps (see 'secret-tool search --all')"
             }
             return (outcome, aside)
         }

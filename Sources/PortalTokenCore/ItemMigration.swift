@@ -1,8 +1,8 @@
 /// Moving what one store holds into another: every store keeps the same items, so a migration
 /// copies items (docs/storage.md, "Migrating").
 ///
-/// - The newer item of a slot wins, by the items' own modification and creation times, then the
-///   source's sequence; an item the destination holds newer is kept as it is.
+/// - The newer item of a slot wins, by the items' own modification and creation times; an item
+///   the destination holds as new or newer is kept as it is.
 /// - Nothing is deleted here: the caller clears the source only after this returned, so an
 ///   interrupted migration runs again to completion.
 public enum ItemMigration {

@@ -47,10 +47,11 @@ public struct StoredItem: Sendable, Equatable {
     }
 
     /// Whether this item was written after `other`, by their own times: modification time, then
-    /// creation time, then the store's sequence (docs/storage.md, "Migrating").
+    /// creation time. Items of one time are not newer than each other: a migration keeps what
+    /// its destination holds then (docs/storage.md, "Migrating").
     public func isNewer(than other: StoredItem) -> Bool {
-        let mine = (modified ?? created ?? 0, created ?? 0, sequence)
-        let theirs = (other.modified ?? other.created ?? 0, other.created ?? 0, other.sequence)
+        let mine = (modified ?? created ?? 0, created ?? 0)
+        let theirs = (other.modified ?? other.created ?? 0, other.created ?? 0)
         return mine > theirs
     }
 }

@@ -313,7 +313,7 @@ struct AutoBackendTests {
                 "moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
             "\(migrated.stderr)")
         #expect(
-            migrated.stderr.contains("left 1 credential there whose secret differs from the one the file keeps"),
+            migrated.stderr.contains("left 1 item there whose secret differs from the one the file keeps"),
             "\(migrated.stderr)")
         func get(_ host: String, _ environment: [String: String]) throws -> String {
             try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
@@ -325,6 +325,55 @@ struct AutoBackendTests {
         #expect(try get("differs.tld", environment) == "username=u\npassword=keyring-secret\n")
         #expect(try get("same.tld", environment).isEmpty)
         #expect(try get("only-keyring.tld", environment).isEmpty)
+    }
+
+    @Test(
+        """
+        migrate keeps the newer of two secrets for one slot, whichever store holds it, and leaves exactly one item
+        """,
+        arguments: [true, false])
+    func migrateNewerWins(fileIsNewer: Bool) throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        let environment = world(keyring)
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        let shim = try #require(
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"],
+            "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh")
+        // The file's write happens 2 s after the keyring's, or 10 s before it, by the wall clock.
+        file["LD_PRELOAD"] = shim
+        file["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = fileIsNewer ? "2" : "-10"
+        func store(_ password: String, _ environment: [String: String]) throws {
+            let result = try ProcessRunner.portalToken(
+                ["store"], stdin: "protocol=https\nhost=slot.tld\nusername=u\npassword=\(password)\n",
+                environment: environment)
+            #expect(result.exitCode == 0, "\(result.stderr)")
+        }
+        if fileIsNewer {
+            try store("older-keyring", environment)
+            try store("newer-file", file)
+        } else {
+            try store("older-file", file)
+            try store("newer-keyring", environment)
+        }
+        let newer = fileIsNewer ? "newer-file" : "newer-keyring"
+        let destination = fileIsNewer ? environment : file
+        let migrated = try ProcessRunner.portalToken(
+            ["migrate", "--to", fileIsNewer ? "secret-service" : "file"], environment: destination)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        let got = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=slot.tld\n", environment: destination)
+        #expect(got.stdout == "username=u\npassword=\(newer)\n", "\(got.stdout)")
+        // Exactly one item holds the slot in the destination.
+        let listed = try ProcessRunner.portalToken(["list"], environment: destination)
+        #expect(listed.stdout.components(separatedBy: "slot.tld").count - 1 == 1, "\(listed.stdout)")
+        if fileIsNewer {
+            let search = try ProcessRunner.run(
+                "/usr/bin/secret-tool", ["search", "--all", "server", "slot.tld"], environment: environment,
+                timeout: 10)
+            let labels = (search.stdout + search.stderr).split(separator: "\n").filter { $0.hasPrefix("label = ") }
+            #expect(labels.count == 1, "\(search.stdout)")
+        }
     }
 }
 
