@@ -64,8 +64,8 @@ let package = Package(
                 "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
-        // Writes the shell completions and the man page's OPTIONS section from the option table.
-        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI"]),
+        // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
+        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI", "PortalTokenCore"]),
 
         .target(
             name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"],

@@ -112,7 +112,10 @@ final class Context {
     }
 
     /// The Portal session of the configured auth environment.
-    func sessionService() throws -> SessionService { try Composition.sessionService(for: self) }
+    func sessionService() throws -> SessionService {
+        try checkPortalSettings()
+        return try Composition.sessionService(for: self)
+    }
 
     /// Where a waiting two-factor step is kept, in the backend in use unless another is named.
     func twoFactorStepStore(backend: BackendChoice.Backend? = nil) throws -> any TwoFactorStepStore {

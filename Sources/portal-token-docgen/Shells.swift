@@ -1,4 +1,5 @@
 import PortalTokenCLI
+import PortalTokenCore
 
 /// The command list the shells offer: every command, then `help`.
 let commandEntries: [(name: String, summary: String)] =
@@ -207,7 +208,7 @@ enum Man {
 
     static func region() -> String {
         var out = ""
-        for option in OptionTable.settings + [OptionTable.help, OptionTable.version] {
+        for option in OptionTable.globalOptions {
             out += ".TP\n"
             let long = "\\-\\-" + escaped(option.long)
             if let short = option.short {
@@ -222,5 +223,12 @@ enum Man {
             out += escaped(capitalizedFirst(option.help)) + ".\n"
         }
         return out
+    }
+}
+
+extension Man {
+    /// The EXIT STATUS list, from `ExitCode`.
+    static func exitStatus() -> String {
+        ExitCode.allCases.map { ".TP\n.B \($0.rawValue)\n" + escaped($0.explanation) + "\n" }.joined()
     }
 }

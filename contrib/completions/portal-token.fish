@@ -56,7 +56,7 @@ complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_RED
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
 complete -c portal-token -l backend -x -a 'auto secret-service file' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
 complete -c portal-token -l config -r -F -d 'Config file (PORTAL_TOKEN_CONFIG)'
-complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted'
+complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted (PORTAL_TOKEN_TRACE)'
 complete -c portal-token -s h -l help -d 'Show help'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l version -d 'Print the version'
 
