@@ -185,7 +185,7 @@ public enum PortalTokenCLI {
         }
         text += """
 
-            Global options (before or after the command):
+            Global options (before the command; after it too, except for exec):
 
             """
         text += OptionTable.globalOptionsText + "\n\n" + OptionTable.exitCodesText + "\n\n"

@@ -67,6 +67,8 @@ struct ExecCommand: Command {
         PORTAL_END_USER_ID (NAME cannot be one of those three, nor PATH). The token is never
         in an argument. The exit code is COMMAND's;
         127 when COMMAND is not found, 126 when it cannot be run (as env(1)).
+        Every word from COMMAND on is COMMAND's, with or without '--': settings flags
+        go before 'exec' (portal-token --env ID exec COMMAND).
 
         """ + scriptSessionRules
 
