@@ -91,7 +91,9 @@ let package = Package(
         // output and exit codes.
         .testTarget(
             name: "PortalTokenCLIInProcessTests",
-            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"]),
+            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"],
+            // The expected help, completions and man page text, compared by SnapshotTests.
+            exclude: ["Snapshots"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]
