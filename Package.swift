@@ -64,8 +64,8 @@ let package = Package(
                 "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
-        // Writes the shell completions and the man page's OPTIONS section from the option table.
-        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI"]),
+        // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
+        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI", "PortalTokenCore"]),
 
         .target(
             name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"],
@@ -91,7 +91,9 @@ let package = Package(
         // output and exit codes.
         .testTarget(
             name: "PortalTokenCLIInProcessTests",
-            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"]),
+            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"],
+            // The expected help, completions and man page text, compared by SnapshotTests.
+            exclude: ["Snapshots"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.
         .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
     ]

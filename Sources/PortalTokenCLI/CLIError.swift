@@ -1,28 +1,6 @@
 import LoopbackRedirectListener
 import PortalTokenCore
 
-/// Exit codes of product contract §4.
-public enum ExitCode: Int32, Sendable {
-    case success = 0
-    case notSignedIn = 1
-    case usage = 2
-    case sessionEnded = 3
-    case storage = 4
-    case network = 5
-    case rejected = 6
-    case notARedirect = 7
-    /// An error no part of portal-token expected: a bug, never a storage failure. 70 is
-    /// EX_SOFTWARE of sysexits.h ("internal software error"); the contract names no code for it.
-    case internalError = 70
-    /// `exec`: the command was found but could not be run, as env(1) reports it.
-    case commandNotExecutable = 126
-    /// `exec`: the command was not found, as env(1) reports it.
-    case commandNotFound = 127
-    /// Stopped by Ctrl-C (SIGINT) or SIGTERM while waiting for a sign-in, as a shell reports a
-    /// command killed by SIGINT: 128 + 2.
-    case interrupted = 130
-}
-
 /// An error on its way to the one funnel that prints it and picks the exit code.
 /// The message follows git's grammar: lowercase, no full stop, what failed first.
 public struct CLIError: Error, Sendable {
@@ -64,8 +42,7 @@ extension CLIError {
             self.init(error.message, hint: error.hint, exitCode: .network)
         case let error as ClientAuthError:
             // The core names the product's exit code (2, 5 or 6) for each sign-in error.
-            self.init(
-                error.message, hint: error.hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
+            self.init(error.message, hint: error.hint, exitCode: error.exitCode)
         case let error as SignInError:
             let code: ExitCode
             switch error {

@@ -6,15 +6,11 @@ protocol Command: SendableMetatype {
     /// What `portal-token NAME --help` prints after the usage.
     static var details: String { get }
 
-    init(arguments: inout ArgumentReader) throws(CLIError)
+    init(arguments: ParsedArguments) throws(CLIError)
     func run(in context: Context) throws
 }
 
 extension Command {
-    /// The options the command takes, from the option table: what the parser knows, and what
-    /// "did you mean" offers.
-    static var optionNames: [String] { OptionTable.command(named: name)?.optionNames ?? [] }
-
     /// The command's entry in the option table.
     static var spec: CommandSpec? { OptionTable.command(named: name) }
 

@@ -111,7 +111,10 @@ final class Context {
     func credentials() throws -> CredentialItems { CredentialItems(try items(backendChoice().backend)) }
 
     /// The Portal session of the configured auth environment.
-    func sessionService() throws -> SessionService { try Composition.sessionService(for: self) }
+    func sessionService() throws -> SessionService {
+        try checkPortalSettings()
+        return try Composition.sessionService(for: self)
+    }
 
     /// Where a waiting two-factor step is kept: beside the session, in the backend in use.
     func twoFactorSteps() throws -> TwoFactorStepItems { TwoFactorStepItems(try items(backendChoice().backend)) }

@@ -40,7 +40,7 @@ struct GetCommand: Command {
 
     let json: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
     }
 
@@ -108,7 +108,7 @@ struct StoreCommand: Command {
             credential marked ephemeral=1 is never stored.
             """
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
         let request = try readRequest(context)
@@ -148,7 +148,7 @@ struct EraseCommand: Command {
             protocol, host, path or username removes nothing.
             """
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
         let request = try readRequest(context)
@@ -181,7 +181,7 @@ struct CapabilityCommand: Command {
     /// Every capability portal-token understands, in the order they are listed.
     static let capabilities = ["authtype", "state"]
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
         context.streams.print((["version 0"] + Self.capabilities.map { "capability \($0)" }).joined(separator: "\n"))

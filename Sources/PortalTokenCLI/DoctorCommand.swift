@@ -19,9 +19,9 @@ struct DoctorCommand: Command {
     let json: Bool
     let network: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
-        network = arguments.flag("network")
+        network = arguments.has(.network)
     }
 
     struct Check {
@@ -131,6 +131,7 @@ private struct Diagnosis {
         let path = context.settings.configPath ?? "the config file"
         do {
             try PortalTokenCLI.checkSettingValues(context.settings)
+            _ = try context.settings.bool(.accountAbstracted)
         } catch {
             let failure = CLIError(error)
             return Check(name: "settings", ok: false, detail: failure.message, hint: failure.hint)

@@ -14,7 +14,7 @@ struct ListCommand: Command {
 
     let json: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
     }
 

@@ -19,8 +19,8 @@ struct MigrateCommand: Command {
 
     let destination: BackendChoice.Backend
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        guard let to = try arguments.option("to") else {
+    init(arguments: ParsedArguments) throws(CLIError) {
+        guard let to = arguments.value(.migrateTo) else {
             throw .usage("'migrate' needs --to secret-service or --to file", hint: "see 'portal-token migrate --help'")
         }
         guard let destination = BackendChoice.Backend(rawValue: to) else {

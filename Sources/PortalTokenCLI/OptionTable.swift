@@ -1,8 +1,10 @@
 import PortalTokenCore
 
-/// The one table of commands, options, settings flags and exit codes. The parser takes each
-/// command's option names from it, `--help` prints its settings flags and exit codes, and
-/// `portal-token-docgen` writes the shell completions and the man page's OPTIONS section from it.
+/// The one table of commands and their options: the parser reads each command's arguments
+/// against it, commands read what it parsed by the options declared here, `--help` prints it,
+/// and `portal-token-docgen` writes the shell completions and the man page's OPTIONS section from
+/// it. The settings flags come from the settings' own declaration (`Setting.flagged`), the exit
+/// codes from `ExitCode`.
 public struct OptionSpec: Sendable {
     /// How the shells complete the option's value.
     public enum Completion: Sendable, Equatable {
@@ -27,6 +29,8 @@ public struct OptionSpec: Sendable {
     /// Options that cannot be given with this one (by long name).
     public let excludes: [String]
     public let repeatable: Bool
+    /// The setting a settings flag gives; nil for a command's own option.
+    public let setting: Setting?
 
     init(
         _ long: String, short: String? = nil, value: String? = nil, completion: Completion = .text,
@@ -39,6 +43,29 @@ public struct OptionSpec: Sendable {
         self.help = help
         self.excludes = excludes
         self.repeatable = repeatable
+        self.setting = nil
+    }
+
+    /// A settings flag, as its setting declares it; the help names the environment variable and
+    /// the default.
+    init(_ setting: Setting) {
+        let flag = setting.option!
+        long = flag.name
+        short = nil
+        valueName = flag.value
+        completion = flag.isFile ? .file : flag.words.isEmpty ? .text : .words(flag.words)
+        let origin = ([setting.environment].compactMap { $0 } + [flag.defaultValue].compactMap { $0 })
+        help = flag.help + (origin.isEmpty ? "" : " (" + origin.joined(separator: "; ") + ")")
+        excludes = []
+        repeatable = false
+        self.setting = setting
+    }
+
+    /// The same option with other help, for a command on which it means something more.
+    func described(_ help: String) -> OptionSpec {
+        OptionSpec(
+            long, short: short, value: valueName, completion: completion, excludes: excludes, repeatable: repeatable,
+            help: help)
     }
 
     public var takesValue: Bool { valueName != nil }
@@ -121,61 +148,72 @@ public struct CommandSpec: Sendable {
 
     /// Every spelling of every option, for "did you mean" and for telling an unknown option.
     public var optionNames: [String] { options.flatMap(\.spellings) }
+
+    /// Whether the command runs a program named by its first operand, whose arguments follow.
+    public var runsProgram: Bool { positionals.contains { $0.completion == .program } }
+}
+
+/// Every option of every command, declared once; commands read their values by these names.
+extension OptionSpec {
+    static let format = OptionSpec("format", value: "json", completion: .words(["json"]), help: "print JSON")
+    static let tokenVar = OptionSpec("token-var", value: "NAME", help: "environment variable for the token")
+    static let unset = OptionSpec("unset", help: "remove portal-token from the global git config")
+    static let network = OptionSpec("network", help: "also check that the Portal API answers")
+    static let email = OptionSpec(
+        "email", value: "ADDRESS", excludes: ["google", "apple", "with-token"],
+        help: "sign in with a magic link sent to ADDRESS")
+    static let google = OptionSpec("google", excludes: ["email", "apple", "with-token"], help: "sign in with Google")
+    static let apple = OptionSpec("apple", excludes: ["email", "google", "with-token"], help: "sign in with Apple")
+    static let noBrowser = OptionSpec(
+        "no-browser", help: "do not open a browser; show the sign-in link to open elsewhere")
+    static let timeout = OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds")
+    static let withToken = OptionSpec(
+        "with-token", excludes: ["email", "google", "apple"], help: "adopt a token from stdin, minted by your backend")
+    static let endUser = OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token")
+    static let dbusActivated = OptionSpec(
+        String(DesktopRedirectHandler.activationOption.dropFirst(2)), excludes: ["URL"],
+        help: "take the URL from the session bus (how the desktop handler starts it)")
+    static let method = OptionSpec(
+        "method", short: "X", value: "METHOD",
+        completion: .words(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
+        help: "HTTP method (GET, or POST with --data)")
+    static let data = OptionSpec(
+        "data", short: "d", value: "JSON", completion: .body, help: "request body: JSON, @FILE, or @- for stdin")
+    static let header = OptionSpec(
+        "header", short: "H", value: "'Name: value'", repeatable: true, help: "add a request header: 'Name: value'")
+    static let migrateTo = OptionSpec(
+        "to", value: "STORE", completion: .words(["secret-service", "file"]), help: "the store to move every item into")
+
+    /// What every invocation takes besides the settings flags.
+    public static let help = OptionSpec(
+        "help", short: "h", help: "this help; 'portal-token COMMAND --help' for a command")
+    public static let version = OptionSpec("version", short: "V", help: "the version")
 }
 
 public enum OptionTable {
-    static let format = OptionSpec("format", value: "json", completion: .words(["json"]), help: "print JSON")
-
     /// Every command, in the order `--help` lists them (the summaries are those of the commands).
     public static let commands: [CommandSpec] = [
         CommandSpec(
-            "get", GetCommand.summary,
-            options: [
-                OptionSpec(
-                    "format", value: "json", completion: .words(["json"]),
-                    help: "print the session token as JSON (script mode)")
-            ], usage: ["portal-token get [--format json] < request"]),
+            "get", GetCommand.summary, options: [.format.described("print the session token as JSON (script mode)")],
+            usage: ["portal-token get [--format json] < request"]),
         CommandSpec("store", StoreCommand.summary, usage: ["portal-token store < credential"]),
         CommandSpec("erase", EraseCommand.summary, usage: ["portal-token erase < pattern"]),
         CommandSpec("capability", CapabilityCommand.summary),
-        CommandSpec("token", TokenCommand.summary, options: [format]),
+        CommandSpec("token", TokenCommand.summary, options: [.format]),
         CommandSpec(
             "exec", ExecCommand.summary,
             positionals: [
-                PositionalSpec(
-                    "COMMAND", completion: .program,
-                    help: "the program to run, after --")
+                PositionalSpec("COMMAND", completion: .program, help: "the program to run, and its arguments")
             ],
-            options: [OptionSpec("token-var", value: "NAME", help: "environment variable for the token")],
-            usage: ["portal-token exec [--token-var NAME] -- COMMAND [ARG...]"]),
+            options: [.tokenVar], usage: ["portal-token exec [--token-var NAME] [--] COMMAND [ARG...]"]),
         CommandSpec("exec-credential", ExecCredentialCommand.summary),
-        CommandSpec("list", ListCommand.summary, options: [format]),
-        CommandSpec(
-            "setup-git", SetupGitCommand.summary,
-            options: [
-                OptionSpec("unset", help: "remove portal-token from the global git config")
-            ]),
-        CommandSpec(
-            "doctor", DoctorCommand.summary,
-            options: [
-                format, OptionSpec("network", help: "also check that the Portal API answers"),
-            ]),
-        CommandSpec("methods", MethodsCommand.summary, options: [format]),
+        CommandSpec("list", ListCommand.summary, options: [.format]),
+        CommandSpec("setup-git", SetupGitCommand.summary, options: [.unset]),
+        CommandSpec("doctor", DoctorCommand.summary, options: [.format, .network]),
+        CommandSpec("methods", MethodsCommand.summary, options: [.format]),
         CommandSpec(
             "login", LoginCommand.summary,
-            options: [
-                OptionSpec(
-                    "email", value: "ADDRESS", excludes: ["google", "apple", "with-token"],
-                    help: "sign in with a magic link sent to ADDRESS"),
-                OptionSpec("google", excludes: ["email", "apple", "with-token"], help: "sign in with Google"),
-                OptionSpec("apple", excludes: ["email", "google", "with-token"], help: "sign in with Apple"),
-                OptionSpec("no-browser", help: "do not open a browser; show the sign-in link to open elsewhere"),
-                OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds"),
-                OptionSpec(
-                    "with-token", excludes: ["email", "google", "apple"],
-                    help: "adopt a token from stdin, minted by your backend"),
-                OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token"),
-            ],
+            options: [.email, .google, .apple, .noBrowser, .timeout, .withToken, .endUser],
             usage: [
                 "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
                 "portal-token login --with-token [--end-user ID] < token",
@@ -183,94 +221,40 @@ public enum OptionTable {
         CommandSpec(
             "redirect", RedirectCommand.summary,
             positionals: [PositionalSpec("URL", help: "redirect URL, or - to read it from stdin")],
-            options: [
-                OptionSpec(
-                    String(DesktopRedirectHandler.activationOption.dropFirst(2)),
-                    excludes: ["URL"],
-                    help: "take the URL from the session bus "
-                        + "(how the desktop handler starts it)")
-            ],
+            options: [.dbusActivated],
             usage: [
                 "portal-token redirect URL", "portal-token redirect - < url",
                 "portal-token redirect --dbus-activated",
             ]),
         CommandSpec(
             "verify-totp", VerifyTOTPCommand.summary,
-            positionals: [
-                PositionalSpec(
-                    "CODE", optional: true,
-                    help: "two-factor code (prompted for when omitted)")
-            ]),
-        CommandSpec("status", StatusCommand.summary, options: [format]),
+            positionals: [PositionalSpec("CODE", optional: true, help: "two-factor code (prompted for when omitted)")]),
+        CommandSpec("status", StatusCommand.summary, options: [.format]),
         CommandSpec("refresh", RefreshCommand.summary),
         CommandSpec(
             "api", APICommand.summary,
             positionals: [PositionalSpec("PATH", completion: .words(["/api/v3/clients/me"]), help: "API path")],
-            options: [
-                OptionSpec(
-                    "method", short: "X", value: "METHOD",
-                    completion: .words(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]),
-                    help: "HTTP method (GET, or POST with --data)"),
-                OptionSpec(
-                    "data", short: "d", value: "JSON", completion: .body,
-                    help: "request body: JSON, @FILE, or @- for stdin"),
-                OptionSpec(
-                    "header", short: "H", value: "'Name: value'", repeatable: true,
-                    help: "add a request header: 'Name: value'"),
-            ],
+            options: [.method, .data, .header],
             usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
         CommandSpec("logout", LogoutCommand.summary),
         CommandSpec(
-            "migrate", MigrateCommand.summary,
-            options: [
-                OptionSpec(
-                    "to", value: "STORE", completion: .words(["secret-service", "file"]),
-                    help: "the store to move every item into")
-            ], usage: ["portal-token migrate --to secret-service|file"]),
+            "migrate", MigrateCommand.summary, options: [.migrateTo],
+            usage: ["portal-token migrate --to secret-service|file"]),
     ]
 
-    /// The settings flags (product contract §2): before or after the command name.
-    public static let settings: [OptionSpec] = [
-        OptionSpec("env", value: "ID", help: "auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)"),
-        OptionSpec(
-            "api-host", value: "HOST", completion: .words(["api.portalhq.io", "localhost", "127.0.0.1"]),
-            help: "Portal API host (PORTAL_API_HOST; api.portalhq.io)"),
-        OptionSpec("redirect-url", value: "URL", help: "sign-in redirect URL (PORTAL_REDIRECT_URL)"),
-        OptionSpec(
-            "account-abstracted", value: "BOOL", completion: .words(["true", "false"]),
-            help: "ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)"),
-        OptionSpec(
-            "backend", value: "BACKEND", completion: .words(["auto", "secret-service", "file"]),
-            help: "storage backend (PORTAL_TOKEN_BACKEND; auto)"),
-        OptionSpec("config", value: "PATH", completion: .file, help: "config file (PORTAL_TOKEN_CONFIG)"),
-        OptionSpec("verbose", help: "trace to stderr, every secret redacted"),
-    ]
+    /// The settings flags (product contract §2), from the settings' declaration.
+    public static let settings: [OptionSpec] = Setting.flagged.map(OptionSpec.init)
 
-    /// What every invocation takes besides the settings flags.
-    public static let help = OptionSpec(
-        "help", short: "h",
-        help: "this help; 'portal-token COMMAND --help' for a command")
-    public static let version = OptionSpec("version", short: "V", help: "the version")
-
-    /// The exit codes (product contract §4).
-    public static let exitCodes: [(code: Int32, meaning: String)] = [
-        (0, "success"), (1, "not signed in"), (2, "usage or configuration error"),
-        (3, "the session just ended"), (4, "storage failure (nothing was deleted)"), (5, "network failure"),
-        (6, "Portal rejected the request"), (7, "not a sign-in redirect"),
-        (70, "internal error (please report it)"),
-    ]
+    /// What may stand before the command name.
+    public static let globalOptions: [OptionSpec] = settings + [.help, .version]
 
     public static func command(named name: String) -> CommandSpec? { commands.first { $0.name == name } }
 
-    /// The settings flags that take a value, and those that are switches, without dashes.
-    static var valuedSettingNames: Set<String> { Set(settings.filter(\.takesValue).map(\.long)) }
-    static var switchSettingNames: Set<String> { Set(settings.filter { !$0.takesValue }.map(\.long)) }
-
     /// The global options of `--help`, one a line, in columns.
     static var globalOptionsText: String {
-        let rows = (settings + [help, version]).map { option -> (String, String) in
+        let rows = globalOptions.map { option -> (String, String) in
             let value =
-                option.words.isEmpty || option.words.count > 3 || option.long == "api-host"
+                option.words.isEmpty || option.words.count > 3 || option.setting == .apiHost
                 ? option.valueName.map { " " + $0 } ?? "" : " " + option.words.joined(separator: "|")
             let names = option.short.map { "-\($0), " } ?? ""
             return (names + "--" + option.long + value, option.help)
@@ -289,10 +273,10 @@ public enum OptionTable {
     static var exitCodesText: String {
         var lines: [String] = []
         var line = "Exit codes:"
-        for (index, entry) in exitCodes.enumerated() {
-            let item =
-                "\(index == exitCodes.count - 1 ? "and " : "")\(entry.code) \(entry.meaning)"
-                + (index == exitCodes.count - 1 ? "." : ",")
+        let codes = ExitCode.allCases
+        for (index, code) in codes.enumerated() {
+            let last = index == codes.count - 1
+            let item = "\(last ? "and " : "")\(code.rawValue) \(code.meaning)" + (last ? "." : ",")
             for word in item.split(separator: " ") {
                 if line.count + 1 + word.count > 90 {
                     lines.append(line)

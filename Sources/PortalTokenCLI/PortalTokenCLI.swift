@@ -71,67 +71,48 @@ public enum PortalTokenCLI {
         _ arguments: [String], isGitHelper: Bool, streams: StandardStreams,
         environment: [String: String], services: Services
     ) throws {
-        var reader = ArgumentReader(arguments)
-        try reader.extractSettingFlags()
-        guard let word = reader.next() else {
+        var global = ParsedArguments(command: nil)
+        let commandLine = try global.readGlobal(arguments[...])
+        if global.has(.version) {
+            streams.print("portal-token \(version)")
+            return
+        }
+        guard let (word, rest) = commandLine else {
+            if global.wantsHelp { return streams.print(overview) }
             if isGitHelper { return }
             streams.write(Array(overview.utf8), to: streams.error)
             throw CLIError.usage("no command given", hint: "see 'portal-token --help'")
         }
-        switch word {
-        case "--help", "-h", "help":
-            if let topic = reader.next(), let command = command(named: topic) {
-                streams.print(command.helpText)
-            } else {
-                streams.print(overview)
-            }
+        if global.wantsHelp || word == "help" {
+            let topic = global.wantsHelp ? word : rest.first
+            streams.print(topic.flatMap(command(named:))?.helpText ?? overview)
             return
-        case "--version", "-V":
-            streams.print("portal-token \(version)")
-            return
-        default:
-            break
         }
-        guard let commandType = command(named: word) else {
+        guard let commandType = command(named: word), let spec = commandType.spec else {
             // git requires helpers to ignore operations they do not know (gitcredentials(7)).
             if isGitHelper { return }
-            if word.hasPrefix("-") {
-                let name = String(word.prefix { $0 != "=" }.prefix(64))
-                throw CLIError.usage(
-                    "unknown option '\(name)'", hint: Suggestion.hint(for: name, among: globalOptionNames, command: nil)
-                )
-            }
             throw CLIError.usage(
                 "'\(word.prefix(64))' is not a portal-token command",
                 hint: Suggestion.hint(for: word, among: commands.map { $0.name }, command: nil))
         }
-        if reader.flag("help") || reader.flag("h") {
-            streams.print(commandType.helpText)
-            return
-        }
-        let command: any Command
-        do {
-            command = try commandType.init(arguments: &reader)
-        } catch {
-            // A mistyped option explains a failure better than what its absence caused
-            // (`login --emial a@b.c` is not "choose how to sign in").
-            try reader.finish(command: word, options: commandType.optionNames, optionsOnly: true)
-            throw error
-        }
-        try reader.finish(command: word, options: commandType.optionNames)
+        var parsed = ParsedArguments(command: spec)
+        try parsed.readCommand(rest)
+        if parsed.wantsHelp { return streams.print(commandType.helpText) }
+        // The command's own error explains a stray word better than "unexpected argument" would
+        // (`login someone@example.com` is "choose how to sign in").
+        let command = try commandType.init(arguments: parsed)
+        try parsed.checkOperandCount()
+        let flags = global.settingFlags.merging(parsed.settingFlags) { $1 }
         var settings: Settings
         var settingsError: (any Error)?
         do {
-            settings = try loadSettings(flags: reader.settingFlags, environment: environment)
-            if commandType != DoctorCommand.self {
-                try checkSettingValues(settings)
-                // A hook path that could run a planted file is refused before anything happens;
-                // doctor reports it as one of its checks instead.
-                _ = try SessionHook.configuredPath(settings, environment: environment)
-            }
+            settings = try loadSettings(flags: flags, environment: environment)
+            // A wrong value of a setting every command reads is reported before anything happens;
+            // those only the Portal session reads are checked where it is used.
+            if commandType != DoctorCommand.self { try checkSettingValues(settings) }
         } catch  where commandType == DoctorCommand.self {
             // doctor reports a broken config file as one of its checks, and goes on without it.
-            settings = Settings(flags: reader.settingFlags, environment: environment)
+            settings = Settings(flags: flags, environment: environment)
             settingsError = error
         }
         let context = Context(
@@ -141,16 +122,10 @@ public enum PortalTokenCLI {
         try command.run(in: context)
     }
 
-    /// The options every command takes (product contract §2), for "did you mean".
-    static var globalOptionNames: [String] {
-        (OptionTable.settings + [OptionTable.help, OptionTable.version]).map { "--" + $0.long }
-    }
-
-    /// A value that is wrong is reported before a setting that is missing: `--backend bogus`
-    /// says so, rather than "no auth environment ID".
+    /// The settings every command reads: a value that is wrong is reported before a setting
+    /// that is missing (`--backend bogus` says so, rather than "no auth environment ID").
     static func checkSettingValues(_ settings: Settings) throws {
         _ = try Composition.requestedBackend(settings)
-        _ = try settings.bool(.accountAbstracted)
         _ = try settings.bool(.trace)
     }
 
@@ -160,7 +135,7 @@ public enum PortalTokenCLI {
 
     /// Settings from the flags, the environment and the config file (product contract §2).
     static func loadSettings(flags: [String: String], environment: [String: String]) throws -> Settings {
-        let explicitPath = flags["config"] ?? environment["PORTAL_TOKEN_CONFIG"].flatMap { $0.isEmpty ? nil : $0 }
+        let explicitPath = Settings(flags: flags, environment: environment).value(.configFile)
         let configHome: String
         if let value = environment["XDG_CONFIG_HOME"], value.hasPrefix("/") {
             configHome = value
@@ -210,7 +185,7 @@ public enum PortalTokenCLI {
         }
         text += """
 
-            Global options (before or after the command):
+            Global options (before the command; after it too, except for exec):
 
             """
         text += OptionTable.globalOptionsText + "\n\n" + OptionTable.exitCodesText + "\n\n"

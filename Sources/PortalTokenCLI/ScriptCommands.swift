@@ -47,7 +47,7 @@ struct TokenCommand: Command {
 
     let json: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
     }
 
@@ -67,6 +67,8 @@ struct ExecCommand: Command {
         PORTAL_END_USER_ID (NAME cannot be one of those three, nor PATH). The token is never
         in an argument. The exit code is COMMAND's;
         127 when COMMAND is not found, 126 when it cannot be run (as env(1)).
+        Every word from COMMAND on is COMMAND's, with or without '--': settings flags
+        go before 'exec' (portal-token --env ID exec COMMAND).
 
         """ + scriptSessionRules
 
@@ -81,9 +83,9 @@ struct ExecCommand: Command {
     /// Anything portal-token opens afterwards (a keyring connection, a lock) is closed at exec.
     let inheritedDescriptors: Set<Int32>
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         inheritedDescriptors = Self.openDescriptors()
-        let variable = try arguments.option("token-var") ?? Self.defaultTokenVariable
+        let variable = arguments.value(.tokenVar) ?? Self.defaultTokenVariable
         guard Self.isVariableName(variable) else {
             throw .usage(
                 "--token-var takes an environment variable name such as PORTAL_CLIENT_SESSION_TOKEN",
@@ -100,9 +102,9 @@ struct ExecCommand: Command {
                 hint: "choose another name, such as API_TOKEN")
         }
         tokenVariable = variable
-        command = arguments.remainder()
+        command = arguments.operands
         guard !command.isEmpty, !command[0].isEmpty else {
-            throw .usage("'exec' needs a command after '--'", hint: "portal-token exec -- COMMAND [ARG...]")
+            throw .usage("'exec' needs a command to run", hint: "portal-token exec [--] COMMAND [ARG...]")
         }
     }
 
@@ -180,7 +182,7 @@ struct ExecCredentialCommand: Command {
     static let apiGroup = "client.authentication.k8s.io"
     static let versions = ["v1", "v1beta1"]
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     /// The apiVersion to answer in: KUBERNETES_EXEC_INFO's `apiVersion`, else v1.
     static func apiVersion(execInfo: String?) throws(CLIError) -> String {

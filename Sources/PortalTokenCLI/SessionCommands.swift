@@ -23,7 +23,7 @@ struct StatusCommand: Command {
 
     let json: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
     }
 
@@ -112,7 +112,7 @@ struct LogoutCommand: Command {
 
         """ + sessionSettings
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
@@ -141,7 +141,7 @@ struct RefreshCommand: Command {
 
         """ + sessionSettings
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {}
+    init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
         let (session, response) = try context.sessionService().refresh()
@@ -172,15 +172,13 @@ struct APICommand: Command {
     let data: String?
     let headers: [HTTPHeader]
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        let method = try arguments.option("method", short: "X")
-        data = try arguments.option("data", short: "d")
+    init(arguments: ParsedArguments) throws(CLIError) {
+        let method = arguments.value(.method)
+        data = arguments.value(.data)
         var headers: [HTTPHeader] = []
-        while let header = try arguments.option("header", short: "H") {
-            headers.append(try Self.header(header))
-        }
+        for header in arguments.values(.header) { headers.append(try Self.header(header)) }
         self.headers = headers
-        guard let path = arguments.operand() else {
+        guard let path = arguments.operands.first else {
             throw .usage("'api' needs a PATH", hint: "see 'portal-token api --help'")
         }
         // Spaces and control characters would split or end the request line (RFC 9112 §3).

@@ -61,3 +61,13 @@ struct SessionHook {
         }
     }
 }
+
+extension Context {
+    /// The settings only the Portal session and sign-in read (account abstraction, the hook
+    /// path), checked when they are about to be used: a git request for another host never fails
+    /// on them, and a Portal command refuses a wrong value before it does anything.
+    func checkPortalSettings() throws {
+        _ = try settings.bool(.accountAbstracted)
+        _ = try SessionHook.configuredPath(settings, environment: environment)
+    }
+}

@@ -16,8 +16,8 @@ struct SetupGitCommand: Command {
 
     let unset: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        unset = arguments.flag("unset")
+    init(arguments: ParsedArguments) throws(CLIError) {
+        unset = arguments.has(.unset)
     }
 
     func run(in context: Context) throws {

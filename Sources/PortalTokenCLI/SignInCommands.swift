@@ -20,7 +20,8 @@ private let loginSettings = """
 
 /// The Client Auth settings, checked before anything is sent.
 private func signInConfiguration(_ context: Context) throws -> ClientAuthConfiguration {
-    try ClientAuthConfiguration(settings: context.settings)
+    try context.checkPortalSettings()
+    return try ClientAuthConfiguration(settings: context.settings)
 }
 
 struct MethodsCommand: Command {
@@ -35,7 +36,7 @@ struct MethodsCommand: Command {
 
     let json: Bool
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
+    init(arguments: ParsedArguments) throws(CLIError) {
         json = try arguments.jsonFormat()
     }
 
@@ -109,12 +110,12 @@ struct LoginCommand: Command {
     let opensBrowser: Bool
     let timeoutSeconds: Int
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        let email = try arguments.option("email")
-        let google = arguments.flag("google")
-        let apple = arguments.flag("apple")
-        let withToken = arguments.flag("with-token")
-        adoptedEndUserID = try arguments.option("end-user")
+    init(arguments: ParsedArguments) throws(CLIError) {
+        let email = arguments.value(.email)
+        let google = arguments.has(.google)
+        let apple = arguments.has(.apple)
+        let withToken = arguments.has(.withToken)
+        adoptedEndUserID = arguments.value(.endUser)
         var chosen: [Method] = []
         if let email { chosen.append(.email(email)) }
         if google { chosen.append(.google) }
@@ -138,8 +139,8 @@ struct LoginCommand: Command {
         }
         guard adoptedEndUserID == nil else { throw .usage("--end-user goes with --with-token") }
         self.method = method
-        opensBrowser = !arguments.flag("no-browser")
-        if let text = try arguments.option("timeout") {
+        opensBrowser = !arguments.has(.noBrowser)
+        if let text = arguments.value(.timeout) {
             guard let seconds = Int(text), seconds > 0, seconds <= Self.maximumTimeoutSeconds else {
                 throw .usage("--timeout takes a whole number of seconds between 1 and \(Self.maximumTimeoutSeconds)")
             }
@@ -279,12 +280,12 @@ struct RedirectCommand: Command {
 
     let source: Source
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        if arguments.flag(String(DesktopRedirectHandler.activationOption.dropFirst(2))) {
+    init(arguments: ParsedArguments) throws(CLIError) {
+        if arguments.has(.dbusActivated) {
             source = .sessionBus
             return
         }
-        guard let url = arguments.next() else {
+        guard let url = arguments.operands.first else {
             throw .usage("'redirect' needs the URL the browser was sent to", hint: "see 'portal-token redirect --help'")
         }
         source = url == "-" ? .standardInput : .argument(url)
@@ -357,8 +358,8 @@ struct VerifyTOTPCommand: Command {
 
     let code: String?
 
-    init(arguments: inout ArgumentReader) throws(CLIError) {
-        code = arguments.next()
+    init(arguments: ParsedArguments) throws(CLIError) {
+        code = arguments.operands.first
     }
 
     func run(in context: Context) throws {

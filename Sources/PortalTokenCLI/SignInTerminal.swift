@@ -180,7 +180,7 @@ struct SignInCompletion {
         }
         let error = lastError!
         let hint = stepKept ? "run 'portal-token verify-totp' before the step expires to try again" : error.hint
-        throw CLIError(error.message, hint: hint, exitCode: ExitCode(rawValue: error.exitCode.rawValue) ?? .rejected)
+        throw CLIError(error.message, hint: hint, exitCode: error.exitCode)
     }
 
     /// The enrollment QR code, the secret for typing by hand, and the warning, on the terminal

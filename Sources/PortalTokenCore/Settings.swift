@@ -1,30 +1,77 @@
-/// One configurable value and the names it goes by (product contract §2).
+/// One configurable value and the names it goes by (product contract §2): the one declaration
+/// of each setting, its flag included, from which the parser, `--help`, the man page and the
+/// shell completions take it.
 /// Precedence: command-line flag, then environment variable, then config file, then default.
 public struct Setting: Sendable, Hashable {
+    /// How a setting is given on the command line.
+    public struct Flag: Sendable, Hashable {
+        /// Without its dashes.
+        public let name: String
+        /// The value's name in usage text; nil for a switch, which also takes `--name=VALUE`.
+        public let value: String?
+        /// The values the shells offer; empty for any text.
+        public let words: [String]
+        /// Whether the value names a file.
+        public let isFile: Bool
+        public let help: String
+        /// The value when none is set, where help should show it.
+        public let defaultValue: String?
+
+        public init(
+            _ name: String, value: String? = nil, words: [String] = [], isFile: Bool = false, help: String,
+            default defaultValue: String? = nil
+        ) {
+            self.name = name
+            self.value = value
+            self.words = words
+            self.isFile = isFile
+            self.help = help
+            self.defaultValue = defaultValue
+        }
+    }
+
     /// The key in the config file.
     public let key: String
-    /// The long flag, without its dashes, when the setting has one.
-    public let flag: String?
+    /// The command-line flag, when the setting has one.
+    public let option: Flag?
     public let environment: String?
 
-    public init(key: String, flag: String? = nil, environment: String? = nil) {
+    /// The long flag, without its dashes, when the setting has one.
+    public var flag: String? { option?.name }
+
+    public init(key: String, flag: Flag? = nil, environment: String? = nil) {
         self.key = key
-        self.flag = flag
+        self.option = flag
         self.environment = environment
     }
 
     public static let authEnvironmentID = Setting(
-        key: "auth-environment-id", flag: "env", environment: "PORTAL_AUTH_ENVIRONMENT_ID")
-    public static let apiHost = Setting(key: "api-host", flag: "api-host", environment: "PORTAL_API_HOST")
+        key: "auth-environment-id", flag: Flag("env", value: "ID", help: "auth environment ID"),
+        environment: "PORTAL_AUTH_ENVIRONMENT_ID")
+    public static let apiHost = Setting(
+        key: "api-host",
+        flag: Flag(
+            "api-host", value: "HOST", words: ["api.portalhq.io", "localhost", "127.0.0.1"],
+            help: "Portal API host", default: "api.portalhq.io"),
+        environment: "PORTAL_API_HOST")
     public static let redirectURL = Setting(
-        key: "redirect-url", flag: "redirect-url", environment: "PORTAL_REDIRECT_URL")
+        key: "redirect-url", flag: Flag("redirect-url", value: "URL", help: "sign-in redirect URL"),
+        environment: "PORTAL_REDIRECT_URL")
     public static let magicLinkFromEmail = Setting(
         key: "magic-link-from-email", environment: "PORTAL_MAGIC_LINK_FROM_EMAIL")
     public static let magicLinkTemplateID = Setting(
         key: "magic-link-template-id", environment: "PORTAL_MAGIC_LINK_TEMPLATE_ID")
     public static let accountAbstracted = Setting(
-        key: "account-abstracted", flag: "account-abstracted", environment: "PORTAL_ACCOUNT_ABSTRACTED")
-    public static let backend = Setting(key: "backend", flag: "backend", environment: "PORTAL_TOKEN_BACKEND")
+        key: "account-abstracted",
+        flag: Flag(
+            "account-abstracted", value: "BOOL", words: ["true", "false"], help: "ask Portal for account abstraction"),
+        environment: "PORTAL_ACCOUNT_ABSTRACTED")
+    public static let backend = Setting(
+        key: "backend",
+        flag: Flag(
+            "backend", value: "BACKEND", words: ["auto", "secret-service", "file"], help: "storage backend",
+            default: "auto"),
+        environment: "PORTAL_TOKEN_BACKEND")
     public static let storeFile = Setting(key: "file", environment: "PORTAL_TOKEN_FILE")
     public static let passphraseFile = Setting(key: "passphrase-file", environment: "PORTAL_TOKEN_PASSPHRASE_FILE")
     public static let onSessionInvalidated = Setting(
@@ -34,7 +81,9 @@ public struct Setting: Sendable, Hashable {
     /// How long the encrypted file store's derived key stays in the kernel user keyring, in
     /// seconds; 0 turns the cache off.
     public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
-    public static let trace = Setting(key: "trace", flag: "verbose", environment: "PORTAL_TOKEN_TRACE")
+    public static let trace = Setting(
+        key: "trace", flag: Flag("verbose", help: "trace to stderr, every secret redacted"),
+        environment: "PORTAL_TOKEN_TRACE")
     /// Bound on the TCP and TLS handshake of each HTTP request; default 3000 ms.
     public static let httpConnectTimeout = Setting(
         key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
@@ -44,12 +93,21 @@ public struct Setting: Sendable, Hashable {
     /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
     public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
 
+    /// Where the config file is; given by flag or environment only, never by the file itself.
+    public static let configFile = Setting(
+        key: "config", flag: Flag("config", value: "PATH", isFile: true, help: "config file"),
+        environment: "PORTAL_TOKEN_CONFIG")
+
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
     ]
+
+    /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted
+    /// before the command name, and after it except for a command that runs another program.
+    public static let flagged: [Setting] = all.filter { $0.option != nil && $0 != trace } + [configFile, trace]
 }
 
 /// A setting that was given a value it cannot take.

@@ -1,4 +1,5 @@
 import PortalTokenCLI
+import PortalTokenCore
 
 /// The command list the shells offer: every command, then `help`.
 let commandEntries: [(name: String, summary: String)] =
@@ -27,7 +28,7 @@ enum Bash {
     static func region() -> String {
         var out = "# The commands, each with its one-line description.\n_portal_token_commands=(\n"
         for entry in commandEntries { out += "    " + quoted(entry.name + ":" + lowercasedFirst(entry.summary)) + "\n" }
-        out += ")\n\n# Settings flags: accepted before or after the command name.\n"
+        out += ")\n\n# Settings flags: accepted before the command name, and after it except for exec.\n"
         let settingNames = OptionTable.settings.map { "--" + $0.long }.joined(separator: " ")
         out += "_portal_token_setting_options=\"\(settingNames)\"\n"
         out += "# The settings flags (and per-command options) that take a value in the next word.\n"
@@ -110,14 +111,16 @@ enum Zsh {
         }
         out += "  )\n  _describe -t commands 'portal-token command' commands\n}\n\n"
         out +=
-            "# Settings flags: accepted before or after the command name.\n"
+            "# Settings flags: accepted before the command name, and after it except for exec.\n"
             + "typeset -ga _portal_token_settings\n_portal_token_settings=(\n"
         for option in OptionTable.settings { out += "  " + spec(option) + "\n" }
         out += ")\n\n# Completes the words after the command name $words[1].\n"
         out += "(( $+functions[_portal-token_command] )) ||\n_portal-token_command() {\n  case $words[1] in\n"
         for command in OptionTable.commands {
+            // What follows the program exec runs is the program's; settings flags go before exec.
+            let settings = command.runsProgram ? "" : "$_portal_token_settings "
             out +=
-                "    \(command.name))\n      _arguments $_portal_token_settings \\\n"
+                "    \(command.name))\n      _arguments \(settings)\\\n"
                 + "        '(- *)'{-h,--help}'[show help]'"
             for option in command.options { out += " \\\n        " + spec(option) }
             for (index, positional) in command.positionals.enumerated() {
@@ -163,7 +166,7 @@ enum Fish {
         out +=
             "complete -c portal-token -n \"__fish_seen_subcommand_from help\""
             + " -a \"(string match -v help -- $commands)\"\n"
-        out += "\n# Settings flags: accepted before or after the command name\n"
+        out += "\n# Settings flags: accepted before the command name, and after it except for exec\n"
         for option in OptionTable.settings { out += line(nil, option) + "\n" }
         out += "complete -c portal-token -s h -l help -d 'Show help'\n"
         out +=
@@ -207,7 +210,7 @@ enum Man {
 
     static func region() -> String {
         var out = ""
-        for option in OptionTable.settings + [OptionTable.help, OptionTable.version] {
+        for option in OptionTable.globalOptions {
             out += ".TP\n"
             let long = "\\-\\-" + escaped(option.long)
             if let short = option.short {
@@ -222,5 +225,12 @@ enum Man {
             out += escaped(capitalizedFirst(option.help)) + ".\n"
         }
         return out
+    }
+}
+
+extension Man {
+    /// The EXIT STATUS list, from `ExitCode`.
+    static func exitStatus() -> String {
+        ExitCode.allCases.map { ".TP\n.B \($0.rawValue)\n" + escaped($0.explanation) + "\n" }.joined()
     }
 }

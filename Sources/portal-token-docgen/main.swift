@@ -22,6 +22,10 @@ let files: [(path: String, begin: String, end: String, body: String)] = [
     ("completions/_portal-token", "# BEGIN GENERATED", "# END GENERATED", Zsh.region()),
     ("completions/portal-token.fish", "# BEGIN GENERATED", "# END GENERATED", Fish.region()),
     ("portal-token.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", Man.region()),
+    (
+        "portal-token.1", ".\\\" BEGIN GENERATED EXIT STATUS", ".\\\" END GENERATED EXIT STATUS",
+        Man.exitStatus()
+    ),
 ]
 for file in files {
     let path = directory + "/" + file.path

@@ -87,7 +87,7 @@ struct CommandTests {
         #expect(
             noCommand.stderr
                 == """
-                portal-token: error: 'exec' needs a command after '--'\nhint: portal-token exec -- COMMAND \
+                portal-token: error: 'exec' needs a command to run\nhint: portal-token exec [--] COMMAND \
                 [ARG...]\n
                 """
         )

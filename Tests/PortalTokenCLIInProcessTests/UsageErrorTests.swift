@@ -79,6 +79,52 @@ struct CommandLineTests {
     }
 }
 
+/// A setting is checked where it is used: a git request for another host never fails on one
+/// only the Portal session reads, and the Portal path refuses a wrong value before it does anything.
+@Suite("settings checked where they are used")
+struct SettingsWhereUsedTests {
+    static let portalOnly: [(name: String, value: String, message: String)] = [
+        ("PORTAL_ACCOUNT_ABSTRACTED", "maybe", "PORTAL_ACCOUNT_ABSTRACTED must be true or false"),
+        ("PORTAL_TOKEN_ON_SESSION_INVALIDATED", "hooks/end.sh", "PORTAL_TOKEN_ON_SESSION_INVALIDATED: the hook path"),
+    ]
+
+    @Test("a Portal-only setting with a wrong value does not stop get, store or erase for another host")
+    func otherHostUnaffected() throws {
+        for setting in Self.portalOnly {
+            let cli = try InProcessCLI()
+            let bad = [setting.name: setting.value]
+            let stored = cli.run(
+                ["store"], stdin: "protocol=https\nhost=github.com\nusername=alice\npassword=secret-1\n\n",
+                environment: bad)
+            #expect(stored.exitCode == 0, "\(setting.name): \(stored.stderr)")
+            let got = cli.run(["get"], stdin: "protocol=https\nhost=github.com\n\n", environment: bad)
+            #expect(got.exitCode == 0 && got.stdout == "username=alice\npassword=secret-1\n", "\(got.stderr)")
+            let erased = cli.run(["erase"], stdin: "protocol=https\nhost=github.com\n\n", environment: bad)
+            #expect(erased.exitCode == 0, "\(setting.name): \(erased.stderr)")
+        }
+    }
+
+    @Test("the Portal path refuses a wrong Portal-only setting (exit 2) before anything is sent")
+    func portalPathRefuses() throws {
+        for setting in Self.portalOnly {
+            let cli = try InProcessCLI()
+            try cli.signIn()
+            let bad = [setting.name: setting.value]
+            for (arguments, stdin) in [
+                (["token"], ""), (["get"], "protocol=https\nhost=api.portalhq.io\n\n"), (["refresh"], ""),
+                (["login", "--google"], ""),
+            ] {
+                let result = cli.run(arguments, stdin: stdin, environment: bad)
+                #expect(result.exitCode == 2 && result.stdout.isEmpty, "\(arguments): \(result.stderr)")
+                #expect(result.stderr.hasPrefix("portal-token: error: \(setting.message)"), "\(result.stderr)")
+            }
+            #expect(cli.transport.requests.isEmpty)
+        }
+        let hook = try InProcessCLI().run(["token"], environment: ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": "x.sh"])
+        #expect(hook.stderr.contains("\nhint: give the hook's full path"))
+    }
+}
+
 /// Usage errors name what was wrong and suggest what was meant, as git does.
 @Suite("usage errors")
 struct UsageErrorTests {
@@ -143,11 +189,8 @@ struct UsageErrorTests {
         let result = try Self.run(["token", "--format", "json", "--format", "json"])
         #expect(result.exitCode == 2)
         #expect(
-            result.stderr.hasPrefix(
-                """
-                portal-token: error: option '--format' is repeated or does not go with the other options of \
-                'token'\n
-                """),
+            result.stderr == "portal-token: error: option '--format' is given more than once\n"
+                + "hint: see 'portal-token token --help'\n",
             "\(result.stderr)")
         #expect(!result.stderr.contains("did you mean"))
     }
@@ -187,6 +230,88 @@ struct UsageErrorTests {
         for text in ["--env", "--api-host", "--backend", "--config", "--verbose", "Exit codes:", "man portal-token"] {
             #expect(help.stdout.contains(text), "--help does not mention \(text)")
         }
+    }
+
+    @Test("a known option where a value belongs is refused, naming both, and nothing is sent")
+    func optionInValuePosition() throws {
+        let cli = try InProcessCLI()
+        let result = cli.run(["login", "--email", "--google"])
+        #expect(result.exitCode == 2)
+        #expect(
+            result.stderr
+                == "portal-token: error: option '--email' needs a value, but '--google' is an option\n"
+                + "hint: give the value, or write --email=VALUE for a value that starts with '-'\n")
+        for arguments in [
+            ["api", "-X", "-H", "A: b", "/api/v3/clients/me"], ["--env", "--verbose", "status"],
+            ["status", "--api-host", "--format", "json"], ["login", "--timeout", "--no-browser", "--google"],
+        ] {
+            let refused = cli.run(arguments)
+            #expect(refused.exitCode == 2, "\(arguments)")
+            #expect(refused.stderr.contains("needs a value, but '"), "\(arguments): \(refused.stderr)")
+        }
+        // The = form takes any value, an option's name included.
+        let inline = cli.run(["--env=--verbose", "token"])
+        #expect(inline.exitCode == 1 && inline.stderr.contains("environment '--verbose'"), "\(inline.stderr)")
+        #expect(cli.transport.requests.isEmpty)
+    }
+
+    @Test(
+        "options the table says exclude each other are refused, naming both",
+        arguments: [
+            (["login", "--email", "a@b.c", "--google"], "--email", "--google"),
+            (["login", "--apple", "--google"], "--google", "--apple"),
+            (["login", "--with-token", "--apple"], "--apple", "--with-token"),
+        ])
+    func excludedOptions(arguments: [String], first: String, second: String) throws {
+        let cli = try InProcessCLI()
+        let result = cli.run(arguments)
+        #expect(result.exitCode == 2)
+        #expect(
+            result.stderr
+                == "portal-token: error: options '\(first)' and '\(second)' cannot be used together\n"
+                + "hint: see 'portal-token login --help'\n")
+        #expect(cli.transport.requests.isEmpty)
+    }
+
+    @Test("an option given twice is refused unless it may repeat; a flag takes no value")
+    func repeatedAndValuedFlags() throws {
+        let cli = try InProcessCLI()
+        for arguments in [["login", "--google", "--google"], ["api", "-X", "GET", "--method", "GET", "/x"]] {
+            let result = cli.run(arguments)
+            #expect(result.exitCode == 2 && result.stderr.contains("is given more than once"), "\(result.stderr)")
+        }
+        let valued = cli.run(["login", "--google=yes"])
+        #expect(
+            valued.exitCode == 2 && valued.stderr.hasPrefix("portal-token: error: option '--google' takes no value"))
+        // -H may repeat: both headers reach the request.
+        try cli.signIn(token: "token-h")
+        let headers = cli.run(["api", "-H", "X-One: 1", "--header=X-Two: 2", "/api/v3/clients/me"])
+        #expect(headers.exitCode == 0, "\(headers.stderr)")
+        let sent = cli.transport.requests.first?.headers ?? []
+        #expect(sent.contains { $0.name == "X-One" } && sent.contains { $0.name == "X-Two" })
+    }
+
+    @Test("after --, an operand may start with a dash")
+    func operandAfterDoubleDash() throws {
+        let cli = try InProcessCLI()
+        let result = cli.run(["verify-totp", "--", "-12345"])
+        // The operand is the code, refused as not six digits, not as an unknown option.
+        #expect(!result.stderr.contains("unknown option"), "\(result.stderr)")
+        let unknown = cli.run(["verify-totp", "-12345"])
+        #expect(unknown.exitCode == 2 && unknown.stderr.hasPrefix("portal-token: error: unknown option '-12345'"))
+    }
+
+    @Test("a settings flag after exec's name is refused: what follows the program is the program's")
+    func execSettingsAfterCommandName() throws {
+        let cli = try InProcessCLI()
+        let result = cli.run(["exec", "--env", "x", "--", "true"])
+        #expect(result.exitCode == 2)
+        #expect(result.stderr.hasPrefix("portal-token: error: option '--env' goes before 'exec', not after it\n"))
+        // Before the program, only exec's own options; the program's own arguments are not read.
+        let help = cli.run(["exec", "--help"])
+        #expect(help.exitCode == 0 && help.stdout.hasPrefix("usage: portal-token exec"))
+        let signedOut = cli.run(["exec", "/bin/echo", "--bogus", "--env", "x", "--help"])
+        #expect(signedOut.exitCode == 1 && signedOut.stdout.isEmpty, "\(signedOut.stderr)")
     }
 
     @Test("login --with-token reads the token from stdin only: an argument or an empty stdin is a usage error")

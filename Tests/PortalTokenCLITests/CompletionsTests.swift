@@ -301,9 +301,11 @@ struct CompletionsTests {
             #expect(
                 environment.contains { Self.contains($0, word: variable) }, "ENVIRONMENT does not describe \(variable)")
         }
-        // The contract's 0 to 7, 70 for an internal error (EX_SOFTWARE), and 130 for a sign-in
-        // stopped by Ctrl-C, as a shell reports SIGINT.
-        #expect(Self.tagNames(sections["EXIT STATUS", default: []]) == (0...7).map(String.init) + ["70", "130"])
+        // The contract's 0 to 7, 70 for an internal error (EX_SOFTWARE), exec's 126 and 127 (as
+        // env(1)), and 130 for a sign-in stopped by Ctrl-C, as a shell reports SIGINT.
+        #expect(
+            Self.tagNames(sections["EXIT STATUS", default: []])
+                == (0...7).map(String.init) + ["70", "126", "127", "130"])
     }
 
     @Test("man accepts the man page without a warning")

@@ -53,6 +53,28 @@ struct HookPathTests {
         #expect(portal.server.requests.isEmpty)
     }
 
+    @Test(
+        "a relative hook path or a wrong account-abstraction value leaves git's requests for other hosts alone",
+        arguments: [
+            ("PORTAL_TOKEN_ON_SESSION_INVALIDATED", "hook.sh", "the hook path 'hook.sh' is not absolute"),
+            ("PORTAL_ACCOUNT_ABSTRACTED", "maybe", "PORTAL_ACCOUNT_ABSTRACTED must be true or false"),
+        ])
+    func portalSettingsOnlyOnThePortalPath(name: String, value: String, message: String) throws {
+        let portal = try PortalHarness(backend: .file, extraEnvironment: [name: value])
+        let host = GitHarness.uniqueHost("other")
+        let stored = try portal.git.portalToken(
+            ["store"], stdin: "protocol=https\nhost=\(host)\nusername=alice\npassword=secret-other\n\n")
+        #expect(stored.exitCode == 0, "\(stored.stderr)")
+        let got = try portal.git.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n\n")
+        #expect(got.exitCode == 0 && got.stdout == "username=alice\npassword=secret-other\n", "\(got.stderr)")
+        for (arguments, stdin) in [(["token"], nil), (["get"], portal.portalOrigin + "\n")] {
+            let refused = try portal.git.portalToken(arguments, stdin: stdin)
+            #expect(refused.exitCode == 2 && refused.stdout.isEmpty, "\(arguments): \(refused.stderr)")
+            #expect(refused.stderr.hasPrefix("portal-token: error: ") && refused.stderr.contains(message))
+        }
+        #expect(portal.server.requests.isEmpty)
+    }
+
     @Test("with a relative HOME, the default hook path is relative too: never looked up in the current directory")
     func relativeHomeDefault() throws {
         let portal = try PortalHarness(backend: .file)

@@ -134,6 +134,27 @@ struct ScriptingTests {
         }
     }
 
+    @Test("exec passes every word after the program's name to it, settings flags included, with or without --")
+    func execArgumentsBelongToTheProgram() throws {
+        let portal = try PortalHarness(backend: .file)
+        #expect(try portal.adopt(token: "token-args").exitCode == 0)
+        let scratch = try ScratchFolder("script")
+        let tool = "\(scratch.path)/tool"
+        try writeExecutableScript(
+            "#!/bin/sh\nprintf '%s|' \"$@\"\necho \"$PORTAL_AUTH_ENVIRONMENT_ID:$PORTAL_CLIENT_SESSION_TOKEN\"\n",
+            to: URL(fileURLWithPath: tool))
+        let expected = "--env|x|--api-host|h|--verbose|\(portal.environmentID):token-args\n"
+        for separator in [[], ["--"]] {
+            let result = try portal.git.portalToken(
+                ["exec"] + separator + [tool, "--env", "x", "--api-host", "h", "--verbose"])
+            #expect(result.exitCode == 0 && result.stderr.isEmpty, "\(result.stderr)")
+            #expect(result.stdout == expected)
+        }
+        // Before the command name a settings flag is portal-token's.
+        let other = try portal.git.portalToken(["--env", "env-other", "exec", tool])
+        #expect(other.exitCode == 1 && other.stdout.isEmpty, "\(other.stderr)")
+    }
+
     @Test("exec gives 127 for a command not found and 126 for one that cannot run, as env(1)")
     func execNotFoundAndNotExecutable() throws {
         let portal = try PortalHarness(backend: .file)

@@ -35,7 +35,7 @@ _portal_token_commands=(
     "help:show the help of a command"
 )
 
-# Settings flags: accepted before or after the command name.
+# Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
 _portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to"

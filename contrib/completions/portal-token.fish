@@ -49,14 +49,14 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migra
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
 
-# Settings flags: accepted before or after the command name
+# Settings flags: accepted before the command name, and after it except for exec
 complete -c portal-token -l env -x -d 'Auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)'
 complete -c portal-token -l api-host -x -a 'api.portalhq.io localhost 127.0.0.1' -d 'Portal API host (PORTAL_API_HOST; api.portalhq.io)'
 complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_REDIRECT_URL)'
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
 complete -c portal-token -l backend -x -a 'auto secret-service file' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
 complete -c portal-token -l config -r -F -d 'Config file (PORTAL_TOKEN_CONFIG)'
-complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted'
+complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted (PORTAL_TOKEN_TRACE)'
 complete -c portal-token -s h -l help -d 'Show help'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l version -d 'Print the version'
 

@@ -44,7 +44,7 @@ public enum ClientAuthError: Error, Sendable, Equatable {
     case apiHostRefusesBearer
 
     /// Product contract §4.
-    public var exitCode: ClientAuthExitCode {
+    public var exitCode: ExitCode {
         switch self {
         case .invalidArgument, .argumentNotOneLine, .magicLinkNotConfigured, .apiHostRefusesBearer:
             return .usage
@@ -248,14 +248,4 @@ public enum ClientAuthArgument: String, Sendable, Hashable {
         case .totpCode: return "the two-factor code"
         }
     }
-}
-
-/// The exit codes of product contract §4 a sign-in error maps to.
-public enum ClientAuthExitCode: Int32, Sendable {
-    /// Usage or configuration error.
-    case usage = 2
-    /// Portal could not be reached (or answered 5xx).
-    case network = 5
-    /// Portal rejected the request.
-    case rejected = 6
 }

@@ -410,10 +410,10 @@ struct ClientAuthErrorTests {
     @Test(
         "401 is unauthorized everywhere: a configuration problem before a grant exists, a refusal after",
         arguments: [
-            (ClientAuthEndpoint.methods, ClientAuthExitCode.usage), (.magicLinks, .usage), (.oauthURLs, .usage),
+            (ClientAuthEndpoint.methods, ExitCode.usage), (.magicLinks, .usage), (.oauthURLs, .usage),
             (.magicLinkValidations, .rejected), (.oauthTokens, .rejected), (.totpValidations, .rejected),
         ])
-    func unauthorized(endpoint: ClientAuthEndpoint, exitCode: ClientAuthExitCode) throws {
+    func unauthorized(endpoint: ClientAuthEndpoint, exitCode: ExitCode) throws {
         let error = try Self.check(401, #"{"error":"Unauthorized"}"#, endpoint)
         #expect(error == .unauthorized(endpoint))
         #expect(error?.exitCode == exitCode)
@@ -429,13 +429,13 @@ struct ClientAuthErrorTests {
     @Test(
         "5xx is a server failure (exit 5); 3xx is unexpected; other 4xx a refusal",
         arguments: [
-            (500, ClientAuthError.serverError(.oauthTokens, status: 500), ClientAuthExitCode.network),
+            (500, ClientAuthError.serverError(.oauthTokens, status: 500), ExitCode.network),
             (503, .serverError(.oauthTokens, status: 503), .network),
             (302, .unexpectedStatus(.oauthTokens, status: 302), .rejected),
             (404, .clientError(.oauthTokens, status: 404, serverMessage: nil), .rejected),
             (429, .clientError(.oauthTokens, status: 429, serverMessage: nil), .rejected),
         ])
-    func statuses(status: Int, expected: ClientAuthError, exitCode: ClientAuthExitCode) throws {
+    func statuses(status: Int, expected: ClientAuthError, exitCode: ExitCode) throws {
         let error = try Self.check(status, "", .oauthTokens)
         #expect(error == expected)
         #expect(error?.exitCode == exitCode)

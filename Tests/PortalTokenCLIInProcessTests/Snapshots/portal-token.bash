@@ -1,0 +1,77 @@
+# The commands, each with its one-line description.
+_portal_token_commands=(
+    "get:print the stored credential that matches the request on stdin"
+    "store:store the credential given on stdin"
+    "erase:remove the stored credentials that match the request on stdin"
+    "capability:list the credential-protocol capabilities portal-token supports"
+    "token:print the Portal session token, for scripts (never reads stdin)"
+    "exec:run a command with the session token in its environment"
+    "exec-credential:print the token as a Kubernetes ExecCredential (client-go credential plugin)"
+    "list:list stored credentials and Portal sessions (never a password or token)"
+    "setup-git:make git use portal-token as its credential helper (or stop, with --unset)"
+    "doctor:check the keyring, the encrypted file, the config and the hook"
+    "methods:list the sign-in methods the auth environment allows"
+    "login:sign in to Portal with a magic link, Google or Apple, or adopt a token"
+    "redirect:finish a sign-in from the URL the browser was sent back to"
+    "verify-totp:finish a sign-in that waits for a two-factor code"
+    "status:show the Portal session: end user, environment, backend and expiry"
+    "refresh:ask Portal whether the session is live, and slide its expiry"
+    "api:send an authenticated request to the Portal API and print the response"
+    "logout:delete the stored Portal session (never runs the hook)"
+    "migrate:move every item from the other store into the named one"
+    "help:show the help of a command"
+)
+
+# Settings flags: accepted before the command name, and after it except for exec.
+_portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
+# The settings flags (and per-command options) that take a value in the next word.
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to"
+
+# Prints the options of one command, one a line.
+_portal_token_command_options() {
+    case $1 in
+        get) printf '%s\n' --format ;;
+        token) printf '%s\n' --format ;;
+        exec) printf '%s\n' --token-var ;;
+        list) printf '%s\n' --format ;;
+        setup-git) printf '%s\n' --unset ;;
+        doctor) printf '%s\n' --format --network ;;
+        methods) printf '%s\n' --format ;;
+        login) printf '%s\n' --email --google --apple --no-browser --timeout --with-token --end-user ;;
+        redirect) printf '%s\n' --dbus-activated ;;
+        status) printf '%s\n' --format ;;
+        api) printf '%s\n' --method -X --data -d --header -H ;;
+        migrate) printf '%s\n' --to ;;
+    esac
+}
+
+# Prints the words offered for the value of the option $1; returns 1 when there are none.
+_portal_token_words() {
+    case $1 in
+        --api-host) echo "api.portalhq.io localhost 127.0.0.1" ;;
+        --account-abstracted) echo "true false" ;;
+        --backend) echo "auto secret-service file" ;;
+        --format) echo "json" ;;
+        --method) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
+        -X) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
+        --to) echo "secret-service file" ;;
+        *) return 1 ;;
+    esac
+}
+
+# Returns 0 when the option $1 does not go with an option already in "$2" (" --a -b ").
+_portal_token_excluded() {
+    case $1 in
+        --email) [[ $2 == *" --google "* || $2 == *" --apple "* || $2 == *" --with-token "* ]] ;;
+        --google) [[ $2 == *" --email "* || $2 == *" --apple "* || $2 == *" --with-token "* ]] ;;
+        --apple) [[ $2 == *" --email "* || $2 == *" --google "* || $2 == *" --with-token "* ]] ;;
+        --with-token) [[ $2 == *" --email "* || $2 == *" --google "* || $2 == *" --apple "* ]] ;;
+        --method) [[ $2 == *" -X "* ]] ;;
+        -X) [[ $2 == *" --method "* ]] ;;
+        --data) [[ $2 == *" -d "* ]] ;;
+        -d) [[ $2 == *" --data "* ]] ;;
+        --header) [[ $2 == *" -H "* ]] ;;
+        -H) [[ $2 == *" --header "* ]] ;;
+        *) return 1 ;;
+    esac
+}

@@ -1,0 +1,84 @@
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate help
+
+# Commands
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a store -d 'Store the credential given on stdin'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a erase -d 'Remove the stored credentials that match the request on stdin'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a capability -d 'List the credential-protocol capabilities portal-token supports'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a token -d 'Print the Portal session token, for scripts (never reads stdin)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a exec -d 'Run a command with the session token in its environment'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a exec-credential -d 'Print the token as a Kubernetes ExecCredential (client-go credential plugin)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a list -d 'List stored credentials and Portal sessions (never a password or token)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a setup-git -d 'Make git use portal-token as its credential helper (or stop, with --unset)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a doctor -d 'Check the keyring, the encrypted file, the config and the hook'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a methods -d 'List the sign-in methods the auth environment allows'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a login -d 'Sign in to Portal with a magic link, Google or Apple, or adopt a token'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a redirect -d 'Finish a sign-in from the URL the browser was sent back to'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a verify-totp -d 'Finish a sign-in that waits for a two-factor code'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show the Portal session: end user, environment, backend and expiry'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a refresh -d 'Ask Portal whether the session is live, and slide its expiry'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -d 'Send an authenticated request to the Portal API and print the response'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
+complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
+
+# Settings flags: accepted before the command name, and after it except for exec
+complete -c portal-token -l env -x -d 'Auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)'
+complete -c portal-token -l api-host -x -a 'api.portalhq.io localhost 127.0.0.1' -d 'Portal API host (PORTAL_API_HOST; api.portalhq.io)'
+complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_REDIRECT_URL)'
+complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
+complete -c portal-token -l backend -x -a 'auto secret-service file' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
+complete -c portal-token -l config -r -F -d 'Config file (PORTAL_TOKEN_CONFIG)'
+complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted (PORTAL_TOKEN_TRACE)'
+complete -c portal-token -s h -l help -d 'Show help'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l version -d 'Print the version'
+
+# get
+complete -c portal-token -n "__fish_seen_subcommand_from get" -l format -x -a 'json' -d 'Print the session token as JSON (script mode)'
+
+# token
+complete -c portal-token -n "__fish_seen_subcommand_from token" -l format -x -a 'json' -d 'Print JSON'
+
+# exec
+complete -c portal-token -n "__fish_seen_subcommand_from exec" -l token-var -x -d 'Environment variable for the token'
+complete -c portal-token -n "__fish_seen_subcommand_from exec; and contains -- -- (commandline -opc)" -a '(__fish_complete_command)'
+
+# list
+complete -c portal-token -n "__fish_seen_subcommand_from list" -l format -x -a 'json' -d 'Print JSON'
+
+# setup-git
+complete -c portal-token -n "__fish_seen_subcommand_from setup-git" -l unset -d 'Remove portal-token from the global git config'
+
+# doctor
+complete -c portal-token -n "__fish_seen_subcommand_from doctor" -l format -x -a 'json' -d 'Print JSON'
+complete -c portal-token -n "__fish_seen_subcommand_from doctor" -l network -d 'Also check that the Portal API answers'
+
+# methods
+complete -c portal-token -n "__fish_seen_subcommand_from methods" -l format -x -a 'json' -d 'Print JSON'
+
+# login
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt email google apple with-token" -l email -x -d 'Sign in with a magic link sent to ADDRESS'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt google email apple with-token" -l google -d 'Sign in with Google'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt apple email google with-token" -l apple -d 'Sign in with Apple'
+complete -c portal-token -n "__fish_seen_subcommand_from login" -l no-browser -d 'Do not open a browser; show the sign-in link to open elsewhere'
+complete -c portal-token -n "__fish_seen_subcommand_from login" -l timeout -x -d 'How long to wait for the sign-in, in seconds'
+complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt with-token email google apple" -l with-token -d 'Adopt a token from stdin, minted by your backend'
+complete -c portal-token -n "__fish_seen_subcommand_from login" -l end-user -x -d 'End user ID of the adopted token'
+
+# redirect
+complete -c portal-token -n "__fish_seen_subcommand_from redirect" -l dbus-activated -d 'Take the URL from the session bus (how the desktop handler starts it)'
+
+# verify-totp
+
+# status
+complete -c portal-token -n "__fish_seen_subcommand_from status" -l format -x -a 'json' -d 'Print JSON'
+
+# api
+complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x -a 'GET POST PUT PATCH DELETE HEAD OPTIONS' -d 'HTTP method (GET, or POST with --data)'
+complete -c portal-token -n "__fish_seen_subcommand_from api" -s d -l data -x -a '(__portal_token_data)' -d 'Request body: JSON, @FILE, or @- for stdin'
+complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x -d 'Add a request header: \'Name: value\''
+complete -c portal-token -n "__fish_seen_subcommand_from api" -a '/api/v3/clients/me' -d 'API path'
+
+# migrate
+complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file' -d 'The store to move every item into'
