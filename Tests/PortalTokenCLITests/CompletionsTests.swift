@@ -5,7 +5,7 @@ import Testing
 
 /// The shells complete with the completion files in contrib/completions/, and man and groff
 /// accept the man page. Their lists of commands and options are generated from the option table
-/// (contrib/generate.sh), and `contrib/test.sh` fails when a committed one is stale.
+/// (contrib/dev/generate.sh), and `contrib/test.sh` fails when a committed one is stale.
 @Suite("shell completions and man page")
 struct CompletionsTests {
     static let root = URL(fileURLWithPath: #filePath)
@@ -13,7 +13,7 @@ struct CompletionsTests {
     static let bashFile = root.appendingPathComponent("contrib/completions/portal-token.bash").path
     static let zshFile = root.appendingPathComponent("contrib/completions/_portal-token").path
     static let fishFile = root.appendingPathComponent("contrib/completions/portal-token.fish").path
-    static let manPage = root.appendingPathComponent("contrib/portal-token.1").path
+    static let manPage = root.appendingPathComponent("contrib/man/portal-token.1").path
 
     /// The commands and per-command options of the product contract (§3).
     static let contractOptions: [String: [String]] = [

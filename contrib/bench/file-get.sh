@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-binary=$(contrib/build-release.sh)
+binary=$(contrib/release/build-release.sh)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

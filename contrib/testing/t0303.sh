@@ -5,7 +5,7 @@
 # that creates the file announces it).
 #
 # usage: contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
-#   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/current-git-source.sh
+#   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/git-source.sh DIR trixie
 #   fetches and prepares git 2.47.3's), with its test tool built:
 #     make NO_CURL=1 NO_EXPAT=1 NO_TCLTK=1 NO_GETTEXT=1 NO_PERL=1 NO_PYTHON=1 \
 #         GIT-BUILD-OPTIONS t/helper/test-tool
@@ -20,7 +20,7 @@ git_dir=$(cd "$git_dir" && pwd)
 [ -x "$source_dir/t/helper/test-tool" ] && [ -f "$source_dir/GIT-BUILD-OPTIONS" ] \
     || { echo "t0303.sh: error: $source_dir has no built t/helper/test-tool and GIT-BUILD-OPTIONS" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
-binary=$("$root/contrib/build-release.sh" 2>/dev/null)
+binary=$("$root/contrib/release/build-release.sh" 2>/dev/null)
 work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-t0303.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/run"
