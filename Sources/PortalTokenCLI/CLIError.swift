@@ -1,7 +1,7 @@
 import LoopbackRedirectListener
 import PortalTokenCore
 
-/// Exit codes of product contract §4.
+/// Exit codes (docs/exit-codes.md, "The codes").
 public enum ExitCode: Int32, Sendable {
     case success = 0
     case notSignedIn = 1
@@ -12,7 +12,8 @@ public enum ExitCode: Int32, Sendable {
     case rejected = 6
     case notARedirect = 7
     /// An error no part of portal-token expected: a bug, never a storage failure. 70 is
-    /// EX_SOFTWARE of sysexits.h ("internal software error"); the contract names no code for it.
+    /// EX_SOFTWARE of sysexits.h ("internal software error"); no code of 0 to 7 fits it
+    /// (docs/exit-codes.md, "Internal errors").
     case internalError = 70
     /// `exec`: the command was found but could not be run, as env(1) reports it.
     case commandNotExecutable = 126

@@ -1,4 +1,4 @@
-/// One configurable value and the names it goes by (product contract §2).
+/// One configurable value and the names it goes by (docs/settings.md, "Every setting").
 /// Precedence: command-line flag, then environment variable, then config file, then default.
 public struct Setting: Sendable, Hashable {
     /// The key in the config file.

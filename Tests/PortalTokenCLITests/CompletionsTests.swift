@@ -15,7 +15,7 @@ struct CompletionsTests {
     static let fishFile = root.appendingPathComponent("contrib/completions/portal-token.fish").path
     static let manPage = root.appendingPathComponent("contrib/man/portal-token.1").path
 
-    /// The commands and per-command options of the product contract (§3).
+    /// The commands and per-command options of docs/commands.md.
     static let contractOptions: [String: [String]] = [
         "get": ["--format"], "store": [], "erase": [],
         "login": ["--email", "--google", "--apple", "--no-browser", "--timeout", "--with-token", "--end-user"],
@@ -25,7 +25,7 @@ struct CompletionsTests {
         "refresh": [], "api": ["-X", "--data"], "logout": [],
     ]
 
-    /// The settings flags (product contract §2), and the options every invocation takes.
+    /// The settings flags (docs/settings.md, "Flags"), and the options every invocation takes.
     static let globalOptions = Setting.all.compactMap(\.flag).map { "--" + $0 } + ["--config", "--help", "--version"]
 
     /// Every command name under "Commands:" in `portal-token --help`, with the contract's.
@@ -301,7 +301,7 @@ struct CompletionsTests {
             #expect(
                 environment.contains { Self.contains($0, word: variable) }, "ENVIRONMENT does not describe \(variable)")
         }
-        // The contract's 0 to 7, 70 for an internal error (EX_SOFTWARE), and 130 for a sign-in
+        // The codes 0 to 7 (docs/exit-codes.md), 70 for an internal error (EX_SOFTWARE), and 130 for a sign-in
         // stopped by Ctrl-C, as a shell reports SIGINT.
         #expect(Self.tagNames(sections["EXIT STATUS", default: []]) == (0...7).map(String.init) + ["70", "130"])
     }

@@ -5,7 +5,7 @@ import Testing
 
 /// The desktop route for a custom-scheme redirect: the session bus starts the handler and hands
 /// it the URL in `org.freedesktop.Application.Open`, so the single-use grant never sits in a
-/// command line that another local user could read (product contract §7).
+/// command line that another local user could read (docs/security.md, "Hardening rules").
 @Suite("the D-Bus-activated desktop handler")
 struct DesktopActivationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

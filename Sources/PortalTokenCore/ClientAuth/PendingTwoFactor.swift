@@ -1,11 +1,11 @@
 /// A two-factor step waiting for its code: what a sign-in keeps in the store when the grant
-/// exchange answered with a `userJwt` (wire contract §3.1 step 9), so that
+/// exchange answered with a `userJwt` (docs/portal-api.md, "Redirect URLs"), so that
 /// `portal-token verify-totp` can complete it from another process, such as after the desktop
 /// handler, which has no terminal to ask on.
 ///
 /// It holds the `userJwt` (encrypted in the store, like the session), the end user read from its
-/// claims (wire §4), when it stops being usable, and the digest of the grant that produced it.
-/// Never the `totpLink` or its secret: enrollment is shown once, on a terminal, and nowhere kept.
+/// claims (docs/portal-api.md, "The two-factor token"), when it stops being usable, and the digest of the grant that
+/// produced it. Never the `totpLink` or its secret: enrollment is shown once, on a terminal, and nowhere kept.
 public struct PendingTwoFactor: Sendable, Equatable, CustomStringConvertible {
     /// How long a step is kept: the `userJwt` lives about 10 minutes.
     public static let lifetime: Int64 = 10 * 60
@@ -69,7 +69,7 @@ public protocol TwoFactorStepStore {
 }
 
 /// A two-factor step store whose every write runs under the cross-process store lock, like
-/// every other write to a store (product contract §6).
+/// every other write to a store (docs/storage.md, "The store lock").
 public struct LockedTwoFactorStepStore: TwoFactorStepStore {
     public let store: any TwoFactorStepStore
     public let lock: any SessionLock
