@@ -4,8 +4,8 @@
 #   - linked by lld, with relative relocations packed (-z pack-relative-relocs), identical code
 #     folded, unused sections dropped and no symbol exported: less for the loader to touch;
 #   - no NEEDED entry for a library no symbol is taken from (--as-needed, see
-#     contrib/link-as-needed.cfg): libsecret and GLib, loaded with dlopen, are not mapped at start;
-#   - functions ordered by contrib/link-order/portal-token.order, so the code that `get` runs
+#     contrib/release/link-as-needed.cfg): libsecret and GLib, loaded with dlopen, are not mapped at start;
+#   - functions ordered by contrib/release/link-order/portal-token.order, so the code that `get` runs
 #     sits together and the kernel maps a few hundred kilobytes of the binary instead of most of
 #     it. A stale order file costs only that gain, never correctness.
 # usage: contrib/build-release.sh [--product NAME]      (default product: portal-token)
@@ -18,10 +18,10 @@ flags=(
     -c release --static-swift-stdlib
     -Xswiftc -Xfrontend -Xswiftc -function-sections
     -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
-    -Xswiftc -Xclang-linker -Xswiftc --config="$root/contrib/link-as-needed.cfg"
+    -Xswiftc -Xclang-linker -Xswiftc --config="$root/contrib/release/link-as-needed.cfg"
     -Xlinker -z -Xlinker pack-relative-relocs
     -Xlinker --icf=all -Xlinker --gc-sections -Xlinker --no-export-dynamic
-    -Xlinker --symbol-ordering-file="$root/contrib/link-order/portal-token.order"
+    -Xlinker --symbol-ordering-file="$root/contrib/release/link-order/portal-token.order"
     -Xlinker --no-warn-symbol-ordering
 )
 bindir=$(swift build "${flags[@]}" --show-bin-path)

@@ -3,7 +3,7 @@
 # library linked in, and PREFIX/bin/portal-token with the git-credential-portal-token and
 # docker-credential-portal-token links that git and Docker-style tools find; the man page, the
 # bash, zsh and fish completions, the desktop entry for sign-in redirects and the example hooks.
-# Then shows git using it (contrib/try.sh) and prints the next steps. contrib/uninstall.sh
+# Then shows git using it (contrib/dev/try.sh) and prints the next steps. contrib/uninstall.sh
 # removes every file this put in place (it keeps a list of them).
 #
 # usage: contrib/install.sh [--prefix DIR] [--binary PATH] [--scheme SCHEME] [--no-try]
@@ -65,7 +65,7 @@ link portal-token "$prefix/bin/git-credential-portal-token"
 link portal-token "$prefix/bin/docker-credential-portal-token"
 
 # --- the manual: man portal-token (PREFIX/share/man is on man's path for PREFIX/bin on PATH)
-put 0644 contrib/portal-token.1 "$prefix/share/man/man1/portal-token.1"
+put 0644 contrib/man/portal-token.1 "$prefix/share/man/man1/portal-token.1"
 
 # --- completions, in each shell's per-user location
 put 0644 contrib/completions/portal-token.bash "$data_home/bash-completion/completions/portal-token"
@@ -86,13 +86,13 @@ case "$scheme" in
     *[!A-Za-z0-9+.-]*) echo "install.sh: --scheme takes a URL scheme such as myapp" >&2; exit 2 ;;
 esac
 install -d "$data_home/dbus-1/services"
-sed "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" contrib/io.portalhq.PortalToken.service \
+sed "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" contrib/desktop/io.portalhq.PortalToken.service \
     > "$data_home/dbus-1/services/io.portalhq.PortalToken.service"
 echo "$data_home/dbus-1/services/io.portalhq.PortalToken.service" >> "$manifest.new"
 if [ -n "$scheme" ]; then
     desktop_entry="$data_home/applications/io.portalhq.PortalToken.desktop"
     install -d "$data_home/applications"
-    sed -n '/^\[Desktop Entry\]/,$p' contrib/io.portalhq.PortalToken.desktop |
+    sed -n '/^\[Desktop Entry\]/,$p' contrib/desktop/io.portalhq.PortalToken.desktop |
         sed -e "s/<scheme>/$scheme/" -e "s|^Exec=portal-token |Exec=$prefix/bin/portal-token |" > "$desktop_entry"
     echo "$desktop_entry" >> "$manifest.new"
     if command -v xdg-mime >/dev/null; then
@@ -111,7 +111,7 @@ echo "$manifest" >> "$manifest.new"
 mv "$manifest.new" "$manifest"
 echo "== installed portal-token $("$prefix/bin/portal-token" --version | cut -d' ' -f2) under $prefix"
 
-if [ "$try" = 1 ]; then contrib/try.sh "$prefix/bin"; fi
+if [ "$try" = 1 ]; then contrib/dev/try.sh "$prefix/bin"; fi
 
 path_hint=""
 case ":$PATH:" in

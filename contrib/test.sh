@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: installs what it needs, checks the layout of the Swift sources
-# (contrib/format.sh --check), builds, starts a private D-Bus session with
+# (contrib/dev/format.sh --check), builds, starts a private D-Bus session with
 # a real gnome-keyring under a throwaway HOME, runs every test there, and cleans up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,21 +8,21 @@ cd "$root"
 
 contrib/deps.sh test
 
-echo "== checking the layout of the Swift sources (contrib/format.sh --check)"
-contrib/format.sh --check
+echo "== checking the layout of the Swift sources (contrib/dev/format.sh --check)"
+contrib/dev/format.sh --check
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-test.XXXXXX")
 cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 
 echo "== checking that the generated completions and man page section are up to date"
-if ! contrib/generate.sh --check; then
-    echo "test.sh: error: a generated file is stale: run contrib/generate.sh and commit the result" >&2
+if ! contrib/dev/generate.sh --check; then
+    echo "test.sh: error: a generated file is stale: run contrib/dev/generate.sh and commit the result" >&2
     exit 1
 fi
 
 echo "== building git's C libsecret helper (interoperation peer)"
-contrib/build-git-helpers.sh "$work/git-helpers"
+contrib/testing/build-git-helpers.sh "$work/git-helpers"
 
 echo "== fetching a current git (Debian trixie's 2.47) to drive beside Debian 12's"
 # Kept under .build, so later runs reuse it; the suite runs every real-git scenario with both.

@@ -6,7 +6,7 @@
 
 /*
  * prctl(2) is variadic, so Swift cannot call it. No core file and no dump by another process
- * of this user (product contract §7): PR_SET_DUMPABLE 0 also makes /proc/PID/environ, mem and
+ * of this user (docs/security.md, "Hardening rules"): PR_SET_DUMPABLE 0 also makes /proc/PID/environ, mem and
  * maps root's, and refuses ptrace by the same user. Returns 0 when both took effect.
  */
 static inline int portal_token_forbid_core_dumps(void) {

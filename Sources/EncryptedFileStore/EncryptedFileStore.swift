@@ -59,7 +59,7 @@ public final class EncryptedFileStore {
     ///   - passphrase: asked only when a key must be derived; throws when there is none.
     ///   - warn: receives one line for each damaged file moved aside.
     ///   - created: called after the write that created the file, so that the fallback
-    ///     to the file is announced by that write alone (product contract §6).
+    ///     to the file is announced by that write alone (docs/storage.md, "The encrypted file").
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
         kdfParameters: KDFParameters = .recommended,

@@ -115,7 +115,7 @@ public struct KDFParameters: Sendable, Equatable {
     /// 250 ms unlock budget, and at the 64 MiB floor the file-store issue sets.
     public static let recommended = KDFParameters(opsLimit: 3, memLimit: 64 << 20)
 
-    /// What a header may ask for before it is refused as a foreign file (product contract §6):
+    /// What a header may ask for before it is refused as a foreign file (docs/storage.md, "The encrypted file"):
     /// a hostile header must not make portal-token allocate gigabytes or spin for minutes
     /// before the tag can be checked. The ceiling is libsodium's SENSITIVE level, 4 passes over
     /// 1 GiB (about 2 s on the reference machine); 32 passes over 4 GiB took 95 s and 4 GiB.

@@ -5,7 +5,7 @@ import PortalTokenCore
 /// The store's file operations: reading with an ownership check, a bounded lock, a write that
 /// replaces the file atomically and durably, and moving a damaged file aside.
 ///
-/// Paths (product contract §6): the directory and the file must be the user's own and writable
+/// Paths (docs/storage.md, "Paths"): the directory and the file must be the user's own and writable
 /// by no one else, or another user could roll the store back or plant files (exit 4 with a
 /// hint); the lock file is opened without following a symlink; the store file must be a regular
 /// file, opened without blocking (a FIFO is refused at once, never waited on), of at most

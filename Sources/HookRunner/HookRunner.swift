@@ -2,7 +2,7 @@ import Basics
 import Glibc
 import PortalTokenCore
 
-/// Runs the user's `on-session-invalidated` hook (product contract §5):
+/// Runs the user's `on-session-invalidated` hook (docs/sessions.md, "The hook"):
 /// - its environment is built from nothing: the variables the caller passes plus `PATH`, `HOME`,
 ///   `LANG`, `LC_*` and the display variables copied from portal-token's own environment, so
 ///   no token, passphrase or other setting can reach it;

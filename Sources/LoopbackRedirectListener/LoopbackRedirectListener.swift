@@ -3,7 +3,7 @@ import Glibc
 import PortalTokenCore
 
 /// Completes a sign-in whose redirect URL is `http://127.0.0.1:PORT/path` or
-/// `http://localhost:PORT/path` (product contract §3): listens on that loopback address and
+/// `http://localhost:PORT/path` (docs/portal-api.md, "Loopback redirect URLs"): listens on that loopback address and
 /// port only, waits for the browser to arrive on that path, hands the full redirect URL to the
 /// caller, and answers the browser with a short page.
 ///
@@ -16,8 +16,8 @@ import PortalTokenCore
 ///   connections are served at once from one `poll` loop, each under its own deadline: one that
 ///   has not sent a whole request head within `requestDeadlineMilliseconds` of being accepted
 ///   is closed however busily it trickles bytes, and answering one never waits on its reader
-///   for long, so no idle, slow or hostile local client can hold up the browser (product
-///   contract §7).
+///   for long, so no idle, slow or hostile local client can hold up the browser
+///   (docs/security.md, "Hardening rules").
 /// - Waiting stops at the timeout, or on SIGINT/SIGTERM (Ctrl-C) when `handlesInterrupts`;
 ///   either way the sockets are closed, so the port is free again when `wait` returns.
 ///

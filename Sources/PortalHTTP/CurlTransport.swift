@@ -16,7 +16,7 @@ import PortalTokenCore
 /// - a response body past the size bound is refused, never buffered in full;
 /// - proxies come from libcurl's standard variables (`http_proxy`, `HTTPS_PROXY`, `no_proxy`, …)
 ///   and nothing else, except that a cleartext `http://` request, and any request to a loopback
-///   target, never goes through a proxy (product contract §7): libcurl 7.88 would send a request
+///   target, never goes through a proxy (docs/security.md, "Hardening rules"): libcurl 7.88 would send a request
 ///   for `http://127.1:3000` or `http://localhost:3000` to `http_proxy`, bearer and all, in
 ///   cleartext, and no list of loopback spellings (`127.1`, `2130706433`, `0x7f.1`, …) is
 ///   complete, so the rule goes by the scheme.
@@ -129,7 +129,7 @@ private struct Exchange {
         } else if method == "HEAD" {
             try set(CURLOPT_NOBODY, 1)
         } else {
-            // Without a body libcurl sends no Content-Length, as wire contract §8.2 wants.
+            // Without a body libcurl sends no Content-Length, as docs/portal-api.md, "Headers", wants.
             try set(CURLOPT_HTTPGET, 1)
             try set(CURLOPT_CUSTOMREQUEST, string: method)
         }

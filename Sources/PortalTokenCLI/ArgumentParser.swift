@@ -36,7 +36,7 @@ struct ParsedArguments {
         return format == "json"
     }
 
-    /// The settings flags given (product contract §2), by flag name, as `Settings` reads them.
+    /// The settings flags given (docs/settings.md, "Flags"), by flag name, as `Settings` reads them.
     var settingFlags: [String: String] {
         var flags: [String: String] = [:]
         for setting in Setting.flagged {

@@ -26,7 +26,8 @@ enum Composition {
     }
 
     /// The session bus through sd-bus, bounded like the keyring; nil when there is none (no
-    /// address, no socket: known at once, well within the second product contract §6 allows).
+    /// address, no socket: known at once, well within the second that docs/storage.md, "Backends and the auto
+    /// decision", allows).
     static func sessionBus(for context: Context) throws -> SessionBus? {
         try SessionBus.connect(timeoutMilliseconds: try keyringTimeout(context.settings))
     }
@@ -64,7 +65,7 @@ enum Composition {
             timeoutMilliseconds: try keyringTimeout(context.settings), allowPrompt: context.allowPrompt)
     }
 
-    /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (product contract §2).
+    /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (docs/settings.md, "The encrypted file store").
     static func storeFilePath(_ context: Context) throws(CLIError) -> String {
         if let path = context.settings.value(.storeFile) { return path }
         if context.environment["XDG_DATA_HOME"]?.hasPrefix("/") != true, context.environment["HOME"]?.isEmpty ?? true {
@@ -91,15 +92,15 @@ enum Composition {
             passphrase: source.passphrase(for:),
             warn: { streams.printError("portal-token: warning: \($0)") },
             created: { [weak context] in
-                // The one announcement of the fallback (product contract §6): by the write that
-                // creates the file store, never again.
+                // The one announcement of the fallback (docs/storage.md, "Backends and the auto decision"): by the
+                // write that creates the file store, never again.
                 if let notice = (try? context?.backendChoice())??.fallbackNotice {
                     streams.printError("portal-token: \(notice)")
                 }
             })
     }
 
-    /// The cross-process lock around every write to either store (product contract §6), one per
+    /// The cross-process lock around every write to either store (docs/storage.md, "The store lock"), one per
     /// run and reentrant, so a session change and a credential write in one process share it.
     /// A holder's every keyring call is bounded, so waiting for a few of them is bounded too.
     static func storeLock(for context: Context) throws -> SessionFileLock {
@@ -173,7 +174,8 @@ enum Composition {
 
     // MARK: Sign-in
 
-    /// The Client Auth client for the configured environment and API host (wire contract §1).
+    /// The Client Auth client for the configured environment and API host (docs/portal-api.md, "The Client Auth
+    /// endpoints").
     static func clientAuthClient(for context: Context, configuration: ClientAuthConfiguration) throws
         -> ClientAuthClient
     {

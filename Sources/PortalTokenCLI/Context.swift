@@ -145,7 +145,7 @@ final class Context {
         return value
     }
 
-    /// The Portal API base URL from the api-host setting (wire contract §8.3).
+    /// The Portal API base URL from the api-host setting (docs/portal-api.md, "Base URL").
     func apiBase() throws(CLIError) -> PortalAPIBase {
         do {
             return try PortalAPIBase(apiHost: settings.value(.apiHost) ?? PortalAPIBase.defaultHost)
@@ -154,8 +154,9 @@ final class Context {
         }
     }
 
-    /// Whether a credential-protocol request is answered from the Portal session (product
-    /// contract §5) rather than from generic storage: the core's routing, with this run's API host.
+    /// Whether a credential-protocol request is answered from the Portal session
+    /// (docs/sessions.md, "Portal origins in the credential protocol") rather than from generic
+    /// storage: the core's routing, with this run's API host.
     func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
         do {
             return try CredentialRouting.route(request, apiHost: settings.value(.apiHost)) == .portalSession

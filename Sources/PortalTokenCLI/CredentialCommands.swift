@@ -61,8 +61,8 @@ struct GetCommand: Command {
         zeroize(&output)
     }
 
-    /// A Portal origin is answered from the session (product contract §3, §5): to a client that
-    /// advertises `capability[]=authtype`, the token as an ephemeral Bearer credential; to any
+    /// A Portal origin is answered from the session (docs/sessions.md, "Portal origins in the credential protocol"): to
+    /// a client that advertises `capability[]=authtype`, the token as an ephemeral Bearer credential; to any
     /// other, username is the end user and password the token. password_expiry_utc is the
     /// sliding expiry either way. Not signed in reads as "no credential", as git expects of a
     /// helper.

@@ -7,7 +7,7 @@ import SessionBus
 /// The desktop handler when the session bus starts it (`redirect --dbus-activated`): it owns
 /// `io.portalhq.PortalToken` and serves `org.freedesktop.Application` (Desktop Entry
 /// specification, "D-Bus Activation"), so a launcher hands it the redirect URL in an `Open` call
-/// rather than on a command line (product contract §7). It leaves once nothing has come for
+/// rather than on a command line (docs/security.md, "Hardening rules"). It leaves once nothing has come for
 /// `idleTimeout`, as activated services do.
 final class DesktopActivation {
     static let interface = "org.freedesktop.Application"

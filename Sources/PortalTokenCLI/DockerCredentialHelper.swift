@@ -4,8 +4,8 @@ import PortalTokenCore
 
 /// The Docker credential-helper protocol (docker-credential-helpers), spoken when the binary is
 /// started as `docker-credential-portal-token`: Docker, Podman, Buildah and skopeo run it with
-/// one operation word and the request on stdin (product contract §1). Credentials live in the
-/// same generic store as git's, keyed by protocol, host and path as git's `url=` splits them.
+/// one operation word and the request on stdin (docs/git-credential.md, "The Docker credential-helper protocol").
+/// Credentials live in the same generic store as git's, keyed by protocol, host and path as git's `url=` splits them.
 ///
 /// Its conventions are Docker's, not git's: errors are one line on **stdout** with exit 1
 /// (clients read it from there), and a missing credential is exactly
@@ -132,8 +132,8 @@ enum DockerCredentialHelper {
         guard var request = try? CredentialProtocol.parse(Array("url=\(url)\n".utf8)), request.host != nil else {
             throw Failure(message: "the server URL is not a URL")
         }
-        // Only protocol, host and path key a registry (product contract §1); a user or password
-        // written in the URL is not a filter, and Username comes from its own field.
+        // Only protocol, host and path key a registry (docs/git-credential.md, "The Docker credential-helper
+        // protocol"); a user or password written in the URL is not a filter, and Username comes from its own field.
         request.username = nil
         request.password = nil
         return request

@@ -242,7 +242,7 @@ public enum OptionTable {
             usage: ["portal-token migrate --to secret-service|file"]),
     ]
 
-    /// The settings flags (product contract §2), from the settings' declaration.
+    /// The settings flags (docs/settings.md, "Flags"), from the settings' declaration.
     public static let settings: [OptionSpec] = Setting.flagged.map(OptionSpec.init)
 
     /// What may stand before the command name.

@@ -3,7 +3,7 @@ import EncryptedFileStore
 import Glibc
 import PortalTokenCore
 
-/// Where the encrypted file store's passphrase comes from, in product contract §2's order:
+/// Where the encrypted file store's passphrase comes from, in the order of (docs/settings.md, "Passphrase sources"):
 ///
 /// 1. `PORTAL_TOKEN_PASSPHRASE_FILE` (or `passphrase-file` in the config file): the file's
 ///    contents, less one trailing newline (`\n` or `\r\n`), so that `echo secret > file` works;
@@ -50,7 +50,7 @@ struct PassphraseSource {
     }
 
     /// The file must be a regular one, opened without blocking (a FIFO is refused at once,
-    /// never waited on: product contract §6); one that group or others may read still works,
+    /// never waited on: docs/storage.md, "Paths"); one that group or others may read still works,
     /// with a warning, since refusing it would lock the user out of their own store.
     private func contents(of path: String, origin: String) throws(StoreError) -> Passphrase {
         let file: RegularFile

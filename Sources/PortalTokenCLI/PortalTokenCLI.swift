@@ -4,7 +4,7 @@ import Glibc
 import PortalTokenCore
 
 /// The entry point: reads the arguments, runs one command, and is the one error funnel that
-/// prints `portal-token: error: …` / `hint: …` and picks the exit code (product contract §4).
+/// prints `portal-token: error: …` / `hint: …` and picks the exit code (docs/exit-codes.md, "Error messages").
 public enum PortalTokenCLI {
     public static let version = "0.1.0"
 
@@ -22,7 +22,7 @@ public enum PortalTokenCLI {
 
     public static func main(arguments: [String]) -> Int32 {
         // Before anything is read: a core file or a dump by another process of this user
-        // would hold the token, a grant or the passphrase (product contract §7). Failing to
+        // would hold the token, a grant or the passphrase (docs/security.md, "Hardening rules"). Failing to
         // forbid it is not a reason to refuse to run; both calls only lower what is allowed.
         _ = portal_token_forbid_core_dumps()
         let streams = StandardStreams()
@@ -133,7 +133,7 @@ public enum PortalTokenCLI {
         commands.first { $0.name == name }
     }
 
-    /// Settings from the flags, the environment and the config file (product contract §2).
+    /// Settings from the flags, the environment and the config file (docs/settings.md, "Precedence").
     static func loadSettings(flags: [String: String], environment: [String: String]) throws -> Settings {
         let explicitPath = Settings(flags: flags, environment: environment).value(.configFile)
         let configHome: String

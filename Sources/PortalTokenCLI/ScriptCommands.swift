@@ -2,8 +2,8 @@ import Glibc
 import PortalTokenCore
 
 /// How scripts and tools receive the session token: `token`, script-mode `get`, `exec` and
-/// `exec-credential` all read the session the same way (product contract §3), so one place
-/// renders it.
+/// `exec-credential` all read the session the same way (docs/sessions.md, "The commands that read the session"), so one
+/// place renders it.
 enum SessionOutput {
     /// The `get --format json` / `token --format json` object: token, endUserId,
     /// authEnvironmentId and an RFC 3339 expiresAt.

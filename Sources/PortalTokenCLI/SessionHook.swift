@@ -2,12 +2,12 @@ import Glibc
 import HookRunner
 import PortalTokenCore
 
-/// Runs the user's `on-session-invalidated` hook (product contract §5): the program named by
+/// Runs the user's `on-session-invalidated` hook (docs/sessions.md, "The hook"): the program named by
 /// PORTAL_TOKEN_ON_SESSION_INVALIDATED (or the config file), else
 /// `$XDG_CONFIG_HOME/portal-token/hooks/on-session-invalidated` when something is there. Its
 /// failure is reported on stderr, with its path, and changes no exit code.
 ///
-/// A configured path must be absolute or start with `~/` (product contract §7): a relative one
+/// A configured path must be absolute or start with `~/` (docs/security.md, "Hardening rules"): a relative one
 /// would run whatever file of that name the current directory holds, such as one planted in a
 /// cloned repository. It is a configuration error, found before the command does anything.
 struct SessionHook {

@@ -240,7 +240,7 @@ struct LoginCommand: Command {
             } catch let error where CLIError(error).exitCode == .rejected {
                 // Any web page can send the browser to the listener with a made-up grant or an
                 // error parameter: Portal's refusal is reported and the real one still awaited
-                // (product contract §7). Its timeout still bounds the wait.
+                // (docs/security.md, "Hardening rules"). Its timeout still bounds the wait.
                 progress.clear()
                 context.streams.printError(
                     """

@@ -1,12 +1,12 @@
-/// The `backend` setting (product contract §2): what the user asked for.
+/// The `backend` setting (docs/settings.md, "Every setting"): what the user asked for.
 public enum RequestedBackend: String, Sendable, CaseIterable {
     case auto
     case secretService = "secret-service"
     case file
 }
 
-/// What the session bus shows of the Secret Service, which is all `auto` decides from (product
-/// contract §6): what exists, never how fast the keyring answers.
+/// What the session bus shows of the Secret Service, which is all `auto` decides from
+/// (docs/storage.md, "Backends and the auto decision"): what exists, never how fast the keyring answers.
 public enum SecretServicePresence: Sendable, Equatable {
     /// No session bus to connect to.
     case noBus
@@ -16,8 +16,8 @@ public enum SecretServicePresence: Sendable, Equatable {
     case provider
 }
 
-/// Which store keeps the credentials, and why (product contract §6). One store is in use at a
-/// time: lookups never mix two. `status` prints the choice; the `store` or sign-in that creates
+/// Which store keeps the credentials, and why (docs/storage.md, "Backends and the auto decision"). One store is in use
+/// at a time: lookups never mix two. `status` prints the choice; the `store` or sign-in that creates
 /// the file store under `auto` announces it once.
 public struct BackendChoice: Sendable, Equatable {
     public enum Backend: String, Sendable, CaseIterable {

@@ -1,6 +1,6 @@
 /// git credentials as items, laid out exactly as git-credential-libsecret lays them out, so that
 /// either helper reads what the other wrote, in the keyring and in the file alike
-/// (docs/storage.md, "git credentials").
+/// (docs/storage.md, "Secret Service: git credentials").
 ///
 /// - git 2.45 and later store under `org.git.Password`, git 2.39 under libsecret's compatibility
 ///   schema `org.gnome.keyring.NetworkPassword`; both are read, new items use the first.

@@ -1,6 +1,6 @@
-/// Which credential-protocol requests are answered from the Portal session (product contract
-/// §5) and which from generic storage: the bearer rule of the configured API host, applied to
-/// git's `protocol` and `host`.
+/// Which credential-protocol requests are answered from the Portal session
+/// (docs/sessions.md, "Portal origins in the credential protocol") and which from generic storage: the bearer rule of
+/// the configured API host, applied to git's `protocol` and `host`.
 public enum CredentialRouting {
     public enum Route: Sendable, Equatable {
         /// A Portal origin: answered from, and changing, the signed-in session.

@@ -1,4 +1,4 @@
-/// Every exit status portal-token gives, with what it means (product contract §4): the one
+/// Every exit status portal-token gives, with what it means (docs/exit-codes.md): the one
 /// declaration `--help`, the man page and the README take them from.
 public enum ExitCode: Int32, Sendable, CaseIterable {
     case success = 0

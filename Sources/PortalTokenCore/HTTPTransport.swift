@@ -52,7 +52,7 @@ public struct HTTPRequest: Sendable, CustomStringConvertible, CustomDebugStringC
 }
 
 /// What came back. No redirect is ever followed, so `effectiveURL` is the URL that answered;
-/// wire contract §6.2 decides invalidation on it.
+/// docs/portal-api.md, "When a 401 ends a session" decides invalidation on it.
 public struct HTTPResponse: Sendable, CustomStringConvertible {
     public var status: Int
     /// The headers of the final response, in the order received.
@@ -142,7 +142,7 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse
 }
 
-/// How the transport is bounded, from settings (product contract §2).
+/// How the transport is bounded, from settings (docs/settings.md, "Every setting").
 public struct HTTPTransportOptions: Sendable, Equatable {
     public static let defaultConnectTimeoutMilliseconds = 3000
     public static let defaultTotalTimeoutMilliseconds = 10_000
@@ -177,15 +177,15 @@ public struct HTTPTransportOptions: Sendable, Equatable {
     }
 }
 
-/// Builds every request portal-token sends to Portal, with the header policy of wire contract
-/// §1.1, §8.1 and §8.2 in one place:
+/// Builds every request portal-token sends to Portal, with the header policy of
+/// docs/portal-api.md, "Headers" in one place:
 /// - `Accept` and `Content-Type: application/json` on every request, GETs included;
 /// - `Content-Length` only when there is a body;
-/// - a fresh lowercase UUIDv4 `X-Portal-Trace-Id` on every Portal-owned request (§7.1), and
-///   none on any other;
+/// - a fresh lowercase UUIDv4 `X-Portal-Trace-Id` on every Portal-owned request (docs/portal-api.md, "Portal hosts"),
+///   and none on any other;
 /// - `User-Agent: portal-token/<version>`;
-/// - `Authorization: Bearer <token>` only when the URL passes the bearer gate (§7.2); a token
-///   offered for any other URL is dropped, and the request goes without it.
+/// - `Authorization: Bearer <token>` only when the URL passes the bearer gate (docs/portal-api.md, "Portal hosts"); a
+///   token offered for any other URL is dropped, and the request goes without it.
 public struct PortalRequestBuilder: Sendable {
     public let gate: PortalHostGate
     public let userAgent: String
@@ -201,7 +201,7 @@ public struct PortalRequestBuilder: Sendable {
     }
 
     /// Names the policy owns; callers' extra headers with these names are ignored.
-    /// Headers only portal-token sets (wire contract §8): an extra header by one of these names
+    /// Headers only portal-token sets (docs/portal-api.md, "Headers"): an extra header by one of these names
     /// is dropped.
     public static let ownedHeaderNames: Set<String> = [
         "accept", "content-type", "content-length", "x-portal-trace-id", "user-agent", "authorization", "host",

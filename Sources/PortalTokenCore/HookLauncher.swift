@@ -1,6 +1,6 @@
 import Glibc
 
-/// Why a session ended, as the hook reads it in `PORTAL_SESSION_END_REASON` (product contract §5).
+/// Why a session ended, as the hook reads it in `PORTAL_SESSION_END_REASON` (docs/sessions.md, "The hook").
 public enum SessionEndReason: String, Sendable, Equatable {
     /// Portal answered 401 to the session token, or git erased it after a 401.
     case unauthorized
@@ -82,8 +82,8 @@ public enum HookOutcome: Sendable, Equatable {
         }
     }
 
-    /// `failureMessage` naming the hook's path, which a user needs to find it (product
-    /// contract §7: a hook that is not run is reported, never skipped silently).
+    /// `failureMessage` naming the hook's path, which a user needs to find it
+    /// (docs/security.md, "Hardening rules": a hook that is not run is reported, never skipped silently).
     public func failureMessage(path: String) -> String? {
         guard let message = failureMessage else { return nil }
         let named = "the on-session-invalidated hook " + path

@@ -1,4 +1,4 @@
-/// The base URL of the Portal API, resolved from the configured API host (wire contract §8.3).
+/// The base URL of the Portal API, resolved from the configured API host (docs/portal-api.md, "Base URL").
 public struct PortalAPIBase: Sendable, Equatable {
     public static let defaultHost = "api.portalhq.io"
 

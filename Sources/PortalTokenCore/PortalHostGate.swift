@@ -1,4 +1,4 @@
-/// The host rules of wire contract §7: which URLs are Portal's (trace id, 401 invalidation) and
+/// The host rules (docs/portal-api.md, "Portal hosts"): which URLs are Portal's (trace id, 401 invalidation) and
 /// which may receive a bearer token. Both gates parse URLs themselves, in one left-to-right pass,
 /// so that a 200 000-character input costs linear time, and they log nothing: the URLs they see
 /// may carry queries and grants.
@@ -7,9 +7,10 @@
 /// (a `%`, a character outside `a-z 0-9 . _ -`, an empty label, an IPv6 literal other than
 /// `[::1]`, a port that is not a number) makes the URL nobody's, so a gate fails closed.
 public struct PortalHostGate: Sendable {
-    /// Hosts that count as Portal's for the trace id and for 401 invalidation (§7.1).
+    /// Hosts that count as Portal's for the trace id and for 401 invalidation (docs/portal-api.md, "Portal hosts").
     public let registeredHosts: PortalHostRegistry
-    /// Host and port pairs that may receive the bearer besides Portal's own domains (§7.2).
+    /// Host and port pairs that may receive the bearer besides Portal's own domains (docs/portal-api.md, "Portal
+    /// hosts").
     public let configuredEndpoints: [PortalEndpoint]
 
     public init(registeredHosts: PortalHostRegistry, configuredEndpoints: [PortalEndpoint]) {
@@ -17,7 +18,7 @@ public struct PortalHostGate: Sendable {
         self.configuredEndpoints = configuredEndpoints
     }
 
-    /// The gate for one configured API: its host is registered (§8.1: a custom API host also
+    /// The gate for one configured API: its host is registered (docs/portal-api.md, "Headers": a custom API host also
     /// receives the trace id) and its host and port are the one configured endpoint.
     public init(apiBase: PortalAPIBase, registeredHosts: PortalHostRegistry = PortalHostRegistry()) {
         var registry = registeredHosts
@@ -25,18 +26,19 @@ public struct PortalHostGate: Sendable {
         self.init(registeredHosts: registry, configuredEndpoints: PortalEndpoint.normalize([apiBase.url]))
     }
 
-    /// §7.1 `isPortalOwnedUrl`: Portal's domains, loopback, or a registered host; any scheme, any port.
+    /// docs/portal-api.md, "Portal hosts" `isPortalOwnedUrl`: Portal's domains, loopback, or a registered host; any
+    /// scheme, any port.
     public func isPortalOwned(_ url: String) -> Bool {
         Self.isPortalOwnedURL(url, registeredHosts: registeredHosts)
     }
 
-    /// §7.2: whether a bearer token may be attached to a request for `url`.
+    /// docs/portal-api.md, "Portal hosts": whether a bearer token may be attached to a request for `url`.
     public func allowsBearer(_ url: String) -> Bool {
         Self.allowsBearer(url, configuredEndpoints: configuredEndpoints)
     }
 
-    /// Whether a credential-protocol request names a Portal origin (product contract §5): the
-    /// bearer rule applied to git's `protocol` and `host` (which may end in `:port`). A host that
+    /// Whether a credential-protocol request names a Portal origin (docs/sessions.md, "Portal origins in the credential
+    /// protocol"): the bearer rule applied to git's `protocol` and `host` (which may end in `:port`). A host that
     /// carries anything a URL authority could smuggle (`/`, `@`, `?`, `#`, `\`, `%`, spaces or
     /// control characters) is never a Portal origin.
     public func isPortalOrigin(protocolName: String, host: String) -> Bool {
@@ -69,7 +71,8 @@ public struct PortalHostGate: Sendable {
 
     // MARK: The rules
 
-    /// §7.1: parse; loopback, Portal's apex domains and their subdomains, or exactly a registered host.
+    /// docs/portal-api.md, "Portal hosts": parse; loopback, Portal's apex domains and their subdomains, or exactly a
+    /// registered host.
     public static func isPortalOwnedURL(_ url: String, registeredHosts: PortalHostRegistry) -> Bool {
         guard let authority = URLAuthority(parsing: url) else { return false }
         switch authority.hostKind {
@@ -78,8 +81,8 @@ public struct PortalHostGate: Sendable {
         }
     }
 
-    /// §7.2 `isPortalRpcUrl`: http or https only; Portal's apex domains over https on any port;
-    /// loopback only when host and port equal a configured endpoint (http or https); any other
+    /// docs/portal-api.md, "Portal hosts" `isPortalRpcUrl`: http or https only; Portal's apex domains over https on any
+    /// port; loopback only when host and port equal a configured endpoint (http or https); any other
     /// host when it equals a configured endpoint and the scheme is https, or http where that
     /// endpoint was configured with an explicit `http://` (the user chose cleartext for it).
     /// `[::1]` can never be configured, so it never qualifies.
@@ -102,7 +105,7 @@ public struct PortalHostGate: Sendable {
     }
 }
 
-/// The hosts registered as Portal's (wire contract §7.1): the API host and any other host the
+/// The hosts registered as Portal's (docs/portal-api.md, "Portal hosts"): the API host and any other host the
 /// configuration names. Passed to the gate, never process-wide.
 public struct PortalHostRegistry: Sendable, Equatable {
     public private(set) var hosts: Set<String> = []
@@ -123,7 +126,7 @@ public struct PortalHostRegistry: Sendable, Equatable {
     public func contains(_ host: String) -> Bool { hosts.contains(host) }
 }
 
-/// A configured host with an optional port (wire contract §7.2 `normalizeEndpoints`).
+/// A configured host with an optional port (docs/portal-api.md, "Portal hosts" `normalizeEndpoints`).
 public struct PortalEndpoint: Sendable, Hashable {
     public let host: String
     public let port: Int?
@@ -174,7 +177,7 @@ public struct PortalEndpoint: Sendable, Hashable {
     }
 }
 
-/// The scheme and authority of a URL, read strictly (wire contract §7.1 parse steps).
+/// The scheme and authority of a URL, read strictly (docs/portal-api.md, "Portal hosts" parse steps).
 struct URLAuthority: Equatable {
     enum HostKind: Equatable { case loopback, ipv6Loopback, portalApex, other }
 

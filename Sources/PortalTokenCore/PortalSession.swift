@@ -1,5 +1,5 @@
 /// A Portal Client Session Token and what portal-token knows of its lifetime
-/// (product contract §5; wire contract §5.4, §8.8).
+/// (docs/sessions.md, "Sliding expiry"; docs/portal-api.md, "The session payload", "The session token's life").
 ///
 /// Portal expires the token 24 hours after its last accepted request and never later than 7 days
 /// after it was issued. portal-token knows only the activity it saw, so `expiresAt` is a lower
@@ -17,7 +17,7 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     public var lastActivityAt: Int64?
     /// For a session that a sign-in produced: the digest of the grant it was exchanged for
     /// (`GrantDigest`), never the grant itself. The same redirect delivered again resolves to
-    /// this session without a second exchange while it is stored (wire contract §5.2).
+    /// this session without a second exchange while it is stored (docs/portal-api.md, "A redirect delivered twice").
     public var grantDigest: String?
 
     public init(
@@ -68,7 +68,7 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
         return Secret(JSONValue.object(members).serialized)
     }
 
-    /// Reads a stored payload strictly (wire contract §5.4): a JSON object whose
+    /// Reads a stored payload strictly (docs/portal-api.md, "The session payload"): a JSON object whose
     /// `clientSessionToken` and `endUserId` are strings that are not blank. Unknown keys are
     /// ignored; timing fields that are missing or not whole numbers read as unknown.
     /// Returns nil for an unusable payload.
@@ -87,7 +87,7 @@ public struct PortalSession: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// What to do with a stored session at a given moment (product contract §5).
+/// What to do with a stored session at a given moment (docs/sessions.md, "Sliding expiry").
 public enum SessionDecision: Equatable, Sendable {
     /// Before `expiresAt`: hand the token out with no network call.
     case handOut

@@ -1,4 +1,4 @@
-/// Portal sessions as items (docs/storage.md, "Portal sessions"): schema
+/// Portal sessions as items (docs/storage.md, "Secret Service: Portal sessions and two-factor steps"): schema
 /// `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and `end-user-id`, label
 /// `Portal session for <endUserId> (<environment>)`; the secret is `PortalSession.payload`. One
 /// session per environment.

@@ -49,7 +49,7 @@ public protocol SessionLock {
     func withLock<Result>(_ body: () throws -> Result) throws -> Result
 }
 
-/// The life of one auth environment's Portal session (product contract §5): handing the token
+/// The life of one auth environment's Portal session (docs/sessions.md, "When Portal is asked"): handing the token
 /// out while it is known to be live, asking Portal once when it may not be, sliding the expiry on
 /// every accepted request, and ending the session (compare-and-delete, then the hook, by one
 /// process only) on a 401 or at the 7-day cap.
@@ -87,7 +87,7 @@ public final class SessionService {
 
     // MARK: Reading
 
-    /// The stored session, without any network call (wire contract §5.5): nil when none is
+    /// The stored session, without any network call (docs/portal-api.md, "The session payload"): nil when none is
     /// stored; an unreadable record is removed, with a warning that never shows it. A store
     /// failure is thrown and nothing is deleted.
     public func restore() throws -> PortalSession? {
@@ -167,7 +167,7 @@ public final class SessionService {
             throw SessionError.network(error)
         }
         // A 401 ends the session only when this request carried the token to Portal
-        // (wire contract §6.2): the answering URL must be Portal's.
+        // (docs/portal-api.md, "When a 401 ends a session"): the answering URL must be Portal's.
         let answeredBy = response.effectiveURL.isEmpty ? url : response.effectiveURL
         if response.status == 401, request.authorization != nil, requests.gate.isPortalOwned(answeredBy) {
             try end(session, reason: .unauthorized)
@@ -209,8 +209,8 @@ public final class SessionService {
     }
 
     /// `login --with-token`: one `GET /api/v3/clients/me` with `token` decides whether it is
-    /// adopted. The end user is `endUserID`, else the `id` Portal returns (wire contract §8.8).
-    /// A refusal never touches the stored session: that request did not carry its token.
+    /// adopted. The end user is `endUserID`, else the `id` Portal returns (docs/portal-api.md, "The session token's
+    /// life"). A refusal never touches the stored session: that request did not carry its token.
     public func adoptChecked(token: Secret, endUserID: String?) throws -> AdoptionOutcome {
         let request = requests.request("GET", apiBase.url(path: Self.validationPath), body: nil, bearer: token)
         let response: HTTPResponse

@@ -1,6 +1,6 @@
-/// One configurable value and the names it goes by (product contract §2): the one declaration
-/// of each setting, its flag included, from which the parser, `--help`, the man page and the
-/// shell completions take it.
+/// One configurable value and the names it goes by (docs/settings.md, "Every setting"): the one
+/// declaration of each setting, its flag included, from which the parser, `--help`, the man
+/// page and the shell completions take it.
 /// Precedence: command-line flag, then environment variable, then config file, then default.
 public struct Setting: Sendable, Hashable {
     /// How a setting is given on the command line.

@@ -1,6 +1,6 @@
 import Basics
 
-/// Text from Portal or the store on its way to a person's terminal (product contract §7): an
+/// Text from Portal or the store on its way to a person's terminal (docs/security.md, "Hardening rules"): an
 /// `endUserId` or a server's error text could otherwise carry escape sequences that retitle the
 /// window, rewrite what is on screen, or ring the bell. Control characters are shown as escapes
 /// instead, as `git` and `ls` show unprintable bytes.

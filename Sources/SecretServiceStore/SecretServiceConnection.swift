@@ -183,7 +183,7 @@ final class SecretServiceConnection {
 
     /// For an item a search returned without its secret: locked (the item, or its collection),
     /// which throws; or deleted by another process between the search and the read, which is
-    /// "gone" (product contract §6) and returns.
+    /// "gone" (docs/storage.md, "A keyring that never hangs and never lies") and returns.
     func ensureItemIsGone(_ item: FoundItem) throws(StoreError) {
         if item.isLocked { throw lockedError() }
         try ensureDefaultCollectionIsNotLocked()

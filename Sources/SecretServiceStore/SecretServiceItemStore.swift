@@ -2,9 +2,9 @@ import CLibSecret
 import PortalTokenCore
 
 /// The item-store port on the freedesktop Secret Service: items in the default collection, every
-/// attribute a string, the schema the `xdg:schema` attribute (docs/storage.md, "The Secret
-/// Service"). git credentials, Portal sessions and two-factor steps live here through their
-/// codecs, laid out so that git's own libsecret helper reads the credentials.
+/// attribute a string, the schema the `xdg:schema` attribute (docs/storage.md, "Items"). git credentials, Portal
+/// sessions and two-factor steps live here through their codecs, laid out so that git's own libsecret helper reads the
+/// credentials.
 public final class SecretServiceItemStore: ItemStore {
     private let connection: SecretServiceConnection
     /// Schemas built so far, by name and attribute names: libsecret wants one per item created,

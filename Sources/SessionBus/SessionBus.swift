@@ -7,8 +7,8 @@ import PortalTokenCore
 /// process; one sd-bus property read, whole process included, about 3 ms).
 ///
 /// - Whether a Secret Service provider is registered (`org.freedesktop.secrets` has an owner or
-///   is activatable), which is how `auto` decides (product contract §6): from what exists, never
-///   from how fast the keyring answers.
+///   is activatable), which is how `auto` decides ((docs/storage.md, "Backends and the auto decision")): from what
+///   exists, never from how fast the keyring answers.
 /// - Whether the default collection is locked (the Secret Service API's `ReadAlias` and the
 ///   collection's `Locked` property), which a cached answer must check before it is served.
 ///

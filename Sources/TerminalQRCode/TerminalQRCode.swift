@@ -77,8 +77,8 @@ enum LibQRencode {
     }()
 }
 
-/// Draws QR codes on a terminal (wire contract §8.6: error correction level M and a 4-module
-/// quiet zone), for the two-factor enrollment link.
+/// Draws QR codes on a terminal (docs/portal-api.md, "Two-factor codes and enrollment": error correction level M and a
+/// 4-module quiet zone), for the two-factor enrollment link.
 ///
 /// Each line of text carries two rows of modules with the Unicode half blocks `▀ ▄ █` and a
 /// space, so the code is square in a usual terminal font and half as tall as one character a

@@ -21,9 +21,9 @@ let files: [(path: String, begin: String, end: String, body: String)] = [
     ("completions/portal-token.bash", "# BEGIN GENERATED", "# END GENERATED", Bash.region()),
     ("completions/_portal-token", "# BEGIN GENERATED", "# END GENERATED", Zsh.region()),
     ("completions/portal-token.fish", "# BEGIN GENERATED", "# END GENERATED", Fish.region()),
-    ("portal-token.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", Man.region()),
+    ("man/portal-token.1", ".\\\" BEGIN GENERATED", ".\\\" END GENERATED", Man.region()),
     (
-        "portal-token.1", ".\\\" BEGIN GENERATED EXIT STATUS", ".\\\" END GENERATED EXIT STATUS",
+        "man/portal-token.1", ".\\\" BEGIN GENERATED EXIT STATUS", ".\\\" END GENERATED EXIT STATUS",
         Man.exitStatus()
     ),
 ]

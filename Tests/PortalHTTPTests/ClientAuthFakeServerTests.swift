@@ -39,7 +39,7 @@ struct ClientAuthFakeServerTests {
             self.redirectURL = redirectURL
         }
 
-        /// Every request kept the contract, and none carried a bearer but the two-factor one.
+        /// Every request kept to docs/portal-api.md, and none carried a bearer but the two-factor one.
         func expectClean(sourceLocation: SourceLocation = #_sourceLocation) {
             #expect(server.violations.map(\.description) == [], sourceLocation: sourceLocation)
             for request in server.requests where request.path != FakeClientAuth.providerPath {
@@ -164,7 +164,7 @@ struct ClientAuthFakeServerTests {
             "GET", base.url(path: ClientAuthEndpoint.oauthURLs.path) + "?redirectUrl=myapp://auth/callback",
             extraHeaders: [HTTPHeader("x-portal-auth-environment-id", "env-test")])
         #expect(try CurlTransport(options: HTTPTransportOptions()).send(request).status == 401)
-        #expect(fixture.server.violations.map(\.rule) == ["redirectUrl is not form-encoded as wire contract §2 says"])
+        #expect(fixture.server.violations.map(\.rule) == ["redirectUrl is not form-encoded as docs/portal-api.md says"])
     }
 
     @Test("the fake refuses a bearer on an auth call other than two-factor")

@@ -2,8 +2,8 @@ import Foundation
 import PortalTokenTestSupport
 import Testing
 
-/// The default `auto` backend tells the truth (product contract §6): it decides from what is
-/// registered on the session bus, uses one store at a time, fails with exit 4 when the keyring
+/// The default `auto` backend tells the truth (docs/storage.md, "Backends and the auto decision"): it decides from what
+/// is registered on the session bus, uses one store at a time, fails with exit 4 when the keyring
 /// it chose cannot serve, and never serves a cached answer from a locked keyring. Each test
 /// that stops or locks a keyring has a bus of its own.
 @Suite("auto backend")

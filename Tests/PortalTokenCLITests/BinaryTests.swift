@@ -47,7 +47,7 @@ struct BinaryTests {
 
     /// The release binary: the debug one still lists libsecret and GLib, which SwiftPM links from
     /// CLibSecret's pkg-config entry into every build; only the release link drops them
-    /// (contrib/link-as-needed.cfg).
+    /// (contrib/release/link-as-needed.cfg).
     private static func releaseBinary() throws -> String {
         try #require(
             ProcessInfo.processInfo.environment["PORTAL_TOKEN_RELEASE_BIN"],

@@ -3,7 +3,7 @@ import PortalTokenTestSupport
 import Testing
 
 /// A request carrying the token over cleartext http:// never goes through a proxy, whichever
-/// way the loopback host is spelled (product contract §7).
+/// way the loopback host is spelled (docs/security.md, "Hardening rules").
 @Suite("cleartext requests and proxies")
 struct CleartextProxyTests {
     @Test("refresh and api over http:// reach Portal directly; the proxy sink receives nothing")

@@ -5,7 +5,7 @@ import Testing
 
 /// The shells complete with the completion files in contrib/completions/, and man and groff
 /// accept the man page. Their lists of commands and options are generated from the option table
-/// (contrib/generate.sh), and `contrib/test.sh` fails when a committed one is stale.
+/// (contrib/dev/generate.sh), and `contrib/test.sh` fails when a committed one is stale.
 @Suite("shell completions and man page")
 struct CompletionsTests {
     static let root = URL(fileURLWithPath: #filePath)
@@ -13,9 +13,9 @@ struct CompletionsTests {
     static let bashFile = root.appendingPathComponent("contrib/completions/portal-token.bash").path
     static let zshFile = root.appendingPathComponent("contrib/completions/_portal-token").path
     static let fishFile = root.appendingPathComponent("contrib/completions/portal-token.fish").path
-    static let manPage = root.appendingPathComponent("contrib/portal-token.1").path
+    static let manPage = root.appendingPathComponent("contrib/man/portal-token.1").path
 
-    /// The commands and per-command options of the product contract (§3).
+    /// The commands and per-command options of docs/commands.md.
     static let contractOptions: [String: [String]] = [
         "get": ["--format"], "store": [], "erase": [],
         "login": ["--email", "--google", "--apple", "--no-browser", "--timeout", "--with-token", "--end-user"],
@@ -25,7 +25,7 @@ struct CompletionsTests {
         "refresh": [], "api": ["-X", "--data"], "logout": [],
     ]
 
-    /// The settings flags (product contract §2), and the options every invocation takes.
+    /// The settings flags (docs/settings.md, "Flags"), and the options every invocation takes.
     static let globalOptions = Setting.all.compactMap(\.flag).map { "--" + $0 } + ["--config", "--help", "--version"]
 
     /// Every command name under "Commands:" in `portal-token --help`, with the contract's.
@@ -301,7 +301,7 @@ struct CompletionsTests {
             #expect(
                 environment.contains { Self.contains($0, word: variable) }, "ENVIRONMENT does not describe \(variable)")
         }
-        // The contract's 0 to 7, 70 for an internal error (EX_SOFTWARE), exec's 126 and 127 (as
+        // The codes 0 to 7 (docs/exit-codes.md), 70 for an internal error (EX_SOFTWARE), exec's 126 and 127 (as
         // env(1)), and 130 for a sign-in stopped by Ctrl-C, as a shell reports SIGINT.
         #expect(
             Self.tagNames(sections["EXIT STATUS", default: []])

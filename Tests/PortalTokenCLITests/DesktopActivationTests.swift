@@ -5,7 +5,7 @@ import Testing
 
 /// The desktop route for a custom-scheme redirect: the session bus starts the handler and hands
 /// it the URL in `org.freedesktop.Application.Open`, so the single-use grant never sits in a
-/// command line that another local user could read (product contract §7).
+/// command line that another local user could read (docs/security.md, "Hardening rules").
 @Suite("the D-Bus-activated desktop handler")
 struct DesktopActivationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -132,7 +132,8 @@ struct DesktopActivationTests {
     @Test("contrib's desktop entry and D-Bus service file, filled in, are the ones the code describes")
     func shippedFiles() throws {
         let template = try String(
-            contentsOf: Self.root.appendingPathComponent("contrib/\(DesktopRedirectHandler.fileName)"), encoding: .utf8)
+            contentsOf: Self.root.appendingPathComponent("contrib/desktop/\(DesktopRedirectHandler.fileName)"),
+            encoding: .utf8)
         let filled =
             template.replacingOccurrences(of: "<scheme>", with: "myapp")
             .split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") + "\n"
@@ -141,7 +142,7 @@ struct DesktopActivationTests {
             template.contains(
                 try #require(DesktopRedirectHandler.registrationCommand(redirectURL: "myapp://auth/callback"))))
         let service = try String(
-            contentsOf: Self.root.appendingPathComponent("contrib/\(DesktopRedirectHandler.serviceFileName)"),
+            contentsOf: Self.root.appendingPathComponent("contrib/desktop/\(DesktopRedirectHandler.serviceFileName)"),
             encoding: .utf8)
         #expect(
             service.split(separator: "\n").filter { !$0.hasPrefix("#") }.joined(separator: "\n") + "\n"

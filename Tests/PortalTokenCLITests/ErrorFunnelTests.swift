@@ -3,7 +3,7 @@ import PortalTokenTestSupport
 import Testing
 
 /// Configuration errors are the usage errors they are (exit 2, with a hint), and reach only the
-/// requests they concern (product contract §4).
+/// requests they concern (docs/exit-codes.md, "The codes").
 @Suite("configuration errors in the credential protocol")
 struct ConfigurationErrorTests {
     @Test("with neither HOME nor XDG_DATA_HOME, get for Portal says where to put the store (exit 2)")

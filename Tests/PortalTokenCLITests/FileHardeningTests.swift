@@ -3,7 +3,7 @@ import Glibc
 import PortalTokenTestSupport
 import Testing
 
-/// Hostile files at the store's, passphrase's and config's paths (product contract §6 "Paths"):
+/// Hostile files at the store's, passphrase's and config's paths (docs/storage.md, "Paths" "Paths"):
 /// each is refused within 2 seconds with a clear error, and no file is lost.
 @Suite("hostile files")
 struct FileHardeningTests {

@@ -2,7 +2,7 @@ import Foundation
 import PortalTokenTestSupport
 import Testing
 
-/// The hook's path rules (product contract §7): absolute or `~/`, never looked up in the current
+/// The hook's path rules (docs/security.md, "Hardening rules"): absolute or `~/`, never looked up in the current
 /// directory; one that is missing or not executable is reported with its path.
 @Suite("hook paths")
 struct HookPathTests {

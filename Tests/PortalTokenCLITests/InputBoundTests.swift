@@ -2,7 +2,7 @@ import Foundation
 import PortalTokenTestSupport
 import Testing
 
-/// Credential input on stdin is bounded: 1 MiB in all (README, "The credential protocol").
+/// Credential input on stdin is bounded: 1 MiB in all (docs/git-credential.md, "The credential protocol, exactly").
 @Suite("stdin bound")
 struct InputBoundTests {
     @Test("a request past 1 MiB is a usage error (exit 2) and stores nothing; one just under it is accepted")

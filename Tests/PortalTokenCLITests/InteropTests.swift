@@ -5,7 +5,7 @@ import Testing
 /// Interoperation with git's own C helper, built from Debian's git source by contrib/test.sh:
 /// `GIT_CREDENTIAL_LIBSECRET` is git 2.39's helper as shipped (schema
 /// org.gnome.keyring.NetworkPassword); `GIT_CREDENTIAL_LIBSECRET_CURRENT` is the same source
-/// built to behave as git 2.43 and later do (contrib/interop): it stores under org.git.Password,
+/// built to behave as git 2.43 and later do (contrib/testing/interop): it stores under org.git.Password,
 /// searches without matching the schema name, keeps password_expiry_utc and oauth_refresh_token
 /// in the secret after the password, and erases only a matching password.
 @Suite("interoperation with git-credential-libsecret")

@@ -45,8 +45,8 @@ struct KeyringFailureTests {
             expectStorageError(result, mentioning: "no Secret Service provider")
             #expect(result.duration < 1.0)
         }
-        // auto uses the file instead (product contract §6): a get before the file exists is
-        // silent; the store that creates it says so, once; every later command is silent.
+        // auto uses the file instead (docs/storage.md, "Backends and the auto decision"): a get before the file exists
+        // is silent; the store that creates it says so, once; every later command is silent.
         environment["PORTAL_TOKEN_BACKEND"] = nil
         let before = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
         #expect(before.exitCode == 0 && before.stdout.isEmpty && before.stderr.isEmpty, "\(before.stderr)")
@@ -80,7 +80,7 @@ struct KeyringFailureTests {
         #expect(result.duration < 2.5)
 
         // auto decides from what is registered on the bus, not from how fast the keyring answers
-        // (product contract §6): the same exit 4, and no file store.
+        // (docs/storage.md, "Backends and the auto decision"): the same exit 4, and no file store.
         environment["PORTAL_TOKEN_BACKEND"] = nil
         let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment, timeout: 10)
         expectStorageError(auto, mentioning: "did not answer within 800 ms")
@@ -126,7 +126,7 @@ struct KeyringFailureTests {
                 "\(result.stderr)")
         }
         // auto sees a registered provider and uses it, so the missing library is the same error,
-        // never a switch to the file (product contract §6).
+        // never a switch to the file (docs/storage.md, "Backends and the auto decision").
         environment["PORTAL_TOKEN_BACKEND"] = nil
         let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
         expectStorageError(auto, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")

@@ -5,7 +5,7 @@ import PortalTokenTestSupport
 import Synchronization
 import Testing
 
-/// `login`'s loopback listener against hostile local clients and web pages (product contract §7).
+/// `login`'s loopback listener against hostile local clients and web pages (docs/security.md, "Hardening rules").
 @Suite("login's listener under attack")
 struct ListenerHardeningTests {
     @Test("login completes with an idle connection held open and a client trickling a byte every 40 ms")

@@ -4,7 +4,7 @@ import PortalTokenTestSupport
 import Testing
 
 /// A process holding a token, a grant or a passphrase can be neither dumped to a core file nor
-/// read through /proc by another process of the same user (product contract §7).
+/// read through /proc by another process of the same user (docs/security.md, "Hardening rules").
 @Suite("process hardening")
 struct ProcessHardeningTests {
     @Test(

@@ -9,7 +9,7 @@ import Testing
 struct SignInTests {
     static let email = "  New.User@Example.COM "
 
-    /// Every request kept the wire contract; none carried a bearer but the two-factor one.
+    /// Every request kept to the rules of docs/portal-api.md; none carried a bearer but the two-factor one.
     static func expectClean(_ harness: SignInHarness, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(harness.portal.server.violations.map(\.description) == [], sourceLocation: sourceLocation)
         for request in harness.portal.server.requests where request.path.hasPrefix("/api/v3/auth/") {
@@ -336,7 +336,7 @@ struct SignInTests {
         // No terminal: enrollment is never shown.
         #expect(!handled.stderr.contains("GEZD") && !handled.stderr.contains("otpauth"))
         #expect(try harness.run(["get"]).exitCode == 1)
-        // status tells of the waiting step (product contract §3), still not signed in.
+        // status tells of the waiting step (docs/commands.md, "Every command"), still not signed in.
         let waiting = try harness.run(["status"])
         #expect(waiting.exitCode == 1)
         #expect(
@@ -447,7 +447,7 @@ struct SignInTests {
     }
 }
 
-/// Product contract §7: no grant, session token, userJwt, email address, totpLink, enrollment
+/// docs/security.md, "What never leaks": no grant, session token, userJwt, email address, totpLink, enrollment
 /// secret or code in any output, trace or child's command line, over every sign-in flow.
 @Suite("signing in: the secrets canary")
 struct SignInCanaryTests {

@@ -4,7 +4,7 @@ import PortalTokenTestSupport
 import Testing
 
 /// Strings from Portal or the store reach a terminal with their control characters escaped
-/// (product contract §7).
+/// (docs/security.md, "Hardening rules").
 @Suite("terminal escapes")
 struct TerminalEscapeTests {
     static let hostile = "user\u{1b}]0;owned\u{07}\u{1b}[2J\u{9b}31m"

@@ -1,7 +1,8 @@
 import PortalTokenCore
 import Testing
 
-/// Which credential requests the Portal session answers (product contract §5).
+/// Which credential requests the Portal session answers (docs/sessions.md, "Portal origins in the credential
+/// protocol").
 @Suite("Credential routing")
 struct CredentialRoutingTests {
     static func request(_ text: String) throws -> CredentialRequest {

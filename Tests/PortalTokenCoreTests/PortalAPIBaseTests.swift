@@ -2,7 +2,7 @@ import Basics
 import PortalTokenCore
 import Testing
 
-/// Wire contract §8.3: apiHost → base URL.
+/// docs/portal-api.md, "Base URL": apiHost → base URL.
 @Suite("API host resolution")
 struct PortalAPIBaseTests {
     @Test(

@@ -1,12 +1,12 @@
 import PortalTokenCore
 import Testing
 
-/// Every vector of wire contract §7.1 and §7.2, as tables.
+/// Every vector (docs/portal-api.md, "Portal hosts"), as tables.
 @Suite("Portal host gates")
 struct PortalHostGateTests {
     static let noRegisteredHosts = PortalHostRegistry()
 
-    // MARK: §7.1 isPortalOwnedUrl
+    // MARK: (docs/portal-api.md, "Portal hosts") isPortalOwnedUrl
 
     static let ownedURLs = [
         "https://api.portalhq.io/api/v3/clients/me", "https://mpc-client.portalhq.io/v1/sign",
@@ -146,7 +146,7 @@ struct PortalHostGateTests {
         #expect(elapsed < .seconds(1))
     }
 
-    // MARK: §7.2 the bearer gate
+    // MARK: (docs/portal-api.md, "Portal hosts") the bearer gate
 
     static let mineEndpoints = PortalEndpoint.normalize([
         "API.Mine.Example.", "https://mpc.mine.example:8443/path", "not a host%",

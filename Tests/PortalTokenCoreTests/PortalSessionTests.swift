@@ -45,7 +45,7 @@ struct PortalSessionTests {
     }
 
     @Test(
-        "unusable payloads are refused (wire contract §5.5)",
+        "unusable payloads are refused (docs/portal-api.md)",
         arguments: [
             "{not json", #"{"clientSessionToken":"stored-token"}"#, #"{"clientSessionToken":"","endUserId":"u"}"#,
             #"{"clientSessionToken":"t","endUserId":"   "}"#, #"{"clientSessionToken":" \n ","endUserId":"u"}"#,

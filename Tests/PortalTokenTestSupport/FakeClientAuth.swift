@@ -2,16 +2,16 @@ import Foundation
 import PortalTokenCore
 import Synchronization
 
-/// Portal's six Client Auth endpoints (wire contract §1) on a `FakePortalServer`, with a fake
-/// OAuth provider and a magic-link outbox, strict about what the client sends:
+/// Portal's six Client Auth endpoints (docs/portal-api.md, "The Client Auth endpoints") on a `FakePortalServer`, with a
+/// fake OAuth provider and a magic-link outbox, strict about what the client sends:
 ///
 /// - every call must carry `x-portal-auth-environment-id` (missing: a violation and 400; another
 ///   environment: 401, as Portal answers an unknown one);
 /// - no call may carry `Authorization` except `POST /totps/validations`, which must carry
 ///   `Bearer <userJwt>` (the server's header rules);
-/// - `redirectUrl` in `GET /oauth/urls` must be encoded exactly as wire §2 says (checked by
-///   re-encoding it here independently), and must be on the allow-list byte for byte (else 401);
-/// - bodies must have exactly the contract's keys; the email must already be trimmed and
+/// - `redirectUrl` in `GET /oauth/urls` must be encoded exactly as docs/portal-api.md, "Form encoding", says (checked
+///   by re-encoding it here independently), and must be on the allow-list byte for byte (else 401);
+/// - bodies must have exactly the keys docs/portal-api.md lists; the email must already be trimmed and
 ///   lowercased.
 ///
 /// Grants are single-use: a second exchange of a spent grant answers 400
@@ -306,7 +306,7 @@ public final class FakeClientAuth: Sendable {
         }
         let raw = String(first.dropFirst("redirectUrl=".count))
         guard let redirectURL = Self.formDecode(raw), Self.formEncode(redirectURL) == raw else {
-            server.recordViolation(request, "redirectUrl is not form-encoded as wire contract §2 says")
+            server.recordViolation(request, "redirectUrl is not form-encoded as docs/portal-api.md says")
             return .json(401, #"{"error":"Unauthorized"}"#)
         }
         var accountAbstraction: Bool?

@@ -4,18 +4,19 @@ import Glibc
 import PortalTokenCore
 import Synchronization
 
-/// A loopback stand-in for Portal's API that follows the wire contract and is strict about it.
+/// A loopback stand-in for Portal's API that follows docs/portal-api.md and is strict about it.
 ///
 /// It listens on 127.0.0.1 on an ephemeral port, serves each connection on a thread of its own
 /// (one request per connection, `Connection: close`), and records every request. Before any
-/// route runs it checks the request against wire contract §1.1, §8.1 and §8.2:
+/// route runs it checks the request against (docs/portal-api.md, "Headers"):
 /// `Accept` and `Content-Type` are `application/json`; `X-Portal-Trace-Id` is a lowercase UUIDv4
 /// never seen before; `Content-Length` is present exactly when there is a body; `User-Agent`
 /// names portal-token; and `Authorization` is `Bearer <token>` where the route requires it and
 /// absent where the route forbids it. A request that breaks a rule is recorded as a violation
 /// and answered 400, so that a test fails loudly rather than passing by luck.
 ///
-/// Routes are a table (`addRoute`); it starts with `GET /api/v3/clients/me` (wire §8.8).
+/// Routes are a table (`addRoute`); it starts with `GET /api/v3/clients/me` (docs/portal-api.md, "The session token's
+/// life").
 public final class FakePortalServer: Sendable {
     public struct Request: Sendable, CustomStringConvertible {
         public var method: String
@@ -204,7 +205,8 @@ public final class FakePortalServer: Sendable {
 
     // MARK: Routes
 
-    /// `GET /api/v3/clients/me` (wire §8.8): the client as a top-level object, no `data` envelope.
+    /// `GET /api/v3/clients/me` (docs/portal-api.md, "The session token's life"): the client as a top-level object, no
+    /// `data` envelope.
     private func clientsMe(_ request: Request) -> Response {
         guard let token = request.bearerToken,
             let clientID = state.withLock({ $0.liveTokens[token] })

@@ -8,7 +8,7 @@
 # Prints the medians and the ratios against the C helper (goals: 1. <= 0.35, 2. <= 1.0).
 set -euo pipefail
 . "$(dirname "$0")/with-c-helper.sh"
-exec contrib/bench/run-in-keyring.sh bash -c '
+exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
     unset PORTAL_TOKEN_BACKEND

@@ -4,7 +4,7 @@
 # Prints the medians, the ratio portal-token / C helper, and portal-token's peak RSS.
 set -euo pipefail
 . "$(dirname "$0")/with-c-helper.sh"
-exec contrib/bench/run-in-keyring.sh bash -c '
+exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
     printf "protocol=https\nhost=bench.example\nusername=bench\npassword=portal-token-secret\n" | "$PORTAL_TOKEN_BIN" store

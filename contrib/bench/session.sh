@@ -13,11 +13,11 @@ portal_token=$(contrib/build-release.sh 2>/dev/null)
 fake_server=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
 helpers=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-helpers.XXXXXX")
 trap 'rm -rf "$helpers"' EXIT
-contrib/build-git-helpers.sh "$helpers"
+contrib/testing/build-git-helpers.sh "$helpers"
 
 export PORTAL_TOKEN_BIN=$portal_token FAKE_SERVER=$fake_server
 export C_HELPER=$helpers/git-credential-libsecret
-exec contrib/bench/run-in-keyring.sh bash -c '
+exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
     token="bench-token-$RANDOM$RANDOM"

@@ -6,6 +6,6 @@ contrib/deps.sh test
 PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
 helpers=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-helpers.XXXXXX")
 trap 'rm -rf "$helpers"' EXIT
-contrib/build-git-helpers.sh "$helpers"
+contrib/testing/build-git-helpers.sh "$helpers"
 C_HELPER=$helpers/git-credential-libsecret
 export PORTAL_TOKEN_BIN C_HELPER

@@ -5,7 +5,7 @@
 # that creates the file announces it).
 #
 # usage: contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
-#   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/current-git-source.sh
+#   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/git-source.sh DIR trixie
 #   fetches and prepares git 2.47.3's), with its test tool built:
 #     make NO_CURL=1 NO_EXPAT=1 NO_TCLTK=1 NO_GETTEXT=1 NO_PERL=1 NO_PYTHON=1 \
 #         GIT-BUILD-OPTIONS t/helper/test-tool

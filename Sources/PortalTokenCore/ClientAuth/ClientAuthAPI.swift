@@ -1,12 +1,12 @@
-/// Requests and answers of the six Client Auth endpoints (wire contract §1), with the status
-/// mapping of §1.4. Pure: the transport is the caller's (see `ClientAuthClient`).
+/// Requests and answers of the six Client Auth endpoints (docs/portal-api.md, "The Client Auth endpoints"), with the
+/// status mapping (docs/portal-api.md, "Errors"). Pure: the transport is the caller's (see `ClientAuthClient`).
 ///
 /// Every request carries `x-portal-auth-environment-id` and the header policy of
 /// `PortalRequestBuilder` (JSON headers, trace id, user agent). None carries the session token:
 /// this type never sees one. Only `POST /totps/validations` carries a bearer, the `userJwt`.
 public struct ClientAuthAPI: Sendable {
     public static let environmentHeader = "x-portal-auth-environment-id"
-    /// Bound on Portal's text shown in a message (wire §1.4, §8.7).
+    /// Bound on Portal's text shown in a message (docs/portal-api.md, "Errors"; docs/security.md, "What never leaks").
     public static let maximumServerMessageLength = 200
 
     public let configuration: ClientAuthConfiguration
@@ -26,8 +26,8 @@ public struct ClientAuthAPI: Sendable {
         request(.methods)
     }
 
-    /// `POST /api/v3/auth/magic-links` with `email` (already normalised, §8.4), the redirect URL,
-    /// sender and template, and `isAccountAbstracted` only when configured.
+    /// `POST /api/v3/auth/magic-links` with `email` (already normalised, docs/portal-api.md, "Email addresses"), the
+    /// redirect URL, sender and template, and `isAccountAbstracted` only when configured.
     public func magicLinkRequest(email: Secret) throws(ClientAuthError) -> HTTPRequest {
         let redirectURL = try configuration.requireRedirectURL()
         let magicLink = try configuration.requireMagicLink()
@@ -43,7 +43,7 @@ public struct ClientAuthAPI: Sendable {
         return request(.magicLinks, body: JSONValue.object(members))
     }
 
-    /// `GET /api/v3/auth/oauth/urls?redirectUrl=…[&isAccountAbstracted=…]` (wire §2).
+    /// `GET /api/v3/auth/oauth/urls?redirectUrl=…[&isAccountAbstracted=…]` (docs/portal-api.md, "Form encoding").
     public func oauthURLsRequest() throws(ClientAuthError) -> HTTPRequest {
         let redirectURL = try configuration.requireRedirectURL()
         let query = FormURLEncoding.oauthURLsQuery(
@@ -106,7 +106,7 @@ public struct ClientAuthAPI: Sendable {
         return OAuthURLs(google: google.map(Secret.init), apple: apple.map(Secret.init))
     }
 
-    /// A grant exchange (wire §1.3 rules 3/5, §3.1 step 9): a non-blank session token needs a
+    /// A grant exchange (docs/portal-api.md, "Answers", "Redirect URLs"): a non-blank session token needs a
     /// non-blank `endUserId`; else a non-blank `userJwt` is a two-factor step; else the answer
     /// is unusable. A blank value counts as absent.
     public func decodeGrant(_ response: HTTPResponse, from endpoint: GrantEndpoint, grant: Secret)
@@ -139,7 +139,7 @@ public struct ClientAuthAPI: Sendable {
         throw .invalidGrantResponse
     }
 
-    /// `/totps/validations` (wire §1.3 rule 6): a non-blank session token; the end user is the
+    /// `/totps/validations` (docs/portal-api.md, "Answers"): a non-blank session token; the end user is the
     /// one read from the `userJwt` before the call.
     public func decodeTOTP(_ response: HTTPResponse, endUserID: String, code: Secret, userJWT: Secret)
         throws(ClientAuthError) -> AuthenticatedSession
@@ -157,7 +157,7 @@ public struct ClientAuthAPI: Sendable {
             isAccountAbstracted: isAccountAbstracted)
     }
 
-    // MARK: Status mapping (wire §1.1, §1.4)
+    // MARK: Status mapping (docs/portal-api.md, "Headers", "Errors")
 
     /// Success passes; 401 is `unauthorized`; 429 on `/magic-links` is `rateLimited`; a 400
     /// with a string `error` to a request that asked for account abstraction is
@@ -225,7 +225,7 @@ public struct ClientAuthAPI: Sendable {
     private func nonBlank(_ text: String) -> String? { text.isBlank ? nil : text }
 }
 
-/// The six calls, each sent once through a transport and mapped (wire §1.1: never retried on
+/// The six calls, each sent once through a transport and mapped (docs/portal-api.md, "Headers": never retried on
 /// the user's behalf).
 public struct ClientAuthClient: Sendable {
     public let api: ClientAuthAPI
@@ -241,8 +241,8 @@ public struct ClientAuthClient: Sendable {
         try api.decodeMethods(send(api.methodsRequest()))
     }
 
-    /// Sends a magic link to `email` (trimmed and lowercased first, §8.4). The configuration
-    /// checks (redirect URL, sender, template) come before any request.
+    /// Sends a magic link to `email` (trimmed and lowercased first, docs/portal-api.md, "Email addresses"). The
+    /// configuration checks (redirect URL, sender, template) come before any request.
     public func sendMagicLink(email: String) throws(ClientAuthError) {
         let address = try EmailAddress.normalize(email)
         let request = try api.magicLinkRequest(email: address)

@@ -1,6 +1,6 @@
 import Basics
 
-/// The Client Auth settings (product contract §2, wire contract §8.5), checked before any request.
+/// The Client Auth settings (docs/settings.md, "Settings Portal sign-in checks"), checked before any request.
 ///
 /// The auth environment ID is checked first (so it is the one named when both it and the
 /// redirect URL are blank). The redirect URL is required by `login` and `redirect` only, so it
@@ -8,9 +8,10 @@ import Basics
 public struct ClientAuthConfiguration: Sendable, Equatable {
     /// Sent as `x-portal-auth-environment-id` on all six endpoints; trimmed.
     public let authEnvironmentID: String
-    /// Trimmed (wire §8.5); nil when not configured.
+    /// Trimmed (docs/settings.md, "Settings Portal sign-in checks"); nil when not configured.
     public let redirectURL: String?
-    /// nil: omitted from every request, so the environment's default applies (wire §1.2, §8.5).
+    /// nil: omitted from every request, so the environment's default applies (docs/portal-api.md, "The Client Auth
+    /// endpoints"; docs/settings.md, "Settings Portal sign-in checks").
     public let accountAbstracted: Bool?
     /// Sender address and template for magic links; trimmed, nil when blank.
     public let magicLinkFromEmail: String?
@@ -34,7 +35,7 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
         self.magicLinkTemplateID = template.flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// Reads the settings of product contract §2. Throws `ClientAuthError` for a blank
+    /// Reads the settings (docs/settings.md, "Settings Portal sign-in checks"). Throws `ClientAuthError` for a blank
     /// environment or a value that is not one line, `SettingError` for an account-abstraction
     /// value that is not a boolean.
     public init(settings: Settings) throws {
@@ -53,8 +54,8 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
         return redirectURL
     }
 
-    /// The sender and template, for `login --email` (wire §8.4): both or a usage error naming
-    /// the missing ones.
+    /// The sender and template, for `login --email` (docs/portal-api.md, "Email addresses"): both or a usage error
+    /// naming the missing ones.
     public func requireMagicLink() throws(ClientAuthError) -> (fromEmail: String, templateID: String) {
         guard let magicLinkFromEmail, let magicLinkTemplateID else {
             var missing: [Setting] = []
@@ -70,7 +71,7 @@ public struct ClientAuthConfiguration: Sendable, Equatable {
     }
 }
 
-/// Email addresses for `login --email` (wire contract §8.4).
+/// Email addresses for `login --email` (docs/portal-api.md, "Email addresses").
 public enum EmailAddress {
     /// Trimmed of white space and line breaks, then lowercased: Portal requires lowercase and
     /// trims nothing. Blank is a usage error. The address is private, so it leaves as a `Secret`.
@@ -81,7 +82,7 @@ public enum EmailAddress {
     }
 }
 
-/// Two-factor codes (wire contract §8.6, open question 4).
+/// Two-factor codes (docs/portal-api.md, "Two-factor codes and enrollment").
 ///
 /// Portal's iOS SDK posts whatever it is given. portal-token refuses, before sending, a code
 /// that is not exactly six ASCII digits once surrounding white space is trimmed: every
@@ -96,8 +97,8 @@ public enum TOTPCode {
     }
 }
 
-/// The enrollment secret in a `totpLink` (wire contract §8.6), shown beside the QR code for
-/// users whose authenticator cannot scan.
+/// The enrollment secret in a `totpLink` (docs/portal-api.md, "Two-factor codes and enrollment"), shown beside the QR
+/// code for users whose authenticator cannot scan.
 public enum TOTPEnrollment {
     /// The base32 secret, uppercased: trim the link; when it does not start with `otpauth://`
     /// (any case), percent-decode it whole; drop the fragment; take the last `secret=` value,

@@ -1,4 +1,4 @@
-/// The sign-in methods Portal names on the wire (wire contract §8.9), in `/methods`,
+/// The sign-in methods Portal names on the wire (docs/portal-api.md, "Sign-in methods"), in `/methods`,
 /// `authMethod` and `login_type`. Unknown values are dropped wherever they appear.
 public enum AuthMethod: String, Sendable, Hashable, CaseIterable {
     case emailMagicLink = "EMAIL_MAGIC_LINK"
@@ -6,7 +6,7 @@ public enum AuthMethod: String, Sendable, Hashable, CaseIterable {
     case apple = "APPLE"
 }
 
-/// The six Client Auth endpoints (wire contract §1.2), all under `/api/v3/auth`.
+/// The six Client Auth endpoints (docs/portal-api.md, "The Client Auth endpoints"), all under `/api/v3/auth`.
 public enum ClientAuthEndpoint: String, Sendable, Hashable, CaseIterable {
     case methods = "/api/v3/auth/methods"
     case magicLinks = "/api/v3/auth/magic-links"
@@ -26,7 +26,7 @@ public enum ClientAuthEndpoint: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// Where a grant from a redirect is exchanged (wire contract §3.1 step 8).
+/// Where a grant from a redirect is exchanged (docs/portal-api.md, "Redirect URLs").
 public enum GrantEndpoint: Sendable, Hashable {
     /// `POST /api/v3/auth/magic-links/validations`: the redirect said `authMethod=EMAIL_MAGIC_LINK`.
     case magicLinkValidations

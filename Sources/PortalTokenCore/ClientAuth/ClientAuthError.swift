@@ -1,6 +1,6 @@
-/// What a sign-in step can be refused for, keeping the SDK's distinctions (wire contract §1.4,
-/// §3, §4, §8.4, §8.5), each with a message in git's grammar, an optional hint, and the exit
-/// code of product contract §4.
+/// What a sign-in step can be refused for, keeping the SDK's distinctions (docs/portal-api.md, "Errors", "Redirect
+/// URLs", "The two-factor token", "Email addresses"; docs/settings.md, "Settings Portal sign-in checks"), each with a
+/// message in git's grammar, an optional hint, and the exit code (docs/exit-codes.md, "The codes").
 ///
 /// No case carries, and no message shows, a grant, a JWT, a session token, a URL with a query,
 /// a `totpLink` or its secret, a code or an email address. Text from Portal or from a redirect
@@ -11,24 +11,26 @@ public enum ClientAuthError: Error, Sendable, Equatable {
     /// A value holds a line break or another control character, which no header or JSON body
     /// should carry.
     case argumentNotOneLine(ClientAuthArgument)
-    /// `login --email` without the sender and template settings (wire §8.4); lists the missing ones.
+    /// `login --email` without the sender and template settings (docs/portal-api.md, "Email addresses"); lists the
+    /// missing ones.
     case magicLinkNotConfigured(missing: [Setting])
-    /// The provider's authorize URL was missing or blank in `/oauth/urls` (wire §1.3 rule 4).
+    /// The provider's authorize URL was missing or blank in `/oauth/urls` (docs/portal-api.md, "Answers").
     case methodUnavailable(AuthMethod)
-    /// The redirect carried `error=…`: the decoded value, at most 100 Characters (wire §3.4).
+    /// The redirect carried `error=…`: the decoded value, at most 100 Characters (docs/portal-api.md, "Redirect URLs").
     case authenticationFailed(String)
     /// `POST /magic-links` answered 429. Never retried: each attempt sends an email.
     case rateLimited
     /// 400 with a string `error` to a request that asked for account abstraction: that text,
-    /// at most 200 Characters (wire §1.4).
+    /// at most 200 Characters (docs/portal-api.md, "Errors").
     case accountAbstractionUnavailable(String)
-    /// A grant exchange answered with neither a session token nor a `userJwt` (wire §3.1 step 9).
+    /// A grant exchange answered with neither a session token nor a `userJwt` (docs/portal-api.md, "Redirect URLs").
     case invalidGrantResponse
-    /// The `userJwt` cannot name its end user (wire §4).
+    /// The `userJwt` cannot name its end user (docs/portal-api.md, "The two-factor token").
     case invalidUserJWT(UserJWT.Problem)
-    /// A success answer without the `data` envelope or a required field (wire §1.1, §1.3).
+    /// A success answer without the `data` envelope or a required field (docs/portal-api.md, "Headers", "Answers").
     case malformedResponse(ClientAuthEndpoint, missing: String)
-    /// 401 from a sign-in endpoint. Never a sign that a session ended (wire §1.1, §6.2.5).
+    /// 401 from a sign-in endpoint. Never a sign that a session ended (docs/portal-api.md, "Headers", "When a 401 ends
+    /// a session").
     case unauthorized(ClientAuthEndpoint)
     /// Another 4xx; `serverMessage` is the body's `error` string, bounded, when it had one and
     /// it repeats nothing private that the request carried.
@@ -39,11 +41,11 @@ public enum ClientAuthError: Error, Sendable, Equatable {
     case unexpectedStatus(ClientAuthEndpoint, status: Int)
     /// No HTTP answer at all.
     case network(HTTPError)
-    /// The API host is one the bearer gate (wire §7.2) will not send the `userJwt` to, such as
+    /// The API host is one the bearer gate (docs/portal-api.md, "Portal hosts") will not send the `userJwt` to, such as
     /// an IPv6 literal; the two-factor step cannot be sent there.
     case apiHostRefusesBearer
 
-    /// Product contract §4.
+    /// See docs/exit-codes.md, "The codes".
     public var exitCode: ExitCode {
         switch self {
         case .invalidArgument, .argumentNotOneLine, .magicLinkNotConfigured, .apiHostRefusesBearer:
@@ -207,7 +209,7 @@ public enum ClientAuthError: Error, Sendable, Equatable {
     }
 
     /// Whether a prompt may ask for another code with the same `userJwt`: Portal refused the
-    /// code (400 or 401), which does not spend the token (wire §1.4).
+    /// code (400 or 401), which does not spend the token (docs/portal-api.md, "Errors").
     public var isRejectedCode: Bool {
         switch self {
         case .unauthorized(.totpValidations): return true

@@ -1,4 +1,4 @@
-/// `GET /methods` (wire contract §1.3 rule 1).
+/// `GET /methods` (docs/portal-api.md, "Answers").
 public struct AuthMethods: Sendable, Equatable {
     /// The methods portal-token knows, in Portal's order; unknown ones are dropped.
     public var allowed: [AuthMethod]
@@ -18,7 +18,7 @@ public struct AuthMethods: Sendable, Equatable {
     }
 }
 
-/// `GET /oauth/urls` (wire contract §1.3 rule 4): each provider's authorize URL, as Portal sent
+/// `GET /oauth/urls` (docs/portal-api.md, "Answers"): each provider's authorize URL, as Portal sent
 /// it. The URLs carry a single-use `state` shared by both, so they are secrets and are fetched
 /// afresh for every attempt.
 public struct OAuthURLs: Sendable, Equatable {
@@ -46,7 +46,7 @@ public struct OAuthURLs: Sendable, Equatable {
 }
 
 /// A completed sign-in: what Portal returned with the session token. The persisted record
-/// (wire §5.4) holds only `token` and `endUserID`.
+/// (docs/portal-api.md, "The session payload") holds only `token` and `endUserID`.
 public struct AuthenticatedSession: Sendable, Equatable, CustomStringConvertible {
     public var token: Secret
     public var endUserID: String
@@ -70,7 +70,7 @@ public struct AuthenticatedSession: Sendable, Equatable, CustomStringConvertible
     public var description: String { "AuthenticatedSession(endUserID: \(endUserID), token: <redacted>)" }
 }
 
-/// The two-factor step a grant exchange may return instead of a session (wire §3.1 step 9).
+/// The two-factor step a grant exchange may return instead of a session (docs/portal-api.md, "Redirect URLs").
 /// Nothing is persisted at this point.
 public struct TOTPStep: Sendable, Equatable, CustomStringConvertible {
     /// Short-lived (about 10 minutes); authorises `POST /totps/validations` only, and survives a
@@ -79,7 +79,7 @@ public struct TOTPStep: Sendable, Equatable, CustomStringConvertible {
     /// An `otpauth://` URI, present only on first enrollment.
     public var totpLink: Secret?
     /// The grant's `endUserId`, `""` when absent: a label only. The session's end user comes
-    /// from the `userJWT` (wire §4).
+    /// from the `userJWT` (docs/portal-api.md, "The two-factor token").
     public var endUserID: String
 
     public init(userJWT: Secret, totpLink: Secret?, endUserID: String) {
@@ -95,7 +95,7 @@ public struct TOTPStep: Sendable, Equatable, CustomStringConvertible {
 
 /// What a grant exchange yields.
 public enum GrantOutcome: Sendable, Equatable {
-    /// A session token: persist it before reporting success (wire §5.3).
+    /// A session token: persist it before reporting success (docs/portal-api.md, "A redirect delivered twice").
     case authenticated(AuthenticatedSession)
     /// A `userJwt`: ask for a code, then `POST /totps/validations`.
     case totpRequired(TOTPStep)

@@ -1,11 +1,11 @@
 /// The desktop entry that makes portal-token the handler of a custom-scheme redirect URL
-/// (product contract §3), registered as `x-scheme-handler/<scheme>` per the freedesktop Desktop
-/// Entry and shared MIME-info specifications.
+/// (docs/signing-in.md, "Completing it: a custom scheme and the desktop handler"), registered as
+/// `x-scheme-handler/<scheme>` per the freedesktop Desktop Entry and shared MIME-info specifications.
 ///
 /// The entry is D-Bus activatable (Desktop Entry specification, "D-Bus Activation"): the
 /// launcher starts `portal-token redirect --dbus-activated` through the session bus and hands it
 /// the URL in an `org.freedesktop.Application.Open` call, so the URL, whose grant is single-use,
-/// never sits in any process's argv where another local user could read it (product contract §7).
+/// never sits in any process's argv where another local user could read it (docs/security.md, "Hardening rules").
 public enum DesktopRedirectHandler {
     /// The well-known bus name; the spec requires the entry's file to be named after it.
     public static let busName = "io.portalhq.PortalToken"

@@ -1,7 +1,7 @@
 import Basics
 
 /// The percent-encoding Portal's `GET /api/v3/auth/oauth/urls` expects for `redirectUrl`
-/// (wire contract §2): Java's `URLEncoder` with `+` written as `%20`.
+/// (docs/portal-api.md, "Form encoding"): Java's `URLEncoder` with `+` written as `%20`.
 ///
 /// Portal compares the decoded-by-nobody query value byte for byte with the environment's
 /// allow-list, so the encoding must be exactly this one: a general query encoder that leaves
@@ -17,7 +17,7 @@ public enum FormURLEncoding {
             || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "*")
     }
 
-    /// The query of `GET /oauth/urls` (wire contract §2): `redirectUrl=<encoded>`, then
+    /// The query of `GET /oauth/urls` (docs/portal-api.md, "Form encoding"): `redirectUrl=<encoded>`, then
     /// `&isAccountAbstracted=true|false` only when account abstraction is configured.
     public static func oauthURLsQuery(redirectURL: String, accountAbstracted: Bool?) -> String {
         var query = "redirectUrl=" + encode(redirectURL)

@@ -8,8 +8,8 @@ import CSodium
 /// grant is a long random single-use value, so nobody can get it back from its digest or confirm
 /// a guess; the key is not secret, and serves to keep the digests of one environment apart from
 /// another's and from any other use of SHA-256. The same grant always gives the same digest, so
-/// a new process can tell that a redirect delivered again is one it already exchanged (wire
-/// contract §5.2, across processes).
+/// a new process can tell that a redirect delivered again is one it already exchanged
+/// (docs/portal-api.md, "A redirect delivered twice", across processes).
 public enum GrantDigest {
     static let label = "portal-token grant digest v1"
 

@@ -1,5 +1,5 @@
 /// A two-factor step waiting for its code: what a sign-in keeps in the store when the grant
-/// exchange answered with a `userJwt` (wire contract §3.1 step 9), so that
+/// exchange answered with a `userJwt` (docs/portal-api.md, "The Client Auth endpoints"), so that
 /// `portal-token verify-totp` can complete it from another process, such as after the desktop
 /// handler, which has no terminal to ask on.
 ///

@@ -1,18 +1,18 @@
 import Basics
 
-/// Redirect handling (wire contract §3): whether a URL delivered to portal-token is a sign-in
+/// Redirect handling (docs/portal-api.md, "Redirect URLs"): whether a URL delivered to portal-token is a sign-in
 /// redirect for this configuration, and what to do with it.
 ///
 /// Everything here works on the UTF-8 bytes in one or two left-to-right passes, with no regular
 /// expression, so that a 200 000-character input costs linear time. Nothing here logs, and no
 /// result carries the URL: it holds a single-use grant.
 public enum RedirectURL {
-    /// Longest input considered, in UTF-16 code units of the raw text (§3.1 step 1).
+    /// Longest input considered, in UTF-16 code units of the raw text (docs/portal-api.md, "Redirect URLs").
     public static let maximumUTF16Length = 8192
-    /// Longest `error` value reported, in Characters (§3.4).
+    /// Longest `error` value reported, in Characters (docs/portal-api.md, "Redirect URLs").
     public static let maximumErrorLength = 100
 
-    // MARK: The order of checks (§3.1)
+    // MARK: The order of checks (docs/portal-api.md, "Redirect URLs")
 
     /// Why a URL is not a sign-in redirect for this configuration. For traces only: no case
     /// carries any of the URL.
@@ -33,8 +33,9 @@ public enum RedirectURL {
         case exchange(grant: Secret, endpoint: GrantEndpoint)
     }
 
-    /// Runs the checks of §3.1 in the contract's order: length, target, query, `error`, token,
-    /// routing. `configured` is the configured redirect URL (already trimmed, §8.5).
+    /// Runs the checks (docs/portal-api.md, "Redirect URLs") in that order: length, target, query, `error`, token,
+    /// routing. `configured` is the configured redirect URL (already trimmed, docs/settings.md, "Settings Portal
+    /// sign-in checks").
     ///
     /// Routing comes last here, after the token, where the SDK consults its replay memo in
     /// between; a URL without a method marker was never exchanged, so the order makes no
@@ -57,7 +58,7 @@ public enum RedirectURL {
         return .exchange(grant: Secret(token), endpoint: endpoint)
     }
 
-    /// §3.1 step 8: `authMethod` exactly `EMAIL_MAGIC_LINK` first, then `login_type` exactly
+    /// docs/portal-api.md, "Redirect URLs": `authMethod` exactly `EMAIL_MAGIC_LINK` first, then `login_type` exactly
     /// `GOOGLE` or `APPLE`; anything else (other case included) is not ours.
     public static func route(_ parameters: [String: String]) -> GrantEndpoint? {
         if parameters["authMethod"] == AuthMethod.emailMagicLink.rawValue { return .magicLinkValidations }
@@ -69,7 +70,7 @@ public enum RedirectURL {
         return nil
     }
 
-    // MARK: Target matching (§3.2)
+    // MARK: Target matching (docs/portal-api.md, "Matching")
 
     /// Both sides normalised, then compared byte for byte (not by Unicode equivalence: the path
     /// is case-sensitive and never decoded).
@@ -130,7 +131,7 @@ public enum RedirectURL {
         return nil
     }
 
-    // MARK: Query parsing (§3.3)
+    // MARK: Query parsing (docs/portal-api.md, "The query")
 
     /// The query parameters: text after the first `?` and before the first `#`, split on `&`
     /// (empty pieces skipped), each piece at its first `=`; keys and values decoded; empty
@@ -169,7 +170,7 @@ public enum RedirectURL {
         return String(validating: output, as: UTF8.self) ?? String(decoding: raw, as: UTF8.self)
     }
 
-    // MARK: Custom scheme (§3.5)
+    // MARK: Custom scheme (docs/portal-api.md, "Loopback redirect URLs")
 
     /// The scheme a desktop handler registers for (`x-scheme-handler/<scheme>`): the text
     /// before the first `:`, an ASCII letter then letters, digits, `+`, `-` or `.`, lowercased.
@@ -190,8 +191,8 @@ public enum RedirectURL {
     }
 }
 
-/// A redirect URL that portal-token completes itself by listening on loopback (product
-/// contract §3): `http://127.0.0.1:PORT/path` or `http://localhost:PORT/path`.
+/// A redirect URL that portal-token completes itself by listening on loopback
+/// (docs/portal-api.md, "Loopback redirect URLs"): `http://127.0.0.1:PORT/path` or `http://localhost:PORT/path`.
 public struct LoopbackRedirect: Sendable, Equatable {
     /// `127.0.0.1` or `localhost`, lowercased.
     public let host: String

@@ -91,8 +91,8 @@ public enum RedirectOutcome: Sendable, CustomStringConvertible {
     }
 }
 
-/// Completing a Portal sign-in (wire contract §3–§5) for one auth environment: the redirect and
-/// its single-use grant, the two-factor step, and persist-before-return.
+/// Completing a Portal sign-in (docs/portal-api.md, "Redirect URLs", "A redirect delivered twice"; docs/signing-in.md)
+/// for one auth environment: the redirect and its single-use grant, the two-factor step, and persist-before-return.
 ///
 /// Every grant exchange and code check runs under a cross-process sign-in lock, from the replay
 /// check through the request to the write, so that the same redirect delivered twice at once is
@@ -110,8 +110,8 @@ public final class SignInService {
     private let steps: TwoFactorStepItems
     private let sessionLock: any SessionLock
     private let signInLock: any SessionLock
-    /// Where a result that could not be written waits (wire contract §5.2, "pending persist"):
-    /// the kernel user keyring in production, named by digests only, expiring on its own.
+    /// Where a result that could not be written waits (docs/portal-api.md, "A redirect delivered twice", "pending
+    /// persist"): the kernel user keyring in production, named by digests only, expiring on its own.
     private let memory: any SecretCache
     private let now: () -> Int64
     private let trace: (String) -> Void
@@ -156,7 +156,7 @@ public final class SignInService {
 
     // MARK: Redirects
 
-    /// Completes a sign-in from the URL a redirect delivered (wire contract §3.1, in its
+    /// Completes a sign-in from the URL a redirect delivered (docs/portal-api.md, "Redirect URLs", in its
     /// order), and persists the session before returning it.
     public func completeRedirect(_ url: Secret) throws -> RedirectOutcome {
         let redirectURL = try configuration.requireRedirectURL()
@@ -214,7 +214,8 @@ public final class SignInService {
             try persist(session, memoryName: memoryName, stage: .session)
             return .signedIn(session, replayed: false)
         case .totpRequired(let step):
-            // The end user comes from the userJwt, read before any further request (wire §4).
+            // The end user comes from the userJwt, read before any further request (docs/portal-api.md, "The two-factor
+            // token").
             let endUserID = try UserJWT.endUserID(in: step.userJWT)
             let pending = PendingTwoFactor(
                 userJWT: step.userJWT, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
@@ -246,8 +247,8 @@ public final class SignInService {
         }
     }
 
-    /// Writes the session under the session lock before anyone is told of it (wire §5.3). On a
-    /// failure the session waits in memory under `memoryName` and `notStored` is thrown.
+    /// Writes the session under the session lock before anyone is told of it (docs/portal-api.md, "A redirect delivered
+    /// twice"). On a failure the session waits in memory under `memoryName` and `notStored` is thrown.
     private func persist(_ session: PortalSession, memoryName: String, stage: SignInError.Stage) throws {
         do {
             try sessionLock.withLock { try sessions.saveSession(session) }

@@ -1,4 +1,4 @@
-/// Reading the end user out of the short-lived two-factor token (wire contract §4).
+/// Reading the end user out of the short-lived two-factor token (docs/portal-api.md, "The two-factor token").
 ///
 /// `POST /totps/validations` answers without an `endUserId`, so the session's end user comes
 /// from the `userJwt`'s claims, read before the network call: a token that cannot name its end

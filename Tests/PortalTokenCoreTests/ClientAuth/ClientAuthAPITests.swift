@@ -48,7 +48,7 @@ enum ClientAuthFixture {
     }
 }
 
-/// Wire contract §1.1 and §1.2: the six requests.
+/// docs/portal-api.md, "Headers", "The Client Auth endpoints": the six requests.
 @Suite("Client Auth requests")
 struct ClientAuthRequestTests {
     typealias F = ClientAuthFixture
@@ -174,7 +174,7 @@ struct ClientAuthRequestTests {
     }
 }
 
-/// Wire contract §1.3, §1.4 and §3.1 step 9: answers.
+/// docs/portal-api.md, "Answers", "Errors", "Redirect URLs": answers.
 @Suite("Client Auth answers")
 struct ClientAuthAnswerTests {
     typealias F = ClientAuthFixture
@@ -346,7 +346,7 @@ struct ClientAuthAnswerTests {
     }
 }
 
-/// Wire contract §1.4 and product contract §4: status mapping.
+/// docs/portal-api.md, "Errors" and (docs/exit-codes.md, "The codes"): status mapping.
 @Suite("Client Auth errors")
 struct ClientAuthErrorTests {
     typealias F = ClientAuthFixture
@@ -515,7 +515,8 @@ struct ClientAuthErrorTests {
     }
 }
 
-/// Wire contract §8.4, §8.5 and §8.6.
+/// See docs/portal-api.md, "Email addresses"; docs/settings.md, "Settings Portal sign-in checks"; docs/portal-api.md,
+/// "Two-factor codes and enrollment".
 @Suite("Client Auth inputs")
 struct ClientAuthInputTests {
     typealias F = ClientAuthFixture

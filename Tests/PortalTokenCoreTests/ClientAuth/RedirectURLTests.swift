@@ -1,7 +1,7 @@
 import PortalTokenCore
 import Testing
 
-/// Wire contract §2: `redirectUrl` in `GET /oauth/urls`.
+/// docs/portal-api.md, "Form encoding": `redirectUrl` in `GET /oauth/urls`.
 @Suite("redirectUrl form encoding")
 struct FormURLEncodingTests {
     @Test(
@@ -51,7 +51,7 @@ struct FormURLEncodingTests {
     }
 }
 
-/// Wire contract §3.2.
+/// See docs/portal-api.md, "Matching".
 @Suite("redirect target matching")
 struct RedirectTargetTests {
     static let slashes = String(repeating: "/", count: 200_000)
@@ -131,7 +131,7 @@ struct RedirectTargetTests {
     }
 }
 
-/// Wire contract §3.3.
+/// See docs/portal-api.md, "The query".
 @Suite("redirect query parsing")
 struct RedirectQueryTests {
     @Test(
@@ -191,7 +191,7 @@ struct RedirectQueryTests {
     }
 }
 
-/// Wire contract §3.1, §3.4 and the redirect-level vectors of §3.2 and §3.3.
+/// docs/portal-api.md, "Redirect URLs" and the redirect-level vectors (docs/portal-api.md, "Matching", "The query").
 @Suite("redirect evaluation")
 struct RedirectEvaluationTests {
     static let configured = "portalexample://auth/callback"
@@ -299,7 +299,8 @@ struct RedirectEvaluationTests {
     }
 }
 
-/// Wire contract §3.5 and product contract §3 (loopback redirect URLs).
+/// docs/portal-api.md, "Loopback redirect URLs" and (docs/portal-api.md, "Loopback redirect URLs") (loopback redirect
+/// URLs).
 @Suite("redirect schemes")
 struct RedirectSchemeTests {
     @Test(

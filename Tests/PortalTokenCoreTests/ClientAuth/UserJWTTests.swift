@@ -32,7 +32,7 @@ enum JWTFixture {
     }
 }
 
-/// Wire contract §4.
+/// See docs/portal-api.md, "The two-factor token".
 @Suite("userJwt claims")
 struct UserJWTTests {
     static func read(_ token: String) -> Result<String, UserJWT.Problem> {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Lays out the Swift sources with swift-format and the repository's .swift-format.
-#   contrib/format.sh           rewrites every .swift file in place
-#   contrib/format.sh --check   changes nothing; fails, listing what is off, when a file is not
+#   contrib/dev/format.sh           rewrites every .swift file in place
+#   contrib/dev/format.sh --check   changes nothing; fails, listing what is off, when a file is not
 #                               laid out as the formatter would, or a line is over 120 columns
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 max_columns=120
 
@@ -13,7 +13,7 @@ case "${1:-}" in
     "") ;;
     --check) mode=check ;;
     *) echo "format.sh: error: unknown argument '$1'" >&2
-       echo "hint: contrib/format.sh [--check]" >&2
+       echo "hint: contrib/dev/format.sh [--check]" >&2
        exit 2 ;;
 esac
 
@@ -30,9 +30,9 @@ fi
 
 status=0
 
-# The formatter's own findings: a file that `contrib/format.sh` would change.
+# The formatter's own findings: a file that `contrib/dev/format.sh` would change.
 if ! findings=$(swift format lint --strict --parallel --configuration .swift-format -- "${files[@]}" 2>&1); then
-    echo "format.sh: error: these files are not formatted; run contrib/format.sh" >&2
+    echo "format.sh: error: these files are not formatted; run contrib/dev/format.sh" >&2
     printf '%s\n' "$findings" | sed -n 's/^\([^:]*\.swift\):.*/\1/p' | sort -u | sed 's/^/  /' >&2
     status=1
 fi

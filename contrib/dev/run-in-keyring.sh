@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command inside a throwaway D-Bus session with a real, unlocked gnome-keyring and a
-# throwaway HOME, then stops the daemon by its PID and removes the HOME. Used by the benchmarks.
+# throwaway HOME, then stops the daemon by its PID and removes the HOME. Used by the benchmarks
+# (contrib/bench/), the demo (contrib/dev/try.sh) and the link order (contrib/release/link-order/).
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/portal-token-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT

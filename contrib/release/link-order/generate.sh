@@ -4,13 +4,13 @@
 # to those paths; contrib/build-release.sh links with the result.
 #   paths: git's `get` (a hit), script-mode `get` with a session, `--version`.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
 contrib/deps.sh test
 command -v valgrind >/dev/null || { echo "generate.sh needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 export PORTAL_TOKEN_BIN=$(contrib/build-release.sh)
-export ORDER_OUT="$root/contrib/link-order/portal-token.order"
-contrib/bench/run-in-keyring.sh bash -c '
+export ORDER_OUT="$root/contrib/release/link-order/portal-token.order"
+contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
     export PORTAL_AUTH_ENVIRONMENT_ID=order-environment PORTAL_API_HOST=127.0.0.1:9

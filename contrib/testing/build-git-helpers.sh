@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds git's C libsecret credential helper from Debian's git source into DIR:
 #   DIR/git-credential-libsecret          git 2.39 as shipped (schema org.gnome.keyring.NetworkPassword)
-#   DIR/git-credential-libsecret-current  the same source behaving as git 2.43+ does (contrib/interop:
+#   DIR/git-credential-libsecret-current  the same source behaving as git 2.43+ does (contrib/testing/interop:
 #                                         schema, extra attributes in the secret, erase of a matching password)
 # It is the interoperation peer of the tests and the baseline of the benchmarks.
 set -euo pipefail

@@ -3,10 +3,10 @@
 # through it. Uses the desktop keyring when one answers on the session bus (the demo entry is
 # removed at the end); otherwise a throwaway gnome-keyring in a private D-Bus session.
 #
-# usage: contrib/try.sh [BINDIR]       (BINDIR holds portal-token; default ~/.local/bin)
+# usage: contrib/dev/try.sh [BINDIR]       (BINDIR holds portal-token; default ~/.local/bin)
 set -euo pipefail
 bindir=${1:-$HOME/.local/bin}
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH="$bindir:$PATH"
 
 if [ "${PORTAL_TOKEN_TRY_INSIDE:-}" != 1 ]; then
@@ -14,7 +14,7 @@ if [ "${PORTAL_TOKEN_TRY_INSIDE:-}" != 1 ]; then
             --method org.freedesktop.DBus.NameHasOwner org.freedesktop.secrets 2>/dev/null | grep -q true; then
         echo "== no keyring on a session bus here: trying it in a throwaway gnome-keyring"
         "$root/contrib/deps.sh" keyring
-        PORTAL_TOKEN_TRY_INSIDE=1 exec "$root/contrib/bench/run-in-keyring.sh" "$0" "$bindir"
+        PORTAL_TOKEN_TRY_INSIDE=1 exec "$root/contrib/dev/run-in-keyring.sh" "$0" "$bindir"
     fi
 fi
 
