@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Dependencies point inward: PortalTokenCore is pure; each adapter wraps one C library;
-// PortalTokenCLI is the one place that picks concrete adapters.
+// Composition is the one place that picks concrete adapters; Commands may not import any.
 let package = Package(
     name: "portal-token",
     platforms: [.macOS(.v15)],
@@ -56,16 +56,20 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        // What each command does, given Services: it may import no adapter module, so the
+        // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
+        .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
+        // The composition root: the one module that imports the adapters and fills Services.
         .target(
-            name: "PortalTokenCLI",
+            name: "Composition",
             dependencies: [
-                "Basics", "PortalTokenCore", "SecretServiceStore", "SessionBus", "EncryptedFileStore", "KernelKeyring",
-                "PortalHTTP", "HookRunner",
-                "TerminalQRCode", "LoopbackRedirectListener", "CSDBus", "CProcessHardening",
+                "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
+                "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
+                "CProcessHardening",
             ]),
-        .executableTarget(name: "portal-token", dependencies: ["PortalTokenCLI"]),
+        .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
-        .executableTarget(name: "portal-token-docgen", dependencies: ["PortalTokenCLI", "PortalTokenCore"]),
+        .executableTarget(name: "portal-token-docgen", dependencies: ["Commands", "PortalTokenCore"]),
 
         .target(
             name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"],
@@ -87,11 +91,11 @@ let package = Package(
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
-        // Commands run inside the test process with every port faked: parsing, usage errors,
-        // output and exit codes.
+        // Commands run inside the test process with every adapter faked (the auto decision, the
+        // locks and the session cache run for real): parsing, usage errors, output and exit codes.
         .testTarget(
-            name: "PortalTokenCLIInProcessTests",
-            dependencies: ["PortalTokenCLI", "PortalTokenCore", "PortalTokenTestSupport"],
+            name: "CommandsTests",
+            dependencies: ["Commands", "PortalTokenCore", "PortalTokenTestSupport"],
             // The expected help, completions and man page text, compared by SnapshotTests.
             exclude: ["Snapshots"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.

@@ -1,7 +1,7 @@
 import PortalTokenCore
 
 /// What `doctor` asks the Secret Service, each question within the bound and never with a prompt.
-public struct SecretServiceDiagnosis {
+public struct SecretServiceDiagnosis: KeyringDiagnosis {
     private let connection: SecretServiceConnection
 
     public init(timeoutMilliseconds: Int) {

@@ -18,7 +18,7 @@ import PortalTokenCore
 /// libsystemd is loaded with dlopen when a bus is first asked for (see `SDBus`), like libsecret:
 /// linking it would map it and its own dependencies (libgcrypt, liblzma, libzstd, liblz4, libcap)
 /// at the start of every call, about 0.8 ms, the file backend and `--version` included.
-public final class SessionBus {
+public final class SessionBus: SessionBusConnection {
     public static let secretServiceName = "org.freedesktop.secrets"
     static let secretServicePath = "/org/freedesktop/secrets"
 

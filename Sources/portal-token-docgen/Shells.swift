@@ -1,4 +1,4 @@
-import PortalTokenCLI
+import Commands
 import PortalTokenCore
 
 /// The command list the shells offer: every command, then `help`.

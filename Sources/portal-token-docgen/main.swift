@@ -1,5 +1,5 @@
 import Foundation
-import PortalTokenCLI
+import Commands
 
 // Writes the generated regions of the shell completions and the man page from the option table.
 // Usage: portal-token-docgen CONTRIB_DIRECTORY

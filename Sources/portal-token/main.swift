@@ -1,4 +1,4 @@
+import Composition
 import Glibc
-import PortalTokenCLI
 
-exit(PortalTokenCLI.main(arguments: CommandLine.arguments))
+exit(Composition.main(arguments: CommandLine.arguments))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the generated parts of the shell completions (contrib/completions/) and of the man
 # page's OPTIONS section (contrib/man/portal-token.1) from the option table in
-# Sources/PortalTokenCLI/OptionTable.swift. Only the text between each file's BEGIN GENERATED and
+# Sources/Commands/OptionTable.swift. Only the text between each file's BEGIN GENERATED and
 # END GENERATED lines changes.
 #   contrib/dev/generate.sh            rewrites the files in contrib/
 #   contrib/dev/generate.sh --check    fails, naming each file, when a committed file is stale

@@ -1,5 +1,4 @@
 import Glibc
-import HookRunner
 import PortalTokenCore
 
 /// Runs the user's `on-session-invalidated` hook (docs/sessions.md, "The hook"): the program named by
@@ -48,7 +47,7 @@ struct SessionHook {
 
     func run(_ event: SessionEndedEvent) {
         guard let executable else { return }
-        let outcome = HookRunner(parentEnvironment: context.environment).run(
+        let outcome = context.services.hookLauncher(context.environment).run(
             executable: executable, variables: event.environment)
         if let failure = outcome.failureMessage(path: executable) {
             context.streams.printError("portal-token: warning: \(failure)")

@@ -1,8 +1,5 @@
 import Glibc
-import HookRunner
-import LoopbackRedirectListener
 import PortalTokenCore
-import TerminalQRCode
 
 /// The live line `login` shows on a terminal while it waits for the browser: where it listens
 /// and how long is left, redrawn in place each second and cleared when the browser arrives.
@@ -19,7 +16,7 @@ final class ProgressLine {
         isLive = streams.errorIsTerminal
     }
 
-    func show(_ event: LoopbackRedirectListener.Progress) {
+    func show(_ event: RedirectListenerProgress) {
         switch event {
         case .listening(let addresses, let port):
             address = (addresses.first ?? "127.0.0.1") + ":\(port)"
@@ -66,52 +63,30 @@ final class ProgressLine {
 /// a notification when the desktop handler finishes. Each gets portal-token's environment (the
 /// passphrase variable was already removed from it), `/dev/null` for its streams, a process
 /// group of its own (Ctrl-C in the terminal does not close the browser), and default signals.
-enum DesktopLauncher {
+struct DesktopLauncher {
+    let programs: any ProgramLauncher
+    let environment: [String: String]
+
+    init(_ context: Context) {
+        programs = context.services.programs
+        environment = context.environment
+    }
+
     /// A graphical session to open a browser in.
-    static func hasDisplay(_ environment: [String: String]) -> Bool {
+    var hasDisplay: Bool {
         !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
     }
 
-    /// Runs `program arguments…` found on PATH and gives it up to `waitMilliseconds` to finish.
-    /// True when it finished with 0, or is still running (a browser that keeps xdg-open
-    /// waiting); false when it could not start or failed.
-    static func run(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for descriptor in Int32(0)...2 {
-            posix_spawn_file_actions_addopen(
-                &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
-        }
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let started = withChildSpawnAttributes { attributes in
-            posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
-        }
-        guard started == 0 else { return false }
-        var status: Int32 = 0
-        var waited = 0
-        while waited < waitMilliseconds {
-            let reaped = waitpid(pid, &status, WNOHANG)
-            if reaped == pid { return status & 0x7f == 0 && (status >> 8) & 0xff == 0 }
-            if reaped < 0 && errno != EINTR { return false }
-            usleep(10_000)
-            waited += 10
-        }
-        return true
-    }
-
     /// `xdg-open URL`: the authorize URL on its command line is the one place it leaves the process.
-    static func openBrowser(_ url: Secret) -> Bool {
-        run("xdg-open", [url.text], waitMilliseconds: 3000)
+    func openBrowser(_ url: Secret) -> Bool {
+        programs.start("xdg-open", [url.text], waitMilliseconds: 3000)
     }
 
     /// A desktop notification, for the desktop handler, which has no terminal to speak on.
     /// Best effort: nothing happens without a display or `notify-send`.
-    static func notify(_ summary: String, _ body: String, environment: [String: String]) {
-        guard hasDisplay(environment) else { return }
-        _ = run("notify-send", ["--app-name=portal-token", summary, body], waitMilliseconds: 2000)
+    func notify(_ summary: String, _ body: String) {
+        guard hasDisplay else { return }
+        _ = programs.start("notify-send", ["--app-name=portal-token", summary, body], waitMilliseconds: 2000)
     }
 }
 
@@ -148,9 +123,8 @@ struct SignInCompletion {
                 context.streams.printError(
                     "portal-token: \(step.endUserID) needs a two-factor code to finish signing in: \(next)")
                 if notifies {
-                    DesktopLauncher.notify(
-                        "Portal sign-in needs a two-factor code", "In a terminal, \(next).",
-                        environment: context.environment)
+                    DesktopLauncher(context).notify(
+                        "Portal sign-in needs a two-factor code", "In a terminal, \(next).")
                 }
                 return
             }
@@ -187,8 +161,8 @@ struct SignInCompletion {
     /// only: stderr may be a log file, and these make the user's codes.
     private func showEnrollment(_ link: Secret, endUserID: String, on prompt: TerminalPrompt) {
         prompt.say("\nSet up two-factor sign-in for \(endUserID): scan this code with your authenticator app.\n\n")
-        do {
-            prompt.show(try TerminalQRCode.render(link))
+        do throws(CLIError) {
+            prompt.show(try context.services.renderQRCode(link))
         } catch {
             prompt.say("(\(error.message)\(error.hint.map { "; \($0)" } ?? ""))\n")
         }
@@ -218,8 +192,8 @@ struct SignInCompletion {
         context.streams.printError(
             "portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'\(note)")
         if notifies {
-            DesktopLauncher.notify(
-                "Signed in to Portal", "Signed in as \(session.endUserID).", environment: context.environment)
+            DesktopLauncher(context).notify(
+                "Signed in to Portal", "Signed in as \(session.endUserID).")
         }
     }
 }

@@ -1,4 +1,3 @@
-import LoopbackRedirectListener
 import PortalTokenCore
 
 /// An error on its way to the one funnel that prints it and picks the exit code.
@@ -14,7 +13,7 @@ public struct CLIError: Error, Sendable {
         self.exitCode = exitCode
     }
 
-    static func usage(_ message: String, hint: String? = nil) -> CLIError {
+    public static func usage(_ message: String, hint: String? = nil) -> CLIError {
         CLIError(message, hint: hint, exitCode: .usage)
     }
 }
@@ -52,7 +51,7 @@ extension CLIError {
             case .stepExpired: code = .rejected
             }
             self.init(error.message, hint: error.hint, exitCode: code)
-        case let error as LoopbackRedirectListener.ListenerError:
+        case let error as RedirectListenerError:
             let code: ExitCode
             switch error {
             // The redirect URL names a port this machine cannot listen on: a configuration to change.

@@ -21,7 +21,7 @@ struct SetupGitCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let helpers = try Self.git(["config", "--global", "--get-all", "credential.helper"], allowing: [1])
+        let helpers = try Self.git(context, ["config", "--global", "--get-all", "credential.helper"], allowing: [1])
             .output.split(separator: "\n").map(String.init)
         let others = helpers.filter { $0 != Self.helperValue }
         if unset {
@@ -31,7 +31,7 @@ struct SetupGitCommand: Command {
                 return
             }
             // A value pattern that matches exactly this entry, so other helpers stay.
-            _ = try Self.git(["config", "--global", "--unset-all", "credential.helper", "^portal-token$"])
+            _ = try Self.git(context, ["config", "--global", "--unset-all", "credential.helper", "^portal-token$"])
             context.streams.printError(
                 "portal-token: removed credential.helper portal-token from your global git config"
                     + Self.kept(others))
@@ -42,7 +42,7 @@ struct SetupGitCommand: Command {
                 "portal-token: git already uses portal-token as a credential helper; nothing changed")
             return
         }
-        _ = try Self.git(["config", "--global", "--add", "credential.helper", Self.helperValue])
+        _ = try Self.git(context, ["config", "--global", "--add", "credential.helper", Self.helperValue])
         context.streams.printError(
             "portal-token: added credential.helper portal-token to your global git config"
                 + Self.kept(others))
@@ -60,8 +60,10 @@ struct SetupGitCommand: Command {
     }
 
     /// Runs git; a status outside 0 and `allowing` is an error, git's own message already on stderr.
-    private static func git(_ arguments: [String], allowing: Set<Int32> = []) throws -> ChildProcess.Result {
-        let result = ChildProcess.run("git", arguments)
+    private static func git(_ context: Context, _ arguments: [String], allowing: Set<Int32> = []) throws
+        -> ProgramResult
+    {
+        let result = context.services.programs.run("git", arguments, timeoutMilliseconds: 10_000)
         guard let status = result.status else {
             if result.startError == ENOENT {
                 throw CLIError.usage(

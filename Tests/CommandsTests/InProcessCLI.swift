@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-@testable import PortalTokenCLI
+@testable import Commands
 import PortalTokenCore
 import PortalTokenTestSupport
 
@@ -23,10 +23,14 @@ final class InProcessCLI {
     let items = InMemoryItemStore()
     var credentials: CredentialItems { CredentialItems(items) }
     let cache = InMemorySecretCache()
-    let endedSessions = Locked<[SessionEndedEvent]>([])
+    /// The hook's runs: the variables each was given.
+    let hookRuns = Locked<[[String: String]]>([])
+    /// The end users whose session ended, in order, from the hook's runs.
+    var endedEndUsers: [String] { hookRuns.value.compactMap { $0["PORTAL_END_USER_ID"] } }
+    /// The session bus the run sees: none, so `auto` chooses the encrypted file (kept in `items`).
+    var bus: (any SessionBusConnection)? = nil
     let clock = Locked<Int64>(InProcessCLI.issued)
     var transport: ScriptedTransport
-    var backend = BackendChoice(backend: .file, reason: "chosen by the test")
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
@@ -35,6 +39,10 @@ final class InProcessCLI {
             .path
         try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
         chmod(directory + "/run", 0o700)
+        // The hook is never started (the launcher records it); it only has to be there.
+        FileManager.default.createFile(
+            atPath: directory + "/on-session-invalidated", contents: Data("#!/bin/sh\n".utf8))
+        chmod(directory + "/on-session-invalidated", 0o700)
     }
 
     deinit { try? FileManager.default.removeItem(atPath: directory) }
@@ -45,20 +53,31 @@ final class InProcessCLI {
         [
             "HOME": directory, "XDG_RUNTIME_DIR": directory + "/run", "XDG_CONFIG_HOME": directory + "/config",
             "XDG_DATA_HOME": directory + "/data", "PORTAL_AUTH_ENVIRONMENT_ID": Self.environmentID,
+            "PORTAL_TOKEN_ON_SESSION_INVALIDATED": directory + "/on-session-invalidated",
             "PATH": "/usr/bin:/bin",
         ]
     }
 
+    /// The real Services with every adapter faked: the session bus answers as `bus` says, both
+    /// backends keep their items in `items`, the kernel keyring is `cache`, the hook and other
+    /// programs are recorded, the clock is `clock`. The `auto` decision, the store lock and the
+    /// session cache are the real ones.
     var services: Services {
-        let items = items, cache = cache, endedSessions = endedSessions
-        let clock = clock, transport = transport, backend = backend
+        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus
         return Services(
-            backendChoice: { _ in backend },
-            secretServicePresence: { _ in .noBus },
-            itemStore: { _, _ in items },
+            connectSessionBus: { _ throws(StoreError) in bus },
+            keyringItems: { _, _ in items },
+            keyringDiagnosis: { _ in FakeKeyringDiagnosis() },
+            fileItems: { _ in items },
+            fileExists: { _ in false },
+            moveFileAside: { path, _ in path + ".migrated" },
             transport: { _ in transport },
-            secretCache: { _ in cache },
-            sessionEnded: { _ in { event in endedSessions.update { $0.append(event) } } },
+            secretCache: { cache },
+            hookLauncher: { _ in RecordingHookLauncher(runs: hookRuns) },
+            programs: RecordingProgramLauncher(),
+            listen: { _, _, _ throws(RedirectListenerError) in throw .socketFailure(errorNumber: EACCES) },
+            renderQRCode: { $0 },
+            serveDesktopActivation: { _, _ in false },
             now: { clock.value })
     }
 
@@ -114,5 +133,30 @@ final class InProcessCLI {
             bytes += chunk[0..<count]
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A hook launcher that records what it was asked to run, and runs nothing.
+struct RecordingHookLauncher: HookLauncher {
+    let runs: Locked<[[String: String]]>
+    func run(executable: String, variables: [String: String]) -> HookOutcome {
+        runs.update { $0.append(variables) }
+        return .exited(status: 0)
+    }
+}
+
+/// Programs that are never started: git, the browser and notifications all fail to start.
+struct RecordingProgramLauncher: ProgramLauncher {
+    func run(_ program: String, _ arguments: [String], timeoutMilliseconds: Int) -> ProgramResult {
+        ProgramResult(status: nil, output: "", startError: ENOENT)
+    }
+    func start(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool { false }
+}
+
+/// A Secret Service that has no provider.
+struct FakeKeyringDiagnosis: KeyringDiagnosis {
+    func ping() throws(StoreError) { throw StoreError(.unavailable, "no Secret Service provider") }
+    func defaultCollection() throws(StoreError) -> (label: String, isLocked: Bool) {
+        throw StoreError(.unavailable, "no Secret Service provider")
     }
 }

@@ -1,5 +1,4 @@
 import Basics
-import CProcessHardening
 import Glibc
 import PortalTokenCore
 
@@ -20,24 +19,22 @@ public enum PortalTokenCLI {
     /// The name under which git finds the binary as a credential helper.
     static let gitHelperName = "git-credential-portal-token"
 
-    public static func main(arguments: [String]) -> Int32 {
-        // Before anything is read: a core file or a dump by another process of this user
-        // would hold the token, a grant or the passphrase (docs/security.md, "Hardening rules"). Failing to
-        // forbid it is not a reason to refuse to run; both calls only lower what is allowed.
-        _ = portal_token_forbid_core_dumps()
+    /// Runs the command the arguments name with `services`, once the composition root has set
+    /// the process up; returns the exit status.
+    public static func main(arguments: [String], services: Services) -> Int32 {
         let streams = StandardStreams()
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
         let isGitHelper = programName == gitHelperName
         if programName == DockerCredentialHelper.programName {
-            return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams)
+            return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams, services: services)
         }
         let environment = ProcessEnvironment.current()
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
         return execute(
             Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams,
-            environment: environment, services: .live)
+            environment: environment, services: services)
     }
 
     /// One command, run in this process with the given streams, environment and services, through
@@ -60,7 +57,7 @@ public enum PortalTokenCLI {
     /// The one place an error becomes `portal-token: error: …` and `hint: …` on stderr, and an
     /// exit code.
     @discardableResult
-    static func report(_ error: any Error, streams: StandardStreams) -> CLIError {
+    public static func report(_ error: any Error, streams: StandardStreams) -> CLIError {
         let failure = CLIError(error)
         streams.printError("portal-token: error: \(failure.message)")
         if let hint = failure.hint { streams.printError("hint: \(hint)") }
@@ -125,7 +122,7 @@ public enum PortalTokenCLI {
     /// The settings every command reads: a value that is wrong is reported before a setting
     /// that is missing (`--backend bogus` says so, rather than "no auth environment ID").
     static func checkSettingValues(_ settings: Settings) throws {
-        _ = try Composition.requestedBackend(settings)
+        _ = try Context.requestedBackend(settings)
         _ = try settings.bool(.trace)
     }
 

@@ -19,9 +19,9 @@ enum DockerCredentialHelper {
         let message: String
     }
 
-    static func main(_ arguments: [String], streams: StandardStreams) -> Int32 {
+    static func main(_ arguments: [String], streams: StandardStreams, services: Services) -> Int32 {
         do {
-            try run(arguments, streams: streams)
+            try run(arguments, streams: streams, services: services)
             return 0
         } catch let failure as Failure {
             streams.print(failure.message)
@@ -32,7 +32,7 @@ enum DockerCredentialHelper {
         return 1
     }
 
-    static func run(_ arguments: [String], streams: StandardStreams) throws {
+    static func run(_ arguments: [String], streams: StandardStreams, services: Services) throws {
         guard arguments.count == 1, let operation = arguments.first else {
             throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
         }
@@ -47,7 +47,9 @@ enum DockerCredentialHelper {
         unsetenv(PassphraseSource.environmentVariable)
         let settings = try PortalTokenCLI.loadSettings(flags: [:], environment: environment)
         try PortalTokenCLI.checkSettingValues(settings)
-        let context = Context(streams: streams, environment: environment, settings: settings, programName: programName)
+        let context = Context(
+            streams: streams, environment: environment, settings: settings, programName: programName,
+            services: services)
         var input = operation == "list" ? [] : streams.readAll(limit: maximumInputBytes)
         defer { zeroize(&input) }
         guard input.count <= maximumInputBytes else { throw Failure(message: "the request on stdin is too large") }

@@ -1,17 +1,14 @@
 import Glibc
 import HookRunner
+import PortalTokenCore
 
-/// Runs a helper program (git) found on PATH and collects its standard output, within a bound:
-/// stdin is /dev/null, stderr is portal-token's own (git's own message reaches the user).
-enum ChildProcess {
-    struct Result {
-        /// The exit status, or nil when the program could not be started (`startError` says why).
-        var status: Int32?
-        var output: String
-        var startError: Int32 = 0
-    }
-
-    static func run(_ program: String, _ arguments: [String], timeoutMilliseconds: Int = 10_000) -> Result {
+/// Starts programs with posix_spawn: every child gets portal-token's environment (the passphrase
+/// variable was already removed from it), a process group of its own and default signals.
+struct ProcessLauncher: ProgramLauncher {
+    /// Runs a helper program (git) found on PATH and collects its standard output, within a bound:
+    /// stdin is /dev/null, stderr is portal-token's own (git's own message reaches the user).
+    func run(_ program: String, _ arguments: [String], timeoutMilliseconds: Int) -> ProgramResult {
+        typealias Result = ProgramResult
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { return Result(status: nil, output: "", startError: errno) }
         // Neither end reaches another child; the spawn's dup2 gives git its copy.
@@ -53,5 +50,35 @@ enum ChildProcess {
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         return Result(status: code, output: String(decoding: output, as: UTF8.self))
+    }
+
+    /// Runs `program arguments…` found on PATH with /dev/null for its streams and gives it up to
+    /// `waitMilliseconds` to finish. True when it finished with 0, or is still running (a browser
+    /// that keeps xdg-open waiting); false when it could not start or failed.
+    func start(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor in Int32(0)...2 {
+            posix_spawn_file_actions_addopen(
+                &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let started = withChildSpawnAttributes { attributes in
+            posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
+        }
+        guard started == 0 else { return false }
+        var status: Int32 = 0
+        var waited = 0
+        while waited < waitMilliseconds {
+            let reaped = waitpid(pid, &status, WNOHANG)
+            if reaped == pid { return status & 0x7f == 0 && (status >> 8) & 0xff == 0 }
+            if reaped < 0 && errno != EINTR { return false }
+            usleep(10_000)
+            waited += 10
+        }
+        return true
     }
 }

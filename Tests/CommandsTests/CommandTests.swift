@@ -1,4 +1,4 @@
-@testable import PortalTokenCLI
+@testable import Commands
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing
@@ -41,7 +41,7 @@ struct CommandTests {
         let erase = cli.run(["erase"], stdin: "protocol=https\nhost=api.portalhq.io\npassword=tok-rejected\n")
         #expect(erase.exitCode == 3 && erase.stdout.isEmpty)
         #expect(cli.storedSession == .absent)
-        #expect(cli.endedSessions.value.map(\.endUserID) == ["user-1"])
+        #expect(cli.endedEndUsers == ["user-1"])
     }
 
     @Test("store of a Portal token with its end user adopts it as the session")

@@ -1,6 +1,5 @@
 import Basics
 import Glibc
-import KernelKeyring
 import PortalTokenCore
 
 /// Follows a command's own text, after the blank line that separates them.
@@ -29,13 +28,14 @@ struct StatusCommand: Command {
 
     func run(in context: Context) throws {
         let environmentID = try context.authEnvironmentID()
-        let backend = try Composition.backendDescription(for: context)
+        let choice = try context.backendChoice()
+        let backend = (name: choice.backend.rawValue, reason: choice.reason)
         let session = try context.sessionService().restore()
         let now = context.now()
         let decision = session?.decision(at: now)
         let step = try context.twoFactorSteps().loadStep(authEnvironmentID: environmentID)
             .flatMap { $0.isExpired(at: now) ? nil : $0 }
-        let otherStore = try Composition.otherStoreNotice(for: context)
+        let otherStore = try context.otherStoreNotice()
         let signedIn = session != nil && decision != .expired
         if json {
             var members: [String: JSONValue] = [
@@ -121,7 +121,8 @@ struct LogoutCommand: Command {
         // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
         let removed = try context.signInLock().withLock {
             let removed = try sessions.remove()
-            try SignInService.forget(authEnvironmentID: environmentID, steps: steps, memory: KernelKeyring())
+            try SignInService.forget(
+                authEnvironmentID: environmentID, steps: steps, memory: context.services.secretCache())
             return removed
         }
         if removed {

@@ -1,8 +1,5 @@
-import EncryptedFileStore
 import Glibc
-import KernelKeyring
 import PortalTokenCore
-import SecretServiceStore
 
 struct DoctorCommand: Command {
     static let name = "doctor"
@@ -71,8 +68,8 @@ private struct Diagnosis {
         let bus = sessionBus()
         checks.append(bus)
         let timeout =
-            (try? Composition.keyringTimeout(context.settings)) ?? Composition.defaultKeyringTimeoutMilliseconds
-        let keyring = SecretServiceDiagnosis(timeoutMilliseconds: timeout)
+            (try? Context.keyringTimeout(context.settings)) ?? Context.defaultKeyringTimeoutMilliseconds
+        let keyring = context.services.keyringDiagnosis(timeout)
         var provider: StoreError.Kind?
         if bus.ok {
             do {
@@ -125,7 +122,7 @@ private struct Diagnosis {
         return checks
     }
 
-    private var requested: RequestedBackend { (try? Composition.requestedBackend(context.settings)) ?? .auto }
+    private var requested: RequestedBackend { (try? Context.requestedBackend(context.settings)) ?? .auto }
 
     private func configFile() -> Check {
         let path = context.settings.configPath ?? "the config file"
@@ -208,7 +205,7 @@ private struct Diagnosis {
     /// Whether the store not in use also holds items: the note `status` prints, from the same
     /// code. A keyring that cannot be read here is reported by the checks above.
     private func secondStore(choice: BackendChoice?) -> Check? {
-        guard let choice, let notice = try? Composition.otherStoreNotice(for: context) else { return nil }
+        guard let choice, let notice = try? context.otherStoreNotice() else { return nil }
         return Check(
             name: "second store", ok: false, detail: notice,
             hint: "merge it into the store in use with 'portal-token migrate --to \(choice.backend.rawValue)'")
@@ -216,7 +213,7 @@ private struct Diagnosis {
 
     /// The encrypted file: where, whose, which mode, and where its passphrase would come from.
     private func encryptedFile() -> [Check] {
-        guard let path = try? Composition.storeFilePath(context) else {
+        guard let path = try? context.storeFilePath() else {
             return [
                 Check(
                     name: "encrypted file", ok: requested != .file,
@@ -301,7 +298,7 @@ private struct Diagnosis {
     /// A short-lived value written to and read back from the kernel keyring, which caches the
     /// session and the file key.
     private func kernelKeyring() -> Check {
-        let keyring = KernelKeyring()
+        let keyring = context.services.secretCache()
         let name = "portal-token:doctor:\(getpid())"
         keyring.store(Secret("ok"), as: name, forSeconds: 5)
         let works = keyring.read(name)?.text == "ok"

@@ -1,5 +1,4 @@
 import Glibc
-import LoopbackRedirectListener
 import PortalTokenCore
 
 /// Follows a command's own text, after the blank line that separates them.
@@ -163,11 +162,9 @@ struct LoginCommand: Command {
         // A store that cannot be read fails now, before an email is sent or a grant exists.
         try service.checkStore()
         // Listen before anything is sent, so a busy port is reported before any grant exists.
-        var listener: LoopbackRedirectListener?
+        var listener: (any RedirectListening)?
         if let loopback = LoopbackRedirect(redirectURL: redirectURL) {
-            listener = try LoopbackRedirectListener(
-                redirect: loopback, configuredRedirectURL: redirectURL,
-                options: .init(timeoutMilliseconds: Int64(timeoutSeconds) * 1000))
+            listener = try context.services.listen(loopback, redirectURL, Int64(timeoutSeconds) * 1000)
             context.trace("login: listening on \(loopback.host):\(loopback.port)")
         }
         defer { listener?.close() }
@@ -202,7 +199,7 @@ struct LoginCommand: Command {
         case .google, .apple:
             let url = try service.client.authorizeURL(for: method.authMethod)
             let provider = method == .google ? "Google" : "Apple"
-            if opensBrowser, DesktopLauncher.hasDisplay(context.environment), DesktopLauncher.openBrowser(url) {
+            if opensBrowser, DesktopLauncher(context).hasDisplay, DesktopLauncher(context).openBrowser(url) {
                 context.trace("login: opened the \(provider) page with xdg-open")
                 context.streams.printError("portal-token: continue in the browser to sign in with \(provider)")
             } else {
@@ -214,7 +211,7 @@ struct LoginCommand: Command {
     }
 
     /// Waits for the browser; the redirect is completed while the browser waits for its page.
-    private func wait(for listener: LoopbackRedirectListener, _ service: SignInService, _ context: Context) throws
+    private func wait(for listener: any RedirectListening, _ service: SignInService, _ context: Context) throws
         -> RedirectOutcome
     {
         let progress = ProgressLine(streams: context.streams)
@@ -225,7 +222,7 @@ struct LoginCommand: Command {
                 if case .twoFactorRequired = outcome {
                     return .finish(
                         .success(outcome),
-                        page: LoopbackRedirectListener.Page(
+                        page: RedirectPage(
                             status: 200, title: "Two-factor code needed",
                             message:
                                 """
@@ -299,20 +296,18 @@ struct RedirectCommand: Command {
         case .argument(let url): text = Secret(url)
         case .standardInput: text = readLine(context)
         case .sessionBus:
-            let handler = DesktopActivation(streams: context.streams) { url in
+            let receivedOpen = try context.services.serveDesktopActivation(context.streams) { url in
                 try complete(url, configuration: configuration, context: context, notifies: true)
             }
-            try handler.serve()
             // Started from the entry's Exec= line rather than by the bus: the URL went nowhere,
             // and the person waiting in the browser must hear so rather than nothing.
-            if !handler.receivedOpen && context.environment["DBUS_STARTER_ADDRESS"] == nil {
-                DesktopLauncher.notify(
+            if !receivedOpen && context.environment["DBUS_STARTER_ADDRESS"] == nil {
+                DesktopLauncher(context).notify(
                     "Portal sign-in did not finish",
                     """
                     The redirect URL did not reach portal-token. Copy it from the browser and run: portal-token \
                     redirect -
-                    """,
-                    environment: context.environment)
+                    """)
                 throw CLIError(
                     """
                     no redirect URL arrived: the desktop handler was started without D-Bus activation, so the \

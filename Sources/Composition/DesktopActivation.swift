@@ -1,4 +1,5 @@
 import Basics
+import Commands
 import CSDBus
 import Glibc
 import PortalTokenCore

@@ -1,5 +1,5 @@
 import Foundation
-@testable import PortalTokenCLI
+@testable import Commands
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing

@@ -1,7 +1,4 @@
-import EncryptedFileStore
-import KernelKeyring
 import PortalTokenCore
-import SecretServiceStore
 
 struct MigrateCommand: Command {
     static let name = "migrate"
@@ -32,16 +29,16 @@ struct MigrateCommand: Command {
     func run(in context: Context) throws {
         let source = destination.other
         let streams = context.streams
-        guard try Composition.storeExists(source, for: context) else {
+        guard try context.storeExists(source) else {
             streams.printError(
                 """
-                portal-token: nothing to migrate: \(try Composition.storeDescription(source, for: context)) holds \
+                portal-token: nothing to migrate: \(try context.storeDescription(source)) holds \
                 nothing
                 """
             )
             return
         }
-        if destination == .secretService, try context.services.secretServicePresence(context) != .provider {
+        if destination == .secretService, try context.secretServicePresence() != .provider {
             throw StoreError(
                 .unavailable, "no Secret Service provider is registered on the session bus",
                 hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
@@ -51,7 +48,7 @@ struct MigrateCommand: Command {
             // Everything is in the destination now: only then does the source go. An item whose
             // slot the destination kept newer with another secret was never written there, so
             // the keyring keeps it (the file is only moved aside, so it keeps it anyway).
-            var aside = try Composition.clear(source, removing: outcome.moved + outcome.superseded, for: context)
+            var aside = try context.clear(source, removing: outcome.moved + outcome.superseded)
             if source == .secretService, !outcome.differing.isEmpty {
                 let count = outcome.differing.count
                 aside +=
@@ -60,7 +57,7 @@ struct MigrateCommand: Command {
             }
             return (outcome, aside)
         }
-        KernelKeyring().dropAll(withPrefix: CachedSessions.namePrefix(family: Composition.cacheFamily(context)))
+        context.services.secretCache().dropAll(withPrefix: CachedSessions.namePrefix(family: context.cacheFamily))
         let moved = outcome.moved.count, kept = outcome.kept
         streams.printError(
             "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
@@ -68,33 +65,16 @@ struct MigrateCommand: Command {
     }
 }
 
-extension Composition {
-    /// Whether a backend may hold anything: the file exists; the keyring is registered on the bus.
-    static func storeExists(_ backend: BackendChoice.Backend, for context: Context) throws -> Bool {
-        switch backend {
-        case .file: return EncryptedFileStore.exists(at: try storeFilePath(context))
-        case .secretService: return try context.services.secretServicePresence(context) == .provider
-        }
-    }
-
-    /// The store in words, for messages.
-    static func storeDescription(_ backend: BackendChoice.Backend, for context: Context) throws -> String {
-        switch backend {
-        case .file: return "the encrypted file store at \(try storeFilePath(context))"
-        case .secretService: return "the Secret Service"
-        }
-    }
-
+extension Context {
     /// Moves a migrated store aside: the file renamed, the keyring's `items` deleted. Returns what
     /// was done, in words.
-    static func clear(_ backend: BackendChoice.Backend, removing items: [StoredItem], for context: Context) throws
-        -> String
-    {
+    func clear(_ backend: BackendChoice.Backend, removing items: [StoredItem]) throws -> String {
         switch backend {
         case .file:
-            return "moved the encrypted file aside to \(try context.fileStore().moveAsideAfterMigration())"
+            let aside = try services.moveFileAside(try storeFilePath(), try keyringTimeout)
+            return "moved the encrypted file aside to \(aside)"
         case .secretService:
-            let store = try context.items(.secretService)
+            let store = try self.items(.secretService)
             let ids = Set(items.map(\.id))
             let deleted = try store.delete(ItemMigration.everything) { ids.contains($0.id) }
             return "deleted the \(deleted) item\(deleted == 1 ? "" : "s") it moved from the Secret Service"
@@ -104,20 +84,20 @@ extension Composition {
     /// A sentence for `status` when the store not in use also holds items, or nil. The file is
     /// judged by its existence (opening it would need its passphrase); the keyring is asked
     /// only when it is registered and not in use.
-    static func otherStoreNotice(for context: Context) throws -> String? {
-        let inUse = try context.backendChoice().backend
+    func otherStoreNotice() throws -> String? {
+        let inUse = try backendChoice().backend
         let other = inUse.other
         switch other {
         case .file:
-            guard EncryptedFileStore.exists(at: try storeFilePath(context)) else { return nil }
+            guard services.fileExists(try storeFilePath()) else { return nil }
         case .secretService:
-            guard try context.services.secretServicePresence(context) == .provider,
-                let items = try? context.items(.secretService).search(ItemMigration.everything), !items.isEmpty
+            guard try secretServicePresence() == .provider,
+                let items = try? self.items(.secretService).search(ItemMigration.everything), !items.isEmpty
             else { return nil }
         }
         return
             """
-            \(try storeDescription(other, for: context)) also holds items; 'portal-token migrate --to \
+            \(try storeDescription(other)) also holds items; 'portal-token migrate --to \
             \(inUse.rawValue)' merges them
             """
     }

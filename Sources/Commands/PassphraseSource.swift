@@ -1,5 +1,4 @@
 import Basics
-import EncryptedFileStore
 import Glibc
 import PortalTokenCore
 

@@ -1,0 +1,318 @@
+import Glibc
+import PortalTokenCore
+
+/// What a command runs with: the streams, the environment and the resolved settings, and what
+/// follows from them once per run: the backend in use, its item store behind the store lock, the
+/// session service, the sign-in service. Every adapter comes from `services`; nothing here names
+/// one (docs/development.md, "Modules and the dependency rule").
+public final class Context {
+    static let defaultKeyringTimeoutMilliseconds = 3000
+    /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
+    /// hour should ask once.
+    static let defaultKeyCacheTimeoutSeconds = 900
+    static let maximumKeyCacheTimeoutSeconds = 30 * 24 * 3600
+
+    let streams: StandardStreams
+    let environment: [String: String]
+    let settings: Settings
+    let services: Services
+    /// The name the binary was started under, for messages.
+    let programName: String
+    /// Why the config file could not be used, for `doctor`, which runs on without it.
+    var settingsError: (any Error)?
+
+    init(
+        streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
+        services: Services
+    ) {
+        self.streams = streams
+        self.environment = environment
+        self.settings = settings
+        self.services = services
+        self.programName = programName
+    }
+
+    /// A keyring may prompt to unlock only when a person is at a terminal.
+    var allowPrompt: Bool { streams.inputIsTerminal || streams.errorIsTerminal }
+
+    /// Whether `--verbose` or `PORTAL_TOKEN_TRACE` asked for the debug trace.
+    var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
+
+    /// The debug trace, on stderr: a line per step, every secret left out by the callers (they
+    /// pass paths, statuses, end users and reasons, never a value).
+    var trace: @Sendable (String) -> Void {
+        guard isTracing else { return { _ in } }
+        let streams = self.streams
+        return { streams.printError("portal-token: trace: \($0)") }
+    }
+
+    func now() -> Int64 { services.now() }
+
+    // MARK: Settings
+
+    static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
+        guard let text = settings.value(.backend) else { return .auto }
+        guard let backend = RequestedBackend(rawValue: text) else {
+            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service or file")
+        }
+        return backend
+    }
+
+    static func keyringTimeout(_ settings: Settings) throws -> Int {
+        try settings.milliseconds(.keyringTimeout, default: defaultKeyringTimeoutMilliseconds)
+    }
+
+    var keyringTimeout: Int { get throws { try Self.keyringTimeout(settings) } }
+
+    var keyCacheTimeoutSeconds: Int {
+        get throws {
+            try settings.seconds(
+                .keyCacheTimeout, default: Self.defaultKeyCacheTimeoutSeconds,
+                maximum: Self.maximumKeyCacheTimeoutSeconds)
+        }
+    }
+
+    /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (docs/settings.md, "The
+    /// encrypted file store").
+    func storeFilePath() throws(CLIError) -> String {
+        if let path = settings.value(.storeFile) { return path }
+        if environment["XDG_DATA_HOME"]?.hasPrefix("/") != true, environment["HOME"]?.isEmpty ?? true {
+            throw .usage(
+                "cannot place the encrypted store: neither XDG_DATA_HOME nor HOME is set",
+                hint: "set PORTAL_TOKEN_FILE to the store's path")
+        }
+        return xdgDirectory("XDG_DATA_HOME", default: ".local/share") + "/portal-token/store"
+    }
+
+    /// XDG base directories (XDG Base Directory Specification): the variable when it holds an
+    /// absolute path, otherwise the default under `HOME`.
+    func xdgDirectory(_ variable: String, default relative: String) -> String {
+        if let value = environment[variable], value.hasPrefix("/") { return value }
+        return (environment["HOME"] ?? "") + "/" + relative
+    }
+
+    /// The configured auth environment ID; every Portal-session command needs one.
+    func authEnvironmentID() throws(CLIError) -> String {
+        guard let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty else {
+            throw .usage(
+                "no auth environment ID is set",
+                hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
+        }
+        return value
+    }
+
+    /// The Portal API base URL from the api-host setting (docs/portal-api.md, "Base URL").
+    func apiBase() throws(CLIError) -> PortalAPIBase {
+        do {
+            return try PortalAPIBase(apiHost: settings.value(.apiHost) ?? PortalAPIBase.defaultHost)
+        } catch {
+            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
+        }
+    }
+
+    /// Whether a credential-protocol request is answered from the Portal session
+    /// (docs/sessions.md, "Portal origins in the credential protocol") rather than from generic
+    /// storage: the core's routing, with this run's API host.
+    func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
+        do {
+            return try CredentialRouting.route(request, apiHost: settings.value(.apiHost)) == .portalSession
+        } catch {
+            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
+        }
+    }
+
+    // MARK: The backend
+
+    private var connectedSessionBus: (any SessionBusConnection)??
+
+    /// The session bus, connected once per run, bounded like the keyring; nil when there is none
+    /// (no address, no socket: known at once, docs/storage.md, "Backends and the auto decision").
+    func sessionBus() throws -> (any SessionBusConnection)? {
+        if let connectedSessionBus { return connectedSessionBus }
+        let bus = try services.connectSessionBus(try keyringTimeout)
+        connectedSessionBus = .some(bus)
+        return bus
+    }
+
+    /// What the session bus shows of the Secret Service: no bus, no provider, or a provider.
+    /// The bus daemon answers, never the keyring, so a stalled keyring reads as present.
+    func secretServicePresence() throws -> SecretServicePresence {
+        guard let bus = try sessionBus() else { return .noBus }
+        return try bus.hasSecretServiceProvider() ? .provider : .noProvider
+    }
+
+    private var decidedBackend: BackendChoice?
+
+    /// The backend in use and why (what `status` shows), decided once per run: in `auto`, from
+    /// what the session bus shows. Silent: the fallback to the file is announced by the write
+    /// that creates the file store.
+    func backendChoice() throws -> BackendChoice {
+        if let decidedBackend { return decidedBackend }
+        let requested = try Self.requestedBackend(settings)
+        let presence = requested == .auto ? try secretServicePresence() : nil
+        let choice = try BackendChoice.decide(requested, requestedBy: settings.origin(of: .backend)) {
+            () throws(StoreError) in presence ?? .noBus
+        }
+        decidedBackend = choice
+        return choice
+    }
+
+    private var storeLockInUse: SessionFileLock?
+
+    /// The one cross-process lock around every write to either store (docs/storage.md, "The
+    /// store lock"), shared by everything in this run (it is reentrant within the process). A
+    /// holder's every keyring call is bounded, so waiting for a few of them is bounded too.
+    func storeLock() throws -> SessionFileLock {
+        if let storeLockInUse { return storeLockInUse }
+        let lock = SessionFileLock(context: self, timeoutMilliseconds: max(4 * (try keyringTimeout), 1000))
+        storeLockInUse = lock
+        return lock
+    }
+
+    private var itemStores: [BackendChoice.Backend: LockedItemStore] = [:]
+
+    /// One backend's items, every write under the store lock; one store per backend and run, so
+    /// git credentials and the Portal session share one unlock.
+    func items(_ backend: BackendChoice.Backend) throws -> any ItemStore {
+        if let store = itemStores[backend] { return store }
+        let adapter: any ItemStore
+        switch backend {
+        case .secretService: adapter = services.keyringItems(try keyringTimeout, allowPrompt)
+        case .file: adapter = services.fileItems(try fileStoreOptions())
+        }
+        let store = LockedItemStore(adapter, lock: try storeLock())
+        itemStores[backend] = store
+        return store
+    }
+
+    private func fileStoreOptions() throws -> FileStoreOptions {
+        let path = try storeFilePath()
+        let source = PassphraseSource(settings: settings, environment: environment, streams: streams, storePath: path)
+        let streams = self.streams
+        return FileStoreOptions(
+            path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,
+            lockTimeoutMilliseconds: try keyringTimeout, passphrase: source.passphrase(for:),
+            warn: { streams.printError("portal-token: warning: \($0)") },
+            created: { [weak self] in
+                // The one announcement of the fallback (docs/storage.md, "Backends and the auto
+                // decision"): by the write that creates the file store, never again.
+                if let notice = (try? self?.backendChoice())??.fallbackNotice {
+                    streams.printError("portal-token: \(notice)")
+                }
+            })
+    }
+
+    /// git credentials: in the backend in use, and only it.
+    func credentials() throws -> CredentialItems { CredentialItems(try items(backendChoice().backend)) }
+
+    /// Where a waiting two-factor step is kept: beside the session, in the backend in use.
+    func twoFactorSteps() throws -> TwoFactorStepItems { TwoFactorStepItems(try items(backendChoice().backend)) }
+
+    /// Whether a backend may hold anything: the file exists; the keyring is registered on the bus.
+    func storeExists(_ backend: BackendChoice.Backend) throws -> Bool {
+        switch backend {
+        case .file: return services.fileExists(try storeFilePath())
+        case .secretService: return try secretServicePresence() == .provider
+        }
+    }
+
+    /// The store in words, for messages.
+    func storeDescription(_ backend: BackendChoice.Backend) throws -> String {
+        switch backend {
+        case .file: return "the encrypted file store at \(try storeFilePath())"
+        case .secretService: return "the Secret Service"
+        }
+    }
+
+    // MARK: The session
+
+    /// The stores a cached session may come from, together: the file and the bus. A locked
+    /// keyring, or a migration between the two, drops this family's cached copies and no other's.
+    var cacheFamily: String {
+        [(try? storeFilePath()) ?? "", environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""].joined(separator: "\u{0}")
+    }
+
+    /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
+    /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
+    func cachedSessions() throws -> CachedSessions {
+        let choice = try backendChoice()
+        return CachedSessions(
+            SessionItems(try items(choice.backend)), cache: services.secretCache(), lock: try storeLock(),
+            // The store behind the cache: which backend was asked for, in which family.
+            scope: try Self.requestedBackend(settings).rawValue, family: cacheFamily,
+            timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
+            confirmUnlocked: choice.backend == .secretService
+                ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil)
+    }
+
+    /// One bounded read of the default collection's `Locked` property on the session bus, without
+    /// libsecret: what a cached keyring answer costs before it is served.
+    func confirmKeyringUnlocked() throws(StoreError) {
+        let connected: (any SessionBusConnection)?
+        do {
+            connected = try sessionBus()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
+        }
+        guard let bus = connected else {
+            throw StoreError(
+                .unavailable, "no D-Bus session bus",
+                hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+        }
+        if try bus.isDefaultCollectionLocked() {
+            throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
+        }
+    }
+
+    /// The Portal session of the configured auth environment: the transport, the host gate of
+    /// the configured API, the session lock and the user's hook.
+    func sessionService() throws -> SessionService {
+        try checkPortalSettings()
+        let apiBase = try apiBase()
+        let hook = SessionHook(context: self)
+        return SessionService(
+            authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try cachedSessions(),
+            lock: try storeLock(), transport: try transport(),
+            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
+            sessionEnded: hook.run, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
+            now: now)
+    }
+
+    /// The HTTP transport with the configured bounds; every request named in the trace when it is on.
+    func transport() throws -> any HTTPTransport {
+        let transport = services.transport(try HTTPTransportOptions(settings: settings))
+        return isTracing ? TracingTransport(transport, trace: trace) : transport
+    }
+
+    // MARK: Sign-in
+
+    /// The Client Auth client for a sign-in configuration (docs/portal-api.md, "The Client Auth
+    /// endpoints").
+    func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+        let apiBase = try apiBase()
+        let api = ClientAuthAPI(
+            configuration: configuration, apiBase: apiBase,
+            builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
+        return ClientAuthClient(api: api, transport: try transport())
+    }
+
+    /// Held around a whole grant exchange or code check, the request included: long enough to
+    /// wait for another process's exchange to finish, bounded like every other lock.
+    func signInLock() throws -> SessionFileLock {
+        let http = try HTTPTransportOptions(settings: settings)
+        let wait = http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout)
+        return SessionFileLock(context: self, timeoutMilliseconds: wait, name: "sign-in.lock")
+    }
+
+    /// Completing a sign-in for the configured environment: its client, the session and step
+    /// stores of the backend in use, the locks, and the kernel keyring for results that could
+    /// not be written.
+    func signInService(configuration: ClientAuthConfiguration) throws -> SignInService {
+        SignInService(
+            configuration: configuration, client: try clientAuthClient(configuration: configuration),
+            sessions: try cachedSessions(), steps: try twoFactorSteps(), sessionLock: try storeLock(),
+            signInLock: try signInLock(), memory: services.secretCache(), now: now, trace: trace)
+    }
+}

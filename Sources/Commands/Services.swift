@@ -1,0 +1,89 @@
+import PortalTokenCore
+
+/// The adapters a command reaches, through its Context and nowhere else: the ports of the
+/// outside world, each as the one operation that makes or runs its adapter. The composition root
+/// (`Composition`, the one module that imports the adapter modules) fills them with the real ones
+/// once per invocation; a test fills them with fakes, and the rest (the `auto` decision, the
+/// locks, the session cache) runs as it does for real (docs/development.md, "Modules and the
+/// dependency rule").
+public struct Services {
+    /// The D-Bus session bus through sd-bus, bounded; nil when there is none.
+    public var connectSessionBus: (_ timeoutMilliseconds: Int) throws(StoreError) -> (any SessionBusConnection)?
+    /// The Secret Service as an item store, every call bounded.
+    public var keyringItems: (_ timeoutMilliseconds: Int, _ allowPrompt: Bool) -> any ItemStore
+    /// What `doctor` asks the Secret Service.
+    public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
+    /// The encrypted file as an item store.
+    public var fileItems: (FileStoreOptions) -> any ItemStore
+    /// Whether a store file is there, in any state.
+    public var fileExists: (_ path: String) -> Bool
+    /// Renames a migrated store file aside under its lock; returns the new path.
+    public var moveFileAside: (_ path: String, _ lockTimeoutMilliseconds: Int) throws(StoreError) -> String
+    /// The HTTP transport to Portal.
+    public var transport: (HTTPTransportOptions) -> any HTTPTransport
+    /// Short-lived secrets outside any store (the kernel user keyring).
+    public var secretCache: () -> any SecretCache
+    /// Runs the on-session-invalidated hook with the caller's environment as its parent.
+    public var hookLauncher: (_ parentEnvironment: [String: String]) -> any HookLauncher
+    /// Other programs: git, the browser, notifications.
+    public var programs: any ProgramLauncher
+    /// Listens for the browser's redirect on a loopback address.
+    public var listen:
+        (_ redirect: LoopbackRedirect, _ configuredRedirectURL: String, _ timeoutMilliseconds: Int64)
+            throws(RedirectListenerError) -> any RedirectListening
+    /// The QR code of a text, drawn for a terminal.
+    public var renderQRCode: (Secret) throws(CLIError) -> Secret
+    /// Serves the desktop handler's `org.freedesktop.Application` on the session bus until it is
+    /// idle, handing each URL to `complete`; returns whether an `Open` call came.
+    public var serveDesktopActivation:
+        (_ streams: StandardStreams, _ complete: @escaping (Secret) throws -> Void) throws -> Bool
+    /// The clock, in seconds since the epoch.
+    public var now: () -> Int64
+
+    public init(
+        connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
+        keyringItems: @escaping (Int, Bool) -> any ItemStore,
+        keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
+        fileItems: @escaping (FileStoreOptions) -> any ItemStore,
+        fileExists: @escaping (String) -> Bool,
+        moveFileAside: @escaping (String, Int) throws(StoreError) -> String,
+        transport: @escaping (HTTPTransportOptions) -> any HTTPTransport,
+        secretCache: @escaping () -> any SecretCache,
+        hookLauncher: @escaping ([String: String]) -> any HookLauncher,
+        programs: any ProgramLauncher,
+        listen: @escaping (LoopbackRedirect, String, Int64) throws(RedirectListenerError) -> any RedirectListening,
+        renderQRCode: @escaping (Secret) throws(CLIError) -> Secret,
+        serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> Void) throws -> Bool,
+        now: @escaping () -> Int64
+    ) {
+        self.connectSessionBus = connectSessionBus
+        self.keyringItems = keyringItems
+        self.keyringDiagnosis = keyringDiagnosis
+        self.fileItems = fileItems
+        self.fileExists = fileExists
+        self.moveFileAside = moveFileAside
+        self.transport = transport
+        self.secretCache = secretCache
+        self.hookLauncher = hookLauncher
+        self.programs = programs
+        self.listen = listen
+        self.renderQRCode = renderQRCode
+        self.serveDesktopActivation = serveDesktopActivation
+        self.now = now
+    }
+}
+
+/// What the encrypted file store is opened with.
+public struct FileStoreOptions {
+    public var path: String
+    /// How long a derived key stays in the kernel user keyring; 0 turns the cache off.
+    public var keyCacheTimeoutSeconds: Int
+    /// How long a write waits for another process's write.
+    public var lockTimeoutMilliseconds: Int
+    /// Asked only when a key must be derived; throws when there is none.
+    public var passphrase: (PassphrasePurpose) throws(StoreError) -> Passphrase
+    /// One line for each damaged file moved aside.
+    public var warn: (String) -> Void
+    /// Called after the write that created the file.
+    public var created: () -> Void
+}

@@ -1,0 +1,72 @@
+import CProcessHardening
+import Commands
+import EncryptedFileStore
+import Glibc
+import HookRunner
+import KernelKeyring
+import LoopbackRedirectListener
+import PortalHTTP
+import PortalTokenCore
+import SecretServiceStore
+import SessionBus
+import TerminalQRCode
+
+/// The composition root: the one module that imports the adapter modules. It sets the process
+/// up and hands the commands the real adapters, once per invocation (docs/development.md,
+/// "Modules and the dependency rule").
+public enum Composition {
+    /// What `main.swift` runs.
+    public static func main(arguments: [String]) -> Int32 {
+        // Before anything is read: a core file or a dump by another process of this user would
+        // hold the token, a grant or the passphrase (docs/security.md, "Hardening rules"). Failing
+        // to forbid it is not a reason to refuse to run; both calls only lower what is allowed.
+        _ = portal_token_forbid_core_dumps()
+        return PortalTokenCLI.main(arguments: arguments, services: live)
+    }
+
+    /// The real adapters.
+    public static var live: Services {
+        Services(
+            connectSessionBus: { timeout throws(StoreError) in try SessionBus.connect(timeoutMilliseconds: timeout) },
+            keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, allowPrompt: $1) },
+            keyringDiagnosis: { SecretServiceDiagnosis(timeoutMilliseconds: $0) },
+            fileItems: { options in
+                EncryptedFileStore(
+                    path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
+                    lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
+                    warn: options.warn, created: options.created)
+            },
+            fileExists: { EncryptedFileStore.exists(at: $0) },
+            moveFileAside: { path, lockTimeout throws(StoreError) in
+                try EncryptedFileStore(
+                    path: path, lockTimeoutMilliseconds: lockTimeout,
+                    passphrase: { _ throws(StoreError) in
+                        throw StoreError(.failed, "moving the store file aside needs no passphrase")
+                    },
+                    warn: { _ in }
+                ).moveAsideAfterMigration()
+            },
+            transport: { CurlTransport(options: $0) },
+            secretCache: { KernelKeyring() },
+            hookLauncher: { HookRunner(parentEnvironment: $0) },
+            programs: ProcessLauncher(),
+            listen: { redirect, configured, timeout throws(RedirectListenerError) in
+                try LoopbackRedirectListener(
+                    redirect: redirect, configuredRedirectURL: configured,
+                    options: .init(timeoutMilliseconds: timeout))
+            },
+            renderQRCode: { link throws(CLIError) in
+                do throws(QRCodeError) {
+                    return try TerminalQRCode.render(link)
+                } catch {
+                    throw CLIError(error.message, hint: error.hint, exitCode: .usage)
+                }
+            },
+            serveDesktopActivation: { streams, complete in
+                let activation = DesktopActivation(streams: streams, complete: complete)
+                try activation.serve()
+                return activation.receivedOpen
+            },
+            now: { Int64(time(nil)) })
+    }
+}

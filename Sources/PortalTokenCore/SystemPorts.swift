@@ -1,0 +1,44 @@
+/// The ports the commands reach the rest of the system through, beside `ItemStore`,
+/// `HTTPTransport`, `HookLauncher` and `SecretCache`: the composition root fills them with the
+/// adapters, a test with fakes (docs/development.md, "Modules and the dependency rule").
+
+/// The D-Bus session bus as the commands ask it: whether a Secret Service provider is there,
+/// and whether the default collection is locked. The bus daemon answers, never the keyring, so
+/// a stalled keyring reads as present.
+public protocol SessionBusConnection: AnyObject {
+    func hasSecretServiceProvider() throws(StoreError) -> Bool
+    func isDefaultCollectionLocked() throws(StoreError) -> Bool
+}
+
+/// What `doctor` asks the Secret Service through libsecret.
+public protocol KeyringDiagnosis {
+    /// Throws when no provider answers within the bound.
+    func ping() throws(StoreError)
+    func defaultCollection() throws(StoreError) -> (label: String, isLocked: Bool)
+}
+
+/// What a program run to completion left behind.
+public struct ProgramResult: Sendable {
+    /// The exit status, or nil when the program could not be started (`startError` says why).
+    public var status: Int32?
+    public var output: String
+    public var startError: Int32
+
+    public init(status: Int32?, output: String, startError: Int32 = 0) {
+        self.status = status
+        self.output = output
+        self.startError = startError
+    }
+}
+
+/// Starting other programs: git for `setup-git`, and the desktop's programs (the browser, a
+/// notification). Each child gets the caller's environment, default signals and a process group
+/// of its own.
+public protocol ProgramLauncher {
+    /// Runs `program` found on PATH with stdin from /dev/null and collects its stdout, within a
+    /// bound; its stderr is the caller's.
+    func run(_ program: String, _ arguments: [String], timeoutMilliseconds: Int) -> ProgramResult
+    /// Starts `program` with /dev/null for its streams and gives it `waitMilliseconds` to finish:
+    /// true when it finished with 0 or is still running, false when it failed or did not start.
+    func start(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+/// The dependency rule, held by a test since SwiftPM lets a module import any module the package
+/// has built: only the composition root imports the adapter modules (docs/development.md,
+/// "Modules and the dependency rule").
+@Suite("the dependency rule")
+struct DependencyRuleTests {
+    static let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Sources")
+
+    /// The modules that wrap an outside thing (a C library, the kernel, a socket, a process).
+    static let adapters: Set<String> = [
+        "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
+        "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils", "CSDBus",
+        "CProcessHardening", "CQRencode", "CSodium",
+    ]
+
+    /// What each module that is not an adapter may import besides the toolchain's own modules.
+    static let allowed: [String: Set<String>] = [
+        "Basics": [],
+        "PortalTokenCore": ["Basics", "CSodium"],
+        "Commands": ["Basics", "PortalTokenCore"],
+        "portal-token-docgen": ["Commands", "PortalTokenCore"],
+        "portal-token": ["Composition"],
+    ]
+
+    static func imports(of module: String) throws -> [(file: String, module: String)] {
+        let directory = sources.appendingPathComponent(module)
+        let files = try #require(FileManager.default.enumerator(atPath: directory.path)).compactMap { $0 as? String }
+        var found: [(String, String)] = []
+        for file in files where file.hasSuffix(".swift") {
+            let text = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            for line in text.split(separator: "\n") {
+                let words = line.split(separator: " ").map(String.init)
+                guard let index = words.firstIndex(of: "import"), index + 1 < words.count,
+                    words[..<index].allSatisfy({ $0.hasPrefix("@") || ["public", "internal", "package"].contains($0) })
+                else { continue }
+                found.append((module + "/" + file, words[index + 1]))
+            }
+        }
+        return found
+    }
+
+    @Test("the commands, the core and Basics import no adapter module; only Composition does")
+    func onlyTheCompositionRootImportsAdapters() throws {
+        for (module, allowed) in Self.allowed {
+            let imports = try Self.imports(of: module)
+            #expect(!imports.isEmpty, "\(module) has no sources")
+            for (file, imported) in imports where Self.adapters.contains(imported) && !allowed.contains(imported) {
+                Issue.record("\(file) imports the adapter module \(imported)")
+            }
+            for (file, imported) in imports
+            where !allowed.contains(imported) && !Self.adapters.contains(imported)
+                && !["Glibc", "Foundation", "Synchronization", "Dispatch"].contains(imported)
+            {
+                Issue.record("\(file) imports \(imported), which \(module) may not")
+            }
+        }
+    }
+
+    @Test("every module of Sources is either an adapter or has a rule")
+    func everyModuleIsKnown() throws {
+        let modules = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
+        for module in modules where !Self.adapters.contains(module) && Self.allowed[module] == nil {
+            Issue.record("Sources/\(module) is neither an adapter nor covered by the dependency rule")
+        }
+    }
+}
