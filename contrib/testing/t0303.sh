@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Runs git's own external-helper test, t/t0303-credential-external.sh, against the release
-# portal-token under the default backend (auto) with no D-Bus session bus, once the encrypted
-# file store exists (the test's second case is a store that compares stderr, and only the store
-# that creates the file announces it).
+# portal-token on one backend, named by T0303_BACKEND:
+#   auto (the default): auto with no D-Bus session bus, once the encrypted file store exists (the
+#     test's second case is a store that compares stderr, and only the store that creates the
+#     file announces it);
+#   file: --backend file;
+#   secret-service: --backend secret-service, on the session bus of the environment (run it
+#     inside a session with a keyring).
 #
-# usage: contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
+# usage: [T0303_BACKEND=auto|file|secret-service] contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
 #   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/git-source.sh DIR trixie
 #   fetches and prepares git 2.47.3's), with its test tool built:
 #     make NO_CURL=1 NO_EXPAT=1 NO_TCLTK=1 NO_GETTEXT=1 NO_PERL=1 NO_PYTHON=1 \
@@ -26,11 +30,20 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$work/run"
 chmod 700 "$work/run"
 ln -s "$binary" "$work/bin/git-credential-portal-token"
-echo "t0303.sh: $source_dir/t/t0303-credential-external.sh against $("$git_dir/git" --version) and $("$binary" --version 2>&1 | head -n1)" >&2
+backend=${T0303_BACKEND:-auto}
+case "$backend" in
+    auto) settings=(-u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY -u PORTAL_TOKEN_BACKEND) ;;
+    file) settings=(-u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY PORTAL_TOKEN_BACKEND=file) ;;
+    secret-service)
+        [ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || { echo "t0303.sh: error: secret-service needs a session bus" >&2; exit 1; }
+        settings=(PORTAL_TOKEN_BACKEND=secret-service) ;;
+    *) echo "t0303.sh: error: T0303_BACKEND must be auto, file or secret-service" >&2; exit 1 ;;
+esac
+echo "t0303.sh: backend $backend: $source_dir/t/t0303-credential-external.sh against $("$git_dir/git" --version) and $("$binary" --version 2>&1 | head -n1)" >&2
 cd "$source_dir/t"
-env -u DBUS_SESSION_BUS_ADDRESS -u DISPLAY -u WAYLAND_DISPLAY -u PORTAL_TOKEN_BACKEND \
+env "${settings[@]}" \
     PATH="$work/bin:$PATH" XDG_RUNTIME_DIR="$work/run" \
     PORTAL_TOKEN_FILE="$work/store" PORTAL_TOKEN_PASSPHRASE="t0303 passphrase" \
     GIT_TEST_INSTALLED="$git_dir" GIT_TEST_CREDENTIAL_HELPER=portal-token \
-    GIT_TEST_CREDENTIAL_HELPER_SETUP='printf "protocol=https\nhost=t0303-setup.example\nusername=u\npassword=p\n\n" | git-credential-portal-token store' \
+    GIT_TEST_CREDENTIAL_HELPER_SETUP="printf 'protocol=https\nhost=t0303-setup-$backend.example\nusername=u\npassword=p\n\n' | git-credential-portal-token store" \
     ./t0303-credential-external.sh --root="$work/trash" "${@:3}"
