@@ -9,8 +9,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
     case network = 5
     case rejected = 6
     case notARedirect = 7
-    /// 70 is EX_SOFTWARE of sysexits.h ("internal software error"); the contract names no code
-    /// for an error no part of portal-token expected.
+    /// 70 is EX_SOFTWARE of sysexits.h ("internal software error"); codes 0 to 7 name none
+    /// for an error no part of portal-token expected (docs/exit-codes.md, "Internal errors").
     case internalError = 70
     /// `exec`: the command was found but could not be run, as env(1) reports it.
     case commandNotExecutable = 126

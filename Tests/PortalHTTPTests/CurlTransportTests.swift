@@ -29,7 +29,7 @@ struct CurlTransportTests {
         }
     }
 
-    @Test("a live token gets the client object, and the server saw exactly the contract's headers")
+    @Test("a live token gets the client object, and the server saw exactly the headers docs/portal-api.md names")
     func liveToken() throws {
         let fixture = try Fixture()
         defer { fixture.server.stop() }
@@ -205,7 +205,7 @@ struct CurlTransportTests {
 /// The fake server must be strict, or the transport tests prove nothing.
 @Suite("fake Portal server")
 struct FakePortalServerTests {
-    @Test("a request without the contract's headers is recorded as a violation and answered 400")
+    @Test("a request without the headers docs/portal-api.md names is recorded as a violation and answered 400")
     func rejectsBareRequest() throws {
         let server = try FakePortalServer()
         defer { server.stop() }

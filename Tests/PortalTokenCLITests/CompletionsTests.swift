@@ -28,7 +28,7 @@ struct CompletionsTests {
     /// The settings flags (docs/settings.md, "Flags"), and the options every invocation takes.
     static let globalOptions = Setting.all.compactMap(\.flag).map { "--" + $0 } + ["--config", "--help", "--version"]
 
-    /// Every command name under "Commands:" in `portal-token --help`, with the contract's.
+    /// Every command name under "Commands:" in `portal-token --help`, with those docs/commands.md lists.
     static func commands() throws -> [String] {
         let help = try ProcessRunner.portalToken(["--help"])
         #expect(help.exitCode == 0)
@@ -46,7 +46,7 @@ struct CompletionsTests {
         return names + contractOptions.keys.sorted().filter { !names.contains($0) }
     }
 
-    /// The options of `COMMAND`: the contract's, and those of the usage line of `COMMAND --help`
+    /// The options of `COMMAND`: those docs/commands.md lists, and those of the usage line of `COMMAND --help`
     /// when this build has the command.
     static func options(of command: String) throws -> [String] {
         var options = contractOptions[command] ?? []

@@ -379,7 +379,7 @@ struct SignInTests {
         #expect(try SimulatedBrowser.canBind(port: UInt16(port)))
     }
 
-    @Test("configuration and Portal's refusals map to the contract's exit codes", arguments: [TestBackend.file])
+    @Test("configuration and Portal's refusals map to the documented exit codes", arguments: [TestBackend.file])
     func refusals(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend)
         #expect(try harness.run(["login"]).exitCode == 2)

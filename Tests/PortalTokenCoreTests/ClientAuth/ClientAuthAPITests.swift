@@ -68,7 +68,7 @@ struct ClientAuthRequestTests {
         ]
     }
 
-    @Test("the six requests go to the contract's exact URLs")
+    @Test("the six requests go to the exact URLs of docs/portal-api.md")
     func urls() throws {
         let urls = try Self.requests().map { "\($0.1.method) \($0.1.url)" }
         #expect(
@@ -359,7 +359,7 @@ struct ClientAuthErrorTests {
         return F.thrown { try api.check(F.response(status, body), endpoint, privateValues: privateValues) }
     }
 
-    @Test("429 on magic links is rate limiting, with the contract's message")
+    @Test("429 on magic links is rate limiting, with the message docs/portal-api.md gives")
     func rateLimited() throws {
         let error = try Self.check(429, "", .magicLinks)
         #expect(error == .rateLimited)

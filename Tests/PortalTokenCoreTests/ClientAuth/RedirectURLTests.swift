@@ -5,7 +5,7 @@ import Testing
 @Suite("redirectUrl form encoding")
 struct FormURLEncodingTests {
     @Test(
-        "each input encodes to the contract's bytes",
+        "each input encodes to the bytes docs/portal-api.md gives",
         arguments: [
             ("AZaz09-_.*", "AZaz09-_.*"),
             ("myapp://auth/callback", "myapp%3A%2F%2Fauth%2Fcallback"),
@@ -57,7 +57,7 @@ struct RedirectTargetTests {
     static let slashes = String(repeating: "/", count: 200_000)
 
     @Test(
-        "an incoming URL matches the configured one as the contract says",
+        "an incoming URL matches the configured one as docs/portal-api.md says",
         arguments: [
             (
                 "portalexample://auth/callback?token=grant&authMethod=EMAIL_MAGIC_LINK",
@@ -135,7 +135,7 @@ struct RedirectTargetTests {
 @Suite("redirect query parsing")
 struct RedirectQueryTests {
     @Test(
-        "each URL yields the contract's parameters",
+        "each URL yields the parameters docs/portal-api.md gives",
         arguments: [
             ("myapp://auth/callback", [String: String]()),
             ("myapp://x?", [:]),
