@@ -58,11 +58,9 @@ public final class Context {
         return backend
     }
 
-    static func keyringTimeout(_ settings: Settings) throws -> Int {
-        try settings.milliseconds(.keyringTimeout, default: defaultKeyringTimeoutMilliseconds)
+    var keyringTimeout: Int {
+        get throws { try settings.milliseconds(.keyringTimeout, default: Self.defaultKeyringTimeoutMilliseconds) }
     }
-
-    var keyringTimeout: Int { get throws { try Self.keyringTimeout(settings) } }
 
     var keyCacheTimeoutSeconds: Int {
         get throws {
@@ -234,15 +232,17 @@ public final class Context {
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
     /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
-    func cachedSessions() throws -> CachedSessions {
+    func sessions() throws -> Sessions {
         let choice = try backendChoice()
-        return CachedSessions(
-            SessionItems(try items(choice.backend)), cache: services.secretCache(), lock: try storeLock(),
-            // The store behind the cache: which backend was asked for, in which family.
-            scope: try Self.requestedBackend(settings).rawValue, family: cacheFamily,
-            timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
-            confirmUnlocked: choice.backend == .secretService
-                ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil)
+        return Sessions(
+            try items(choice.backend),
+            cache: Sessions.Cache(
+                services.secretCache(), lock: try storeLock(),
+                // The store behind the cache: which backend was asked for, in which family.
+                scope: try Self.requestedBackend(settings).rawValue, family: cacheFamily,
+                timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
+                confirmUnlocked: choice.backend == .secretService
+                    ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil))
     }
 
     /// One bounded read of the default collection's `Locked` property on the session bus, without
@@ -273,7 +273,7 @@ public final class Context {
         let apiBase = try apiBase()
         let hook = SessionHook(context: self)
         return SessionService(
-            authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try cachedSessions(),
+            authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try sessions(),
             lock: try storeLock(), transport: try transport(),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: hook.run, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
@@ -312,7 +312,7 @@ public final class Context {
     func signInService(configuration: ClientAuthConfiguration) throws -> SignInService {
         SignInService(
             configuration: configuration, client: try clientAuthClient(configuration: configuration),
-            sessions: try cachedSessions(), steps: try twoFactorSteps(), sessionLock: try storeLock(),
+            sessions: try sessions(), steps: try twoFactorSteps(), sessionLock: try storeLock(),
             signInLock: try signInLock(), memory: services.secretCache(), now: now, trace: trace)
     }
 }

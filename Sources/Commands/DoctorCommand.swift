@@ -68,7 +68,7 @@ private struct Diagnosis {
         let bus = sessionBus()
         checks.append(bus)
         let timeout =
-            (try? Context.keyringTimeout(context.settings)) ?? Context.defaultKeyringTimeoutMilliseconds
+            (try? context.keyringTimeout) ?? Context.defaultKeyringTimeoutMilliseconds
         let keyring = context.services.keyringDiagnosis(timeout)
         var provider: StoreError.Kind?
         if bus.ok {

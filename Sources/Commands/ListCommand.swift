@@ -22,8 +22,8 @@ struct ListCommand: Command {
         let credentials = try context.credentials().all()
         // Every stored Portal session, one per auth environment, as stored: no network call
         // and no expiry judgement (that is `status`'s).
-        let sessions = try SessionItems(context.items(context.backendChoice().backend))
-            .allSessions().sorted { $0.authEnvironmentID < $1.authEnvironmentID }
+        let sessions = try SessionItems.all(in: context.items(context.backendChoice().backend))
+            .sorted { $0.authEnvironmentID < $1.authEnvironmentID }
         if json {
             let credentialObjects: [JSONValue] = credentials.map { credential in
                 var members: [String: JSONValue] = [

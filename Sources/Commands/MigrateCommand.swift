@@ -57,7 +57,7 @@ struct MigrateCommand: Command {
             }
             return (outcome, aside)
         }
-        context.services.secretCache().dropAll(withPrefix: CachedSessions.namePrefix(family: context.cacheFamily))
+        context.services.secretCache().dropAll(withPrefix: Sessions.namePrefix(family: context.cacheFamily))
         let moved = outcome.moved.count, kept = outcome.kept
         streams.printError(
             "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"

@@ -38,13 +38,7 @@ public enum Composition {
             },
             fileExists: { EncryptedFileStore.exists(at: $0) },
             moveFileAside: { path, lockTimeout throws(StoreError) in
-                try EncryptedFileStore(
-                    path: path, lockTimeoutMilliseconds: lockTimeout,
-                    passphrase: { _ throws(StoreError) in
-                        throw StoreError(.failed, "moving the store file aside needs no passphrase")
-                    },
-                    warn: { _ in }
-                ).moveAsideAfterMigration()
+                try EncryptedFileStore.moveAsideAfterMigration(path: path, lockTimeoutMilliseconds: lockTimeout)
             },
             transport: { CurlTransport(options: $0) },
             secretCache: { KernelKeyring() },

@@ -65,33 +65,16 @@ public final class EncryptedFileStore {
         return lstat(path, &status) == 0
     }
 
-    /// Renames the store file to `<name>.migrated-<UTC time>` under the lock, once `migrate` has
-    /// written everything it held to the other store, and returns the new path. Nothing is
-    /// deleted: the old file stays readable with its passphrase.
-    public func moveAsideAfterMigration() throws(StoreError) -> String {
+    /// Renames the store file at `path` to `<name>.migrated-<UTC time>` under its lock, once
+    /// `migrate` has written everything it held to the other store, and returns the new path.
+    /// Nothing is deleted: the old file stays readable with its passphrase.
+    public static func moveAsideAfterMigration(path: String, lockTimeoutMilliseconds: Int) throws(StoreError)
+        -> String
+    {
+        let files = StoreFileSystem(path: path)
         let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
         defer { lock.release() }
-        var now = time(nil)
-        var parts = tm()
-        gmtime_r(&now, &parts)
-        let stamp =
-            format2(Int(parts.tm_year) + 1900, width: 4) + format2(Int(parts.tm_mon) + 1) + format2(Int(parts.tm_mday))
-            + "T" + format2(Int(parts.tm_hour)) + format2(Int(parts.tm_min)) + format2(Int(parts.tm_sec)) + "Z"
-        for attempt in 1...100 {
-            let aside = "\(path).migrated-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
-            // link then unlink: unlike rename, link never replaces an earlier copy.
-            if link(path, aside) == 0 {
-                unlink(path)
-                return aside
-            }
-            guard errno == EEXIST else { break }
-        }
-        throw StoreError(.failed, "cannot move the store file \(path) aside: \(String(cString: strerror(errno)))")
-    }
-
-    private func format2(_ value: Int, width: Int = 2) -> String {
-        let digits = String(value)
-        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        return try files.moveAside(as: "migrated")
     }
 
     // MARK: Reading

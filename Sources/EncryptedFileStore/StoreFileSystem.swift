@@ -45,21 +45,16 @@ struct StoreFileSystem {
         var device: UInt64
         var inode: UInt64
         var size: Int64
-        var modified: timespec
-        var changed: timespec
+        /// Modification and status-change times, in nanoseconds.
+        var modified: Int64
+        var changed: Int64
 
         init(_ status: stat) {
             device = UInt64(status.st_dev)
             inode = UInt64(status.st_ino)
             size = Int64(status.st_size)
-            modified = status.st_mtim
-            changed = status.st_ctim
-        }
-
-        static func == (lhs: Identity, rhs: Identity) -> Bool {
-            lhs.device == rhs.device && lhs.inode == rhs.inode && lhs.size == rhs.size
-                && lhs.modified.tv_sec == rhs.modified.tv_sec && lhs.modified.tv_nsec == rhs.modified.tv_nsec
-                && lhs.changed.tv_sec == rhs.changed.tv_sec && lhs.changed.tv_nsec == rhs.changed.tv_nsec
+            modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+            changed = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
         }
     }
 
@@ -258,11 +253,12 @@ struct StoreFileSystem {
         }
     }
 
-    // MARK: Damage
+    // MARK: Moving aside
 
-    /// Renames the store file to `<name>.damaged-<UTC time>` (never over an earlier one) and
-    /// returns the new path. The caller holds the lock.
-    func moveAside() throws(StoreError) -> String {
+    /// Renames the store file to `<name>.<reason>-<UTC time>` (never over an earlier one; a
+    /// damaged file, or one migrated to the keyring) and returns the new path. The caller holds
+    /// the lock.
+    func moveAside(as reason: String = "damaged") throws(StoreError) -> String {
         var now = time(nil)
         var parts = tm()
         gmtime_r(&now, &parts)
@@ -271,15 +267,15 @@ struct StoreFileSystem {
             + "T" + twoDigits(parts.tm_hour) + twoDigits(parts.tm_min) + twoDigits(parts.tm_sec) + "Z"
         var attempt = 1
         while true {
-            let aside = "\(path).damaged-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
-            // link then unlink: unlike rename, link refuses to replace an earlier damaged copy.
+            let aside = "\(path).\(reason)-\(stamp)" + (attempt == 1 ? "" : "-\(attempt)")
+            // link then unlink: unlike rename, link refuses to replace an earlier copy.
             if link(path, aside) == 0 {
                 unlink(path)
                 syncDirectory()
                 return aside
             }
             guard errno == EEXIST, attempt < 100 else {
-                throw failure("cannot move the damaged store file \(path) aside", errno: errno)
+                throw failure("cannot move the \(reason) store file \(path) aside", errno: errno)
             }
             attempt += 1
         }

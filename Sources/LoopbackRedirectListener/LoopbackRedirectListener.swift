@@ -55,11 +55,6 @@ public final class LoopbackRedirectListener: RedirectListening {
         }
     }
 
-    public typealias Progress = RedirectListenerProgress
-    public typealias Page = RedirectPage
-    public typealias Decision = RedirectDecision
-    public typealias ListenerError = RedirectListenerError
-
     public let redirect: LoopbackRedirect
     public let configuredRedirectURL: String
     public let options: Options
@@ -67,7 +62,9 @@ public final class LoopbackRedirectListener: RedirectListening {
     private var listeners: [(descriptor: Int32, address: String)] = []
 
     /// Binds the redirect URL's loopback address and port.
-    public init(redirect: LoopbackRedirect, configuredRedirectURL: String, options: Options) throws(ListenerError) {
+    public init(redirect: LoopbackRedirect, configuredRedirectURL: String, options: Options)
+        throws(RedirectListenerError)
+    {
         self.redirect = redirect
         self.configuredRedirectURL = configuredRedirectURL
         self.options = options
@@ -116,9 +113,9 @@ public final class LoopbackRedirectListener: RedirectListening {
     /// and authority plus the request target) and decides. Runs on the calling thread; closes
     /// the listener before returning or throwing.
     public func wait<Result>(
-        progress: (Progress) -> Void = { _ in },
-        handler: (Secret) -> Decision<Result>
-    ) throws(ListenerError) -> Result {
+        progress: (RedirectListenerProgress) -> Void = { _ in },
+        handler: (Secret) -> RedirectDecision<Result>
+    ) throws(RedirectListenerError) -> Result {
         defer { close() }
         guard !listeners.isEmpty else { throw .socketFailure(errorNumber: EBADF) }
         let started = options.now()
@@ -181,7 +178,7 @@ public final class LoopbackRedirectListener: RedirectListening {
                     finished.append(index)
                 case .tooLarge:
                     respond(.tooLarge, on: connections[index].descriptor)
-                    progress(.ignoredRequest(status: Page.tooLarge.status))
+                    progress(.ignoredRequest(status: RedirectPage.tooLarge.status))
                     finished.append(index)
                 case .complete(var head):
                     finished.append(index)
@@ -265,8 +262,8 @@ public final class LoopbackRedirectListener: RedirectListening {
 
     /// Answers one complete request; returns the handler's result when it says to finish.
     private func serve<Result>(
-        _ head: [UInt8], on descriptor: Int32, progress: (Progress) -> Void,
-        handler: (Secret) -> Decision<Result>
+        _ head: [UInt8], on descriptor: Int32, progress: (RedirectListenerProgress) -> Void,
+        handler: (Secret) -> RedirectDecision<Result>
     ) -> Result? {
         let lineEnd = head.firstIndex(of: 0x0A) ?? head.endIndex
         var line = head[..<lineEnd]
@@ -276,7 +273,7 @@ public final class LoopbackRedirectListener: RedirectListening {
             let target = String(validating: parts[1], as: UTF8.self)
         else {
             respond(.badRequest, on: descriptor)
-            progress(.ignoredRequest(status: Page.badRequest.status))
+            progress(.ignoredRequest(status: RedirectPage.badRequest.status))
             return nil
         }
         // Judge the path before the method, so that nothing but the redirect path ever hears
@@ -284,12 +281,12 @@ public final class LoopbackRedirectListener: RedirectListening {
         let url = Secret(redirect.base + target)
         guard RedirectURL.matches(url.text, configured: configuredRedirectURL) else {
             respond(.notFound, on: descriptor)
-            progress(.ignoredRequest(status: Page.notFound.status))
+            progress(.ignoredRequest(status: RedirectPage.notFound.status))
             return nil
         }
         guard parts[0].elementsEqual("GET".utf8) else {
             respond(.methodNotAllowed, on: descriptor)
-            progress(.ignoredRequest(status: Page.methodNotAllowed.status))
+            progress(.ignoredRequest(status: RedirectPage.methodNotAllowed.status))
             return nil
         }
         progress(.redirectReceived)
@@ -305,7 +302,7 @@ public final class LoopbackRedirectListener: RedirectListening {
 
     // MARK: Answers
 
-    private func respond(_ page: Page, on descriptor: Int32) {
+    private func respond(_ page: RedirectPage, on descriptor: Int32) {
         let title = Self.escapeHTML(page.title), message = Self.escapeHTML(page.message)
         let body = """
             <!doctype html>
@@ -387,7 +384,7 @@ public final class LoopbackRedirectListener: RedirectListening {
 
     // MARK: Sockets
 
-    private static func bind(family: Int32, address: String, port: UInt16) throws(ListenerError) -> Int32 {
+    private static func bind(family: Int32, address: String, port: UInt16) throws(RedirectListenerError) -> Int32 {
         let descriptor = socket(
             family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard descriptor >= 0 else { throw .cannotListen(address: address, port: port, errorNumber: errno) }

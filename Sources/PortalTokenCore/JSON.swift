@@ -36,8 +36,6 @@ public enum JSONValue: Sendable, Equatable {
         return nil
     }
 
-    public var isNull: Bool { self == .null }
-
     public static func int(_ value: Int64) -> JSONValue { .number(String(value)) }
 
     // MARK: Reading

@@ -1,39 +1,17 @@
-/// Portal sessions as items (docs/storage.md, "Secret Service: Portal sessions and two-factor steps"): schema
-/// `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and `end-user-id`, label
-/// `Portal session for <endUserId> (<environment>)`; the secret is `PortalSession.payload`. One
-/// session per environment.
-public struct SessionItems {
+/// Portal sessions as items (docs/storage.md, "Secret Service: Portal sessions and two-factor
+/// steps"): schema `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and
+/// `end-user-id`, label `Portal session for <endUserId> (<environment>)`; the secret is
+/// `PortalSession.payload`. One session per environment; `Sessions` keeps them.
+public enum SessionItems {
     public static let schema = "io.portalhq.PortalToken.Session"
-    public let items: any ItemStore
-
-    public init(_ items: any ItemStore) { self.items = items }
 
     static func filter(_ authEnvironmentID: String) -> [ItemAttributes] {
         [[StoredItem.schemaAttribute: schema, "auth-environment-id": authEnvironmentID]]
     }
 
-    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        guard let newest = try items.search(Self.filter(authEnvironmentID)).first else { return .absent }
-        guard let session = Self.session(from: newest) else { return .unreadable }
-        return .present(session)
-    }
-
-    public func saveSession(_ session: PortalSession) throws(StoreError) {
-        try items.replace(Self.filter(session.authEnvironmentID), with: Self.item(for: session))
-    }
-
-    /// Removes the environment's session; with `token`, only a session holding that token (a
-    /// newer one stored meanwhile survives). True when one was removed.
-    @discardableResult
-    public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
-        try items.delete(Self.filter(authEnvironmentID)) { item in
-            token.map { Self.session(from: item)?.token == $0 } ?? true
-        } > 0
-    }
-
-    /// Every readable session, the newest of each environment (for `migrate`, `list`, `status`).
-    public func allSessions() throws(StoreError) -> [PortalSession] {
-        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: Self.schema]]), decode: Self.session(from:))
+    /// Every readable session in `items`, the newest of each environment (for `list`).
+    public static func all(in items: any ItemStore) throws(StoreError) -> [PortalSession] {
+        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: schema]]), decode: session(from:))
     }
 
     public static func item(for session: PortalSession) -> StoredItem {
@@ -81,11 +59,6 @@ public struct TwoFactorStepItems {
     @discardableResult
     public func deleteStep(authEnvironmentID: String) throws(StoreError) -> Bool {
         try items.delete(Self.filter(authEnvironmentID)) > 0
-    }
-
-    /// Every readable step, the newest of each environment (for `migrate`).
-    public func allSteps() throws(StoreError) -> [PendingTwoFactor] {
-        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: Self.schema]]), decode: Self.step(from:))
     }
 
     public static func item(for step: PendingTwoFactor) -> StoredItem {

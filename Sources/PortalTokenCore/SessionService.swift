@@ -58,7 +58,7 @@ public final class SessionService {
 
     public let authEnvironmentID: String
     public let apiBase: PortalAPIBase
-    private let store: CachedSessions
+    private let store: Sessions
     private let lock: any SessionLock
     private let transport: any HTTPTransport
     private let requests: PortalRequestBuilder
@@ -69,7 +69,7 @@ public final class SessionService {
     private let now: () -> Int64
 
     public init(
-        authEnvironmentID: String, apiBase: PortalAPIBase, store: CachedSessions, lock: any SessionLock,
+        authEnvironmentID: String, apiBase: PortalAPIBase, store: Sessions, lock: any SessionLock,
         transport: any HTTPTransport, requests: PortalRequestBuilder,
         sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
         now: @escaping () -> Int64
@@ -195,7 +195,7 @@ public final class SessionService {
         let session = PortalSession(
             token: token, endUserID: endUserID, authEnvironmentID: authEnvironmentID,
             issuedAt: time, lastActivityAt: time)
-        try lock.withLock { try store.saveSession(session) }
+        try store.saveSession(session)
         return session
     }
 
@@ -284,6 +284,6 @@ public final class SessionService {
     /// Removes the session without running the hook (`logout`, or git's erase without a password).
     @discardableResult
     public func remove() throws -> Bool {
-        try lock.withLock { try store.deleteSession(authEnvironmentID: authEnvironmentID) }
+        try store.deleteSession(authEnvironmentID: authEnvironmentID)
     }
 }

@@ -375,8 +375,6 @@ struct FoundItem {
         self.attributes = attributes
     }
 
-    var schemaName: String? { attributes["xdg:schema"] }
-
     var label: String {
         let lib = LibSecret.functions
         guard let label = lib.itemGetLabel(pointer) else { return "" }

@@ -29,7 +29,7 @@ public final class SecretServiceItemStore: ItemStore {
     public func replace(
         _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
     ) throws(StoreError) {
-        let operation = "storing \(Self.describe(item.schema))"
+        let operation = "writing to the keyring"
         let collection = try connection.unlockedDefaultCollection()
         let previous = try loaded(filters, while: operation).filter { isPrevious($0.item) }
         var attributes = item.attributes
@@ -39,12 +39,12 @@ public final class SecretServiceItemStore: ItemStore {
             attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             label: item.label, secret: item.secret, while: operation)
         for old in previous where old.found.objectPath != created {
-            try connection.delete(old.found, while: "replacing the previous \(Self.describe(item.schema))")
+            try connection.delete(old.found, while: "replacing an item in the keyring")
         }
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
-        let operation = "removing \(Self.describe(filters.first?[StoredItem.schemaAttribute] ?? ""))"
+        let operation = "deleting from the keyring"
         let doomed = try loaded(filters, while: operation).filter { isDoomed($0.item) }
         for item in doomed { try connection.delete(item.found, while: operation) }
         return doomed.count
@@ -52,32 +52,26 @@ public final class SecretServiceItemStore: ItemStore {
 
     /// The items matching any filter, each once, newest first, with their secrets. An item whose
     /// secret did not load is locked (an error) or was deleted since the search (left out).
-    private func loaded(_ filters: [ItemAttributes], while operation: String) throws(StoreError) -> [(
-        found: FoundItem, item: StoredItem
-    )] {
-        var seen: Set<String> = []
-        var found: [FoundItem] = []
+    private typealias Loaded = (found: FoundItem, item: StoredItem)
+    private func loaded(_ filters: [ItemAttributes], while operation: String) throws(StoreError) -> [Loaded] {
+        var found: [String: FoundItem] = [:]
         for filter in filters {
             let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            for item in try connection.search(query, loadSecrets: true, while: operation).items
-            where seen.insert(item.objectPath).inserted {
-                found.append(item)
+            for item in try connection.search(query, loadSecrets: true, while: operation).items {
+                found[item.objectPath] = item
             }
         }
-        var items: [(FoundItem, StoredItem)] = []
-        for item in found.sorted(by: { $0.order > $1.order }) {
+        var items: [Loaded] = []
+        for item in found.values.sorted(by: { $0.order > $1.order }) {
             guard let secret = item.secret else {
                 try connection.ensureItemIsGone(item)
                 continue
             }
-            let order = item.order
-            items.append(
-                (
-                    item,
-                    StoredItem(
-                        attributes: item.attributes, label: item.label, secret: secret, created: Int64(order.created),
-                        modified: Int64(order.modified), id: item.objectPath)
-                ))
+            let (created, modified) = (Int64(item.order.created), Int64(item.order.modified))
+            let stored = StoredItem(
+                attributes: item.attributes, label: item.label, secret: secret, created: created, modified: modified,
+                id: item.objectPath)
+            items.append((item, stored))
         }
         return items
     }
@@ -91,16 +85,5 @@ public final class SecretServiceItemStore: ItemStore {
         let built = makeSchema(name: name, attributes: names.map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
         schemas[key] = built
         return built
-    }
-
-    /// Words for messages: what kind of record a schema holds.
-    private static func describe(_ schema: String) -> String {
-        switch schema {
-        case SessionItems.schema: return "the Portal session"
-        case TwoFactorStepItems.schema: return "the two-factor step"
-        case CredentialItems.schema, CredentialItems.legacySchema, CredentialItems.bearerOnlySchema:
-            return "a credential"
-        default: return "an item of \(schema)"
-        }
     }
 }

@@ -83,14 +83,14 @@ final class InProcessCLI {
 
     /// Signs `endUserID` in with `token`, as a sign-in would have stored it.
     func signIn(token: String = "token-1", endUserID: String = "user-1") throws {
-        try SessionItems(items).saveSession(
+        try Sessions(items).saveSession(
             PortalSession(
                 token: Secret(token), endUserID: endUserID, authEnvironmentID: Self.environmentID,
                 issuedAt: clock.value, lastActivityAt: clock.value))
     }
 
     var storedSession: StoredSession {
-        (try? SessionItems(items).loadSession(authEnvironmentID: Self.environmentID)) ?? .absent
+        (try? Sessions(items).loadSession(authEnvironmentID: Self.environmentID)) ?? .absent
     }
 
     func run(

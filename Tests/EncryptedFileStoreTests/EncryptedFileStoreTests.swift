@@ -518,7 +518,7 @@ struct EncryptedFileItemTests {
         #expect(credentials.map(\.username) == ["newer", "older"])
         #expect(credentials[0].host == CredentialHost(server: "old.example", port: 8443))
         #expect(credentials[0].credential == Secret("c2") && credentials[0].passwordExpiresAt == 4_102_444_800)
-        #expect(try SessionItems(store).loadSession(authEnvironmentID: "env-v2") == .present(session))
+        #expect(try Sessions(store).loadSession(authEnvironmentID: "env-v2") == .present(session))
         #expect(try TwoFactorStepItems(store).loadStep(authEnvironmentID: "env-v1") == step)
         // Any write rewrites the file as one list of items; everything reads the same afterwards.
         try store.store(credential("another.example"))
@@ -528,8 +528,8 @@ struct EncryptedFileItemTests {
         let reopened = makeStore(directory.storePath, passphrase: "fixture passphrase", kdf: cheapKDF)
         #expect(
             try reopened.lookup(CredentialQuery(host: CredentialHost(server: "old.example", port: 8443))).count == 1)
-        #expect(try SessionItems(reopened).loadSession(authEnvironmentID: "env-v2") == .present(session))
-        #expect(try TwoFactorStepItems(reopened).allSteps() == [step])
+        #expect(try Sessions(reopened).loadSession(authEnvironmentID: "env-v2") == .present(session))
+        #expect(try TwoFactorStepItems(reopened).loadStep(authEnvironmentID: "env-v1") == step)
     }
 }
 

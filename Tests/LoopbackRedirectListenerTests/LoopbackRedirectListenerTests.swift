@@ -166,9 +166,9 @@ enum ListenerFixture {
 }
 
 final class ProgressLog: Sendable {
-    private let events = Mutex<[LoopbackRedirectListener.Progress]>([])
-    func record(_ event: LoopbackRedirectListener.Progress) { events.withLock { $0.append(event) } }
-    var all: [LoopbackRedirectListener.Progress] { events.withLock { $0 } }
+    private let events = Mutex<[RedirectListenerProgress]>([])
+    func record(_ event: RedirectListenerProgress) { events.withLock { $0.append(event) } }
+    var all: [RedirectListenerProgress] { events.withLock { $0 } }
 }
 
 @Suite("loopback redirect listener")
@@ -188,7 +188,7 @@ struct LoopbackRedirectListenerTests {
         }
         let log = ProgressLog()
         let received = Mutex<String?>(nil)
-        let result = try listener.wait(progress: log.record) { redirectURL -> Listener.Decision<String> in
+        let result = try listener.wait(progress: log.record) { redirectURL -> RedirectDecision<String> in
             received.withLock { $0 = redirectURL.text }
             return .finish("signed-in", page: .signedIn)
         }
@@ -215,7 +215,7 @@ struct LoopbackRedirectListenerTests {
         let browser = Browser.Running {
             Browser.get("/auth/callback/?token=a%2Bb&login_type=GOOGLE#x", port: port, host: "localhost")
         }
-        let result = try listener.wait { redirectURL -> Listener.Decision<Secret> in
+        let result = try listener.wait { redirectURL -> RedirectDecision<Secret> in
             .finish(redirectURL, page: .signedIn)
         }
         #expect(result.text == url + "/?token=a%2Bb&login_type=GOOGLE#x")
@@ -234,7 +234,7 @@ struct LoopbackRedirectListenerTests {
             Browser.get("/callback?token=g&login_type=APPLE", port: port, host: "localhost", family: AF_INET6)
         }
         let log = ProgressLog()
-        let result = try listener.wait(progress: log.record) { _ -> Listener.Decision<Int> in
+        let result = try listener.wait(progress: log.record) { _ -> RedirectDecision<Int> in
             .finish(6, page: .signedIn)
         }
         #expect(result == 6)
@@ -261,7 +261,7 @@ struct LoopbackRedirectListenerTests {
             ]
         }
         let calls = Mutex(0)
-        let result = try listener.wait { _ -> Listener.Decision<Int> in
+        let result = try listener.wait { _ -> RedirectDecision<Int> in
             let call = calls.withLock {
                 $0 += 1; return $0
             }
@@ -285,7 +285,7 @@ struct LoopbackRedirectListenerTests {
         defer { close(partial) }
         _ = "GET /callback?token=slow".withCString { send(partial, $0, strlen($0), 0) }
         let browser = Browser.Running { Browser.get("/callback?token=g&login_type=GOOGLE", port: port) }
-        let result = try listener.wait { url -> Listener.Decision<String> in .finish(url.text, page: .signedIn) }
+        let result = try listener.wait { url -> RedirectDecision<String> in .finish(url.text, page: .signedIn) }
         #expect(result.hasSuffix("?token=g&login_type=GOOGLE"))
         #expect(browser.result()??.status == 200)
     }
@@ -320,7 +320,7 @@ struct LoopbackRedirectListenerTests {
         usleep(300_000)
         let started = LoopbackRedirectListener.monotonicMilliseconds()
         let browser = Browser.Running { Browser.get("/callback?token=g&login_type=GOOGLE", port: port) }
-        let result = try listener.wait { url -> Listener.Decision<String> in .finish(url.text, page: .signedIn) }
+        let result = try listener.wait { url -> RedirectDecision<String> in .finish(url.text, page: .signedIn) }
         #expect(result.hasSuffix("?token=g&login_type=GOOGLE"))
         #expect(browser.result()??.status == 200)
         // Answering the trickler costs 0.7 s at most; a drain bounded by bytes alone would take minutes.
@@ -346,8 +346,8 @@ struct LoopbackRedirectListenerTests {
             return nil
         }
         let waitStarted = LoopbackRedirectListener.monotonicMilliseconds()
-        #expect(throws: Listener.ListenerError.timedOut(milliseconds: 4000)) {
-            try second.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+        #expect(throws: RedirectListenerError.timedOut(milliseconds: 4000)) {
+            try second.wait { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn) }
         }
         #expect(LoopbackRedirectListener.monotonicMilliseconds() - waitStarted < 5000)
         let closedAfter = try #require(cutOff.result() ?? nil)
@@ -370,7 +370,7 @@ struct LoopbackRedirectListenerTests {
             ]
         }
         let calls = Mutex(0)
-        _ = try listener.wait { _ -> Listener.Decision<Bool> in
+        _ = try listener.wait { _ -> RedirectDecision<Bool> in
             calls.withLock { $0 += 1 }
             return .finish(true, page: .signedIn)
         }
@@ -389,7 +389,7 @@ struct LoopbackRedirectListenerTests {
                 Browser.get("/callback?token=g&login_type=GOOGLE", port: port),
             ]
         }
-        _ = try listener.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+        _ = try listener.wait { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn) }
         #expect(try #require(browser.result()).map { $0?.status } == [431, 200])
     }
 
@@ -398,8 +398,8 @@ struct LoopbackRedirectListenerTests {
         let (listener, _) = try ListenerFixture.listener(timeoutMilliseconds: 300, tickMilliseconds: 100)
         let port = listener.redirect.port
         let log = ProgressLog()
-        #expect(throws: Listener.ListenerError.timedOut(milliseconds: 300)) {
-            _ = try listener.wait(progress: log.record) { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn)
+        #expect(throws: RedirectListenerError.timedOut(milliseconds: 300)) {
+            _ = try listener.wait(progress: log.record) { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn)
             }
         }
         #expect(ListenerFixture.isFree(port))
@@ -422,12 +422,12 @@ struct LoopbackRedirectListenerTests {
                 }
             })
         let started = ContinuousClock.now
-        #expect(throws: Listener.ListenerError.timedOut(milliseconds: 600_000)) {
-            _ = try listener.wait { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+        #expect(throws: RedirectListenerError.timedOut(milliseconds: 600_000)) {
+            _ = try listener.wait { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn) }
         }
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(
-            Listener.ListenerError.timedOut(milliseconds: 600_000).message == "no sign-in arrived within 10 minutes")
+            RedirectListenerError.timedOut(milliseconds: 600_000).message == "no sign-in arrived within 10 minutes")
     }
 
     @Test("a port in use is reported before anything else happens")
@@ -435,7 +435,7 @@ struct LoopbackRedirectListenerTests {
         let (first, url) = try ListenerFixture.listener()
         defer { first.close() }
         let redirect = try #require(LoopbackRedirect(redirectURL: url))
-        let error = #expect(throws: Listener.ListenerError.self) {
+        let error = #expect(throws: RedirectListenerError.self) {
             _ = try LoopbackRedirectListener(
                 redirect: redirect, configuredRedirectURL: url,
                 options: .init(timeoutMilliseconds: 1000, handlesInterrupts: false))
@@ -465,13 +465,13 @@ struct LoopbackRedirectListenerInterruptTests {
         let before = Self.currentHandler(signal)
         let (listener, _) = try ListenerFixture.listener(handlesInterrupts: true)
         let port = listener.redirect.port
-        let error = #expect(throws: Listener.ListenerError.self) {
+        let error = #expect(throws: RedirectListenerError.self) {
             _ = try listener.wait(progress: { event in
                 if case .listening = event {
                     // From another thread, as a terminal's Ctrl-C would arrive.
                     _ = Browser.Running { kill(getpid(), signal) }
                 }
-            }) { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+            }) { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn) }
         }
         #expect(error == .interrupted(signal: signal))
         #expect(ListenerFixture.isFree(port))
@@ -481,15 +481,15 @@ struct LoopbackRedirectListenerInterruptTests {
     @Test("a signal from before the wait does not stop the next one")
     func staleSignal() throws {
         let (first, _) = try ListenerFixture.listener(handlesInterrupts: true)
-        #expect(throws: Listener.ListenerError.self) {
+        #expect(throws: RedirectListenerError.self) {
             _ = try first.wait(progress: { event in
                 if case .listening = event { _ = Browser.Running { kill(getpid(), SIGINT) } }
-            }) { _ -> Listener.Decision<Bool> in .finish(true, page: .signedIn) }
+            }) { _ -> RedirectDecision<Bool> in .finish(true, page: .signedIn) }
         }
         let (second, _) = try ListenerFixture.listener(handlesInterrupts: true)
         let port = second.redirect.port
         let browser = Browser.Running { Browser.get("/callback?token=g&login_type=GOOGLE", port: port) }
-        #expect(try second.wait { _ -> Listener.Decision<Int> in .finish(2, page: .signedIn) } == 2)
+        #expect(try second.wait { _ -> RedirectDecision<Int> in .finish(2, page: .signedIn) } == 2)
         #expect(browser.result()??.status == 200)
     }
 }

@@ -99,7 +99,7 @@ struct ClientAuthFakeServerTests {
             page.update { $0 = answer }
             clicked.signal()
         }
-        let session = try listener.wait { url -> LoopbackRedirectListener.Decision<AuthenticatedSession?> in
+        let session = try listener.wait { url -> RedirectDecision<AuthenticatedSession?> in
             switch RedirectURL.evaluate(url.text, configured: redirectURL) {
             case .exchange(let grant, let endpoint):
                 guard case .authenticated(let session)? = try? fixture.client.exchange(grant: grant, at: endpoint)

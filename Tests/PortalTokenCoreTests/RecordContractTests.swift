@@ -18,16 +18,16 @@ struct RecordStoreContractTests {
         "the session codec lists the newest readable session of each environment, and a foreign payload is unreadable")
     func listsAndRefusesForeign() throws {
         let items = InMemoryItemStore()
-        let sessions = SessionItems(items)
+        let sessions = Sessions(items)
         for (environment, token) in [("env-a", "a-old"), ("env-a", "a-new"), ("env-b", "b")] {
             try sessions.saveSession(
                 PortalSession(
                     token: Secret(token), endUserID: "user", authEnvironmentID: environment,
                     issuedAt: 1_700_000_000, lastActivityAt: 1_700_000_000))
         }
-        #expect(try sessions.allSessions().map(\.token.text).sorted() == ["a-new", "b"])
+        #expect(try SessionItems.all(in: items).map(\.token.text).sorted() == ["a-new", "b"])
         try items.storeUnreadableSession(authEnvironmentID: "env-c")
         #expect(try sessions.loadSession(authEnvironmentID: "env-c") == .unreadable)
-        #expect(try sessions.allSessions().count == 2)
+        #expect(try SessionItems.all(in: items).count == 2)
     }
 }

@@ -35,7 +35,7 @@ private final class Harness {
         try service.adopt(token: Secret(token), endUserID: "user-1")
     }
 
-    var stored: StoredSession { (try? SessionItems(store).loadSession(authEnvironmentID: "env-1")) ?? .absent }
+    var stored: StoredSession { (try? Sessions(store).loadSession(authEnvironmentID: "env-1")) ?? .absent }
 }
 
 @Suite("session service")

@@ -6,14 +6,17 @@ import PortalTokenCore
 /// so checks can share a real keyring.
 public struct RecordContractCheck: Sendable, CustomStringConvertible {
     public let description: String
-    let body: @Sendable (CachedSessions, TwoFactorStepItems, () -> String) throws -> Void
+    let body: @Sendable (Sessions, TwoFactorStepItems, () -> String) throws -> Void
 
     /// Runs the check over `items`; with `cache`, the sessions go through a session cache that
     /// keeps copies for 15 minutes.
     public func run(on items: any ItemStore, cache: (any SecretCache)? = nil) throws {
-        let sessions = CachedSessions(
-            SessionItems(items), cache: cache ?? ForgetfulSecretCache(), lock: InProcessSessionLock(),
-            scope: "contract", timeoutSeconds: cache == nil ? 0 : 900, now: { 1_700_003_700 })
+        let sessions = Sessions(
+            items,
+            cache: cache.map {
+                Sessions.Cache(
+                    $0, lock: InProcessSessionLock(), scope: "contract", timeoutSeconds: 900, now: { 1_700_003_700 })
+            })
         try body(sessions, TwoFactorStepItems(items)) { "contract-env-\(UInt32.random(in: 0...UInt32.max))" }
     }
 }

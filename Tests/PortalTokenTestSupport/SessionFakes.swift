@@ -3,12 +3,7 @@ import Synchronization
 
 /// Portal sessions over an in-memory item store, with no cache: what a service under test reads
 /// and writes.
-public func inMemorySessions(
-    _ items: InMemoryItemStore, lock: any SessionLock = InProcessSessionLock(), now: @escaping () -> Int64 = { 0 }
-) -> CachedSessions {
-    CachedSessions(
-        SessionItems(items), cache: ForgetfulSecretCache(), lock: lock, scope: "memory", timeoutSeconds: 0, now: now)
-}
+public func inMemorySessions(_ items: InMemoryItemStore) -> Sessions { Sessions(items) }
 
 extension InMemoryItemStore {
     /// Puts an unreadable session record in place, as another tool or a damaged item would.

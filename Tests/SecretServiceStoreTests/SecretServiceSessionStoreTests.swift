@@ -6,7 +6,7 @@ import Testing
 extension InProcessKeyringTests {
     @Suite("Portal sessions in the Secret Service", .serialized)
     struct SecretServiceSessionStoreTests {
-        private let store = SessionItems(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
+        private let store = Sessions(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false))
 
         private func environmentID() -> String { "env-\(UInt32.random(in: 0...UInt32.max))" }
 

@@ -106,7 +106,7 @@ public final class SignInService {
 
     public let configuration: ClientAuthConfiguration
     public let client: ClientAuthClient
-    private let sessions: CachedSessions
+    private let sessions: Sessions
     private let steps: TwoFactorStepItems
     private let sessionLock: any SessionLock
     private let signInLock: any SessionLock
@@ -117,7 +117,7 @@ public final class SignInService {
     private let trace: (String) -> Void
 
     public init(
-        configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: CachedSessions,
+        configuration: ClientAuthConfiguration, client: ClientAuthClient, sessions: Sessions,
         steps: TwoFactorStepItems, sessionLock: any SessionLock, signInLock: any SessionLock,
         memory: any SecretCache, now: @escaping () -> Int64, trace: @escaping (String) -> Void = { _ in }
     ) {

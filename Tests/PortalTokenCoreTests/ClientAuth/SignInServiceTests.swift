@@ -165,7 +165,7 @@ struct SignInServiceTests {
         /// between the read and the write).
         let sessionItems = InMemoryItemStore()
         let stepItems = InMemoryItemStore()
-        var sessions: CachedSessions { inMemorySessions(sessionItems) }
+        var sessions: Sessions { inMemorySessions(sessionItems) }
         var steps: TwoFactorStepItems { TwoFactorStepItems(stepItems) }
         func failWrites(_ failing: Bool) {
             sessionItems.writeFailure.withLock {

@@ -12,7 +12,7 @@ private func session(_ token: String = "token-1", lastActivityAt: Int64 = issued
 
 private final class Fixture {
     let items = InMemoryItemStore()
-    var inner: SessionItems { SessionItems(items) }
+    var inner: Sessions { Sessions(items) }
     let cache = InMemorySecretCache()
     let clock = Locked<Int64>(issued)
     /// How often the store behind the cache was read.
@@ -22,21 +22,23 @@ private final class Fixture {
     let lockCheck = Locked<StoreError?>(nil)
     let lockChecks = Locked(0)
 
-    func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> CachedSessions {
+    func cached(timeoutSeconds: Int = 900, checksLock: Bool = false) -> Sessions {
         let clock = self.clock, lockCheck = self.lockCheck, checks = self.lockChecks
-        return CachedSessions(
-            inner, cache: cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
-            now: { clock.value },
-            confirmUnlocked: checksLock
-                ? { () throws(StoreError) in
-                    checks.update { $0 += 1 }
-                    if let error = lockCheck.value { throw error }
-                } : nil)
+        return Sessions(
+            items,
+            cache: Sessions.Cache(
+                cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
+                now: { clock.value },
+                confirmUnlocked: checksLock
+                    ? { () throws(StoreError) in
+                        checks.update { $0 += 1 }
+                        if let error = lockCheck.value { throw error }
+                    } : nil))
     }
 }
 
 @Suite("session cache")
-struct CachedSessionsTests {
+struct SessionCacheTests {
     @Test("a cached session is served without reading the store")
     func hitReadsNoStore() throws {
         let fixture = Fixture()
@@ -75,9 +77,11 @@ struct CachedSessionsTests {
     func lockedDropsOnlyItsFamily() throws {
         let fixture = Fixture()
         try fixture.cached(checksLock: true).saveSession(session())
-        let otherFamily = CachedSessions(
-            SessionItems(InMemoryItemStore()), cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
-            family: "another bus", timeoutSeconds: 900, now: { issued })
+        let otherFamily = Sessions(
+            InMemoryItemStore(),
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), scope: "test",
+                family: "another bus", timeoutSeconds: 900, now: { issued }))
         try otherFamily.saveSession(session("token-2"))
         #expect(fixture.cache.names.count == 2)
         fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
@@ -157,9 +161,11 @@ struct CachedSessionsTests {
                 try inner.delete(filters, where: isDoomed)
             }
         }
-        let store = CachedSessions(
-            SessionItems(Vanishing(fixture.items)), cache: fixture.cache, lock: InProcessSessionLock(), scope: "test",
-            timeoutSeconds: 900, now: { issued })
+        let store = Sessions(
+            Vanishing(fixture.items),
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), scope: "test",
+                timeoutSeconds: 900, now: { issued }))
         _ = try store.loadSession(authEnvironmentID: "env-1")
         #expect(fixture.cache.names.isEmpty)
     }
@@ -176,9 +182,11 @@ struct CachedSessionsTests {
     func scopes() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
-        let other = CachedSessions(
-            SessionItems(InMemoryItemStore()), cache: fixture.cache, lock: InProcessSessionLock(), scope: "other",
-            timeoutSeconds: 900, now: { issued })
+        let other = Sessions(
+            InMemoryItemStore(),
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), scope: "other",
+                timeoutSeconds: 900, now: { issued }))
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }
 }
