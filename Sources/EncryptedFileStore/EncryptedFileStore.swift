@@ -259,10 +259,13 @@ public final class EncryptedFileStore {
 
     /// A fresh salt and the current parameters, for a file that does not exist yet.
     private func newKey() throws(StoreError) -> UnlockedKey {
-        let passphrase = try passphrase(for: .create)
+        try freshKey(try passphrase(for: .create), kdf: kdfParameters)
+    }
+
+    /// A key under a new salt, the current format and `kdf`, which the passphrase in hand opens.
+    private func freshKey(_ passphrase: Passphrase, kdf: KDFParameters) throws(StoreError) -> UnlockedKey {
         let identity = KeyIdentity(
-            formatVersion: StoreFileFormat.currentVersion, kdf: kdfParameters,
-            salt: Sodium.randomBytes(Sodium.saltLength))
+            formatVersion: StoreFileFormat.currentVersion, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltLength))
         let key = try derive(passphrase, identity: identity)
         passphraseOpens.append(identity)
         return key
@@ -294,12 +297,7 @@ public final class EncryptedFileStore {
             }
             passphraseOpens.append(key.identity)
         }
-        let identity = KeyIdentity(
-            formatVersion: StoreFileFormat.currentVersion, kdf: wanted,
-            salt: Sodium.randomBytes(Sodium.saltLength))
-        let upgraded = try derive(passphrase, identity: identity)
-        passphraseOpens.append(identity)
-        return upgraded
+        return try freshKey(passphrase, kdf: wanted)
     }
 
     private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
