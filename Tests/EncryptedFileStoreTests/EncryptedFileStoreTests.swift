@@ -11,7 +11,7 @@ struct EncryptedFileStoreContractTests {
         let directory = try TemporaryDirectory()
         let path = directory.storePath
         try check.run(
-            on: ContractStore(makeStore(path, kdf: cheapKDF)) {
+            on: ContractStore(makeStore(path, kdf: cheapKDF), another: { makeStore(path, kdf: cheapKDF) }) {
                 // Locked: the file as a process sees it that has no key cached and no passphrase.
                 (makeStore(path, passphrase: nil, kdf: cheapKDF), {})
             })

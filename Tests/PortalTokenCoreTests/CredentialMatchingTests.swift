@@ -123,7 +123,7 @@ struct InMemoryStoreContractTests {
     func items(check: ItemStoreContractCheck) throws {
         let store = InMemoryItemStore()
         try check.run(
-            on: ContractStore(store) {
+            on: ContractStore(store, another: { store }) {
                 store.failure.withLock { $0 = StoreError(.locked, "locked") }
                 return (store, { store.failure.withLock { $0 = nil } })
             })

@@ -9,9 +9,12 @@ public struct ContractStore {
     /// process cannot lock it without disturbing others: the shared test keyring, which only a
     /// prompt unlocks (its locking is checked by the binary tests on a private keyring).
     public let lock: Locking?
+    /// The same store as another process opens it.
+    public let another: () -> any ItemStore
 
-    public init(_ items: any ItemStore, lock: Locking? = nil) {
+    public init(_ items: any ItemStore, another: @escaping () -> any ItemStore, lock: Locking? = nil) {
         self.items = items
+        self.another = another
         self.lock = lock
     }
 }
@@ -125,6 +128,18 @@ public enum ItemStoreContract {
             try expect(try items.delete([filter(schema, ["n": "zzz"])]) == 0, "deleting nothing counted something")
             try expect(try items.delete([filter(schema)]) == 2, "delete of the schema did not count both")
             try expect(try items.search([filter(schema)]).isEmpty, "an item survived delete")
+        },
+        .init(description: "what another handle writes or deletes is seen at once; a vanished item is gone") {
+            store, schema in
+            let items = store.items, other = store.another()
+            try items.replace([filter(schema, ["k": "1"])], with: item(schema, ["k": "1"], secret: "first"))
+            defer { _ = try? items.delete([filter(schema)]) }
+            try expect(secrets(try other.search([filter(schema)])) == ["first"], "another handle missed a write")
+            try other.replace([filter(schema, ["k": "1"])], with: item(schema, ["k": "1"], secret: "second"))
+            try expect(secrets(try items.search([filter(schema)])) == ["second"], "a write by another handle unseen")
+            try expect(try other.delete([filter(schema)]) == 1, "another handle did not delete")
+            try expect(try items.search([filter(schema)]).isEmpty, "a deleted item was still answered")
+            try expect(try items.delete([filter(schema)]) == 0, "an item already deleted was counted")
         },
         .init(description: "a locked store is an error, never an empty answer, and loses nothing") { store, schema in
             guard let lock = store.lock else { return }

@@ -11,7 +11,8 @@ extension InProcessKeyringTests {
     struct SecretServiceItemStoreContractTests {
         @Test(arguments: ItemStoreContract.checks)
         func contract(check: ItemStoreContractCheck) throws {
-            try check.run(on: ContractStore(SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)))
+            let open = { SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false) }
+            try check.run(on: ContractStore(open(), another: open))
         }
     }
 
