@@ -177,7 +177,10 @@ public struct Settings: Sendable {
         switch text.trimmingWhitespace.lowercased() {
         case "1", "true", "yes", "on": return true
         case "0", "false", "no", "off": return false
-        default: throw SettingError("\(origin(of: setting)) must be true or false")
+        default:
+            throw SettingError(
+                "\(origin(of: setting)) must be true or false",
+                hint: "set it to true or false (1, yes and on mean true; 0, no and off false), or unset it")
         }
     }
 

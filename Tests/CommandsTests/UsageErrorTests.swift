@@ -122,6 +122,8 @@ struct SettingsWhereUsedTests {
         }
         let hook = try InProcessCLI().run(["token"], environment: ["PORTAL_TOKEN_ON_SESSION_INVALIDATED": "x.sh"])
         #expect(hook.stderr.contains("\nhint: give the hook's full path"))
+        let abstracted = try InProcessCLI().run(["token"], environment: ["PORTAL_ACCOUNT_ABSTRACTED": "maybe"])
+        #expect(abstracted.stderr.contains("\nhint: set it to true or false"), "\(abstracted.stderr)")
     }
 }
 
