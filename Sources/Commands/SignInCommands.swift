@@ -262,9 +262,10 @@ struct RedirectCommand: Command {
         URL, it sits in this process's arguments, which any local user can read while it
         runs; its grant works once, so prefer -. --dbus-activated is how the desktop
         handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
-        session bus (org.freedesktop.Application.Open), never from the command line, and
-        leaves after 10 idle seconds; started by a launcher that ignores DBusActivatable, it
-        receives no URL and says so (exit 2).
+        session bus (org.freedesktop.Application.Open), never from the command line, answers
+        once the URL is checked, before the grant is exchanged (the exchange's outcome goes
+        to stderr and a notification), and leaves after 10 idle seconds; started by a
+        launcher that ignores DBusActivatable, it receives no URL and says so (exit 2).
 
         Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
         delivered again resolves to the session it produced, with nothing sent, while that
@@ -296,8 +297,29 @@ struct RedirectCommand: Command {
         case .argument(let url): text = Secret(url)
         case .standardInput: text = readLine(context)
         case .sessionBus:
+            // The launcher that called Open waits for its answer with the URL on its command
+            // line, so the answer comes once the URL is checked, before the grant is exchanged;
+            // how the exchange went is told on stderr and in a notification (docs/signing-in.md,
+            // "Completing it: a custom scheme and the desktop handler").
             let receivedOpen = try context.services.serveDesktopActivation(context.streams) { url in
-                try complete(url, configuration: configuration, context: context, notifies: true)
+                let service: SignInService
+                let accepted: SignInService.AcceptedRedirect
+                do {
+                    service = try context.signInService(configuration: configuration)
+                    accepted = try service.accept(url)
+                } catch {
+                    Self.notifyFailure(error, context)
+                    throw error
+                }
+                return {
+                    do {
+                        try SignInCompletion(context: context, service: service, notifies: true).finish(
+                            try service.complete(accepted))
+                    } catch {
+                        Self.notifyFailure(error, context)
+                        throw error
+                    }
+                }
             }
             // Started from the entry's Exec= line rather than by the bus: the URL went nowhere,
             // and the person waiting in the browser must hear so rather than nothing.
@@ -323,6 +345,12 @@ struct RedirectCommand: Command {
             return
         }
         try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)
+    }
+
+    /// The desktop handler has no terminal: a failure is also a notification, with the error's
+    /// message (which never holds a secret).
+    private static func notifyFailure(_ error: any Error, _ context: Context) {
+        DesktopLauncher(context).notify("Portal sign-in did not finish", CLIError(error).message)
     }
 
     private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool)

@@ -60,8 +60,8 @@ public enum Composition {
                     throw CLIError(error.message, hint: error.hint, exitCode: .usage)
                 }
             },
-            serveDesktopActivation: { streams, complete in
-                let activation = DesktopActivation(streams: streams, complete: complete)
+            serveDesktopActivation: { streams, accept in
+                let activation = DesktopActivation(streams: streams, accept: accept)
                 try activation.serve()
                 return activation.receivedOpen
             },
