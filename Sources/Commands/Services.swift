@@ -41,6 +41,9 @@ public struct Services {
         (_ streams: StandardStreams, _ accept: @escaping (Secret) throws -> DesktopSignIn) throws -> Bool
     /// The clock, in seconds since the epoch.
     public var now: () -> Int64
+    /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
+    /// read command lines (`ProcessListVisibility`).
+    public var procMountInfo: () -> String?
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -56,7 +59,8 @@ public struct Services {
         listen: @escaping (LoopbackRedirect, String, Int64) throws(RedirectListenerError) -> any RedirectListening,
         renderQRCode: @escaping (Secret) throws(CLIError) -> Secret,
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
-        now: @escaping () -> Int64
+        now: @escaping () -> Int64,
+        procMountInfo: @escaping () -> String? = { nil }
     ) {
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
@@ -72,6 +76,7 @@ public struct Services {
         self.renderQRCode = renderQRCode
         self.serveDesktopActivation = serveDesktopActivation
         self.now = now
+        self.procMountInfo = procMountInfo
     }
 }
 

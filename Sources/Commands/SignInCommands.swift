@@ -79,8 +79,11 @@ struct LoginCommand: Command {
         itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
         Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
         With any other redirect URL the desktop handler, 'portal-token redirect', finishes
-        it. On a terminal, a two-factor step shows the enrollment code when Portal
-        sends one and asks for the code, three tries at most.
+        it. On a desktop, prefer a loopback redirect URL: a browser may open a custom-scheme
+        one through a launcher (xdg-open, gio open) that holds it, grant included, in a
+        command line other local users can read; login warns about that unless /proc is
+        mounted with hidepid. On a terminal, a two-factor step shows the enrollment code
+        when Portal sends one and asks for the code, three tries at most.
 
         Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
 
@@ -168,6 +171,18 @@ struct LoginCommand: Command {
             context.trace("login: listening on \(loopback.host):\(loopback.port)")
         }
         defer { listener?.close() }
+        if listener == nil, !ProcessListVisibility.hidesOtherUsers(mountInfo: context.services.procMountInfo() ?? "") {
+            // The browser's launcher may hold the URL, grant included, in its command line
+            // (docs/signing-in.md, "Which browsers put the URL on a command line").
+            context.streams.printError(
+                """
+                portal-token: warning: other local users can read command lines here (/proc is not mounted with \
+                hidepid), and a browser may open this custom-scheme redirect URL through a launcher that holds \
+                it in its own; prefer a loopback redirect URL, http://127.0.0.1:PORT/path, registered in Portal's \
+                dashboard
+                """
+            )
+        }
         try start(method, service, context)
         guard let listener else {
             context.streams.printError(
