@@ -74,8 +74,10 @@ put 0644 contrib/completions/portal-token.fish "$config_home/fish/completions/po
 
 # --- the desktop handler for a custom-scheme redirect URL (docs/signing-in.md): a
 # D-Bus-activatable entry (Desktop Entry specification), so the launcher hands the redirect URL
-# over the session bus and it never sits in a command line. The service file is always installed;
-# the entry, registered for its scheme, when the scheme is known.
+# over the session bus and it never sits in portal-token's command line (the browser's launcher
+# may still hold it in its own: docs/signing-in.md, "Which browsers put the URL on a command
+# line"). The service file is always installed; the entry, registered for its scheme, when the
+# scheme is known.
 if [ -z "$scheme" ]; then
     case "${PORTAL_REDIRECT_URL:-}" in
         http://* | https://* | "") ;;

@@ -26,8 +26,9 @@ enum DockerCredentialHelper {
         } catch let failure as Failure {
             streams.print(failure.message)
         } catch {
-            // Store and setting errors: their message, on the line Docker shows.
-            streams.print(CLIError(error).message)
+            // Store and setting errors: their message, on the one line Docker shows, whatever
+            // it quotes (docs/security.md, "Hardening rules").
+            streams.print(TerminalText.escaped(CLIError(error).message))
         }
         return 1
     }

@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -131,9 +132,14 @@ struct ExecCommand: Command {
         setenv("PORTAL_END_USER_ID", session.endUserID, 1)
         closeOwnDescriptorsOnExec()
         var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        execvp(command[0], &argv)
-        // Only a failed exec returns.
-        let failure = errno
+        // The command gets the caller's core-file limits, not portal-token's 0 (docs/security.md,
+        // "Hardening rules"); execve makes it dumpable again.
+        var failure: Int32 = 0
+        CoreFileLimit.withCallerLimits {
+            execvp(command[0], &argv)
+            // Only a failed exec returns.
+            failure = errno
+        }
         for pointer in argv { free(pointer) }
         unsetenv(tokenVariable)
         let name = String(command[0].prefix(256))

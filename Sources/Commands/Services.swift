@@ -34,11 +34,16 @@ public struct Services {
     /// The QR code of a text, drawn for a terminal.
     public var renderQRCode: (Secret) throws(CLIError) -> Secret
     /// Serves the desktop handler's `org.freedesktop.Application` on the session bus until it is
-    /// idle, handing each URL to `complete`; returns whether an `Open` call came.
+    /// idle, handing each URL to `accept`, which checks it (what it throws answers `Open`) and
+    /// returns what finishes the sign-in, run once `Open` is answered; returns whether an `Open`
+    /// call came (docs/signing-in.md, "Completing it: a custom scheme and the desktop handler").
     public var serveDesktopActivation:
-        (_ streams: StandardStreams, _ complete: @escaping (Secret) throws -> Void) throws -> Bool
+        (_ streams: StandardStreams, _ accept: @escaping (Secret) throws -> DesktopSignIn) throws -> Bool
     /// The clock, in seconds since the epoch.
     public var now: () -> Int64
+    /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
+    /// read command lines (`ProcessListVisibility`).
+    public var procMountInfo: () -> String?
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -53,8 +58,9 @@ public struct Services {
         programs: any ProgramLauncher,
         listen: @escaping (LoopbackRedirect, String, Int64) throws(RedirectListenerError) -> any RedirectListening,
         renderQRCode: @escaping (Secret) throws(CLIError) -> Secret,
-        serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> Void) throws -> Bool,
-        now: @escaping () -> Int64
+        serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
+        now: @escaping () -> Int64,
+        procMountInfo: @escaping () -> String? = { nil }
     ) {
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
@@ -70,8 +76,13 @@ public struct Services {
         self.renderQRCode = renderQRCode
         self.serveDesktopActivation = serveDesktopActivation
         self.now = now
+        self.procMountInfo = procMountInfo
     }
 }
+
+/// What finishes a sign-in the desktop handler accepted: the grant's exchange, which runs after
+/// the launcher has its answer; what it throws is reported on stderr (and in a notification).
+public typealias DesktopSignIn = () throws -> Void
 
 /// What the encrypted file store is opened with.
 public struct FileStoreOptions {

@@ -79,8 +79,11 @@ struct LoginCommand: Command {
         itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
         Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
         With any other redirect URL the desktop handler, 'portal-token redirect', finishes
-        it. On a terminal, a two-factor step shows the enrollment code when Portal
-        sends one and asks for the code, three tries at most.
+        it. On a desktop, prefer a loopback redirect URL: a browser may open a custom-scheme
+        one through a launcher (xdg-open, gio open) that holds it, grant included, in a
+        command line other local users can read; login warns about that unless /proc is
+        mounted with hidepid. On a terminal, a two-factor step shows the enrollment code
+        when Portal sends one and asks for the code, three tries at most.
 
         Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
 
@@ -168,6 +171,18 @@ struct LoginCommand: Command {
             context.trace("login: listening on \(loopback.host):\(loopback.port)")
         }
         defer { listener?.close() }
+        if listener == nil, !ProcessListVisibility.hidesOtherUsers(mountInfo: context.services.procMountInfo() ?? "") {
+            // The browser's launcher may hold the URL, grant included, in its command line
+            // (docs/signing-in.md, "Which browsers put the URL on a command line").
+            context.streams.printError(
+                """
+                portal-token: warning: other local users can read command lines here (/proc is not mounted with \
+                hidepid), and a browser may open this custom-scheme redirect URL through a launcher that holds \
+                it in its own; prefer a loopback redirect URL, http://127.0.0.1:PORT/path, registered in Portal's \
+                dashboard
+                """
+            )
+        }
         try start(method, service, context)
         guard let listener else {
             context.streams.printError(
@@ -262,9 +277,10 @@ struct RedirectCommand: Command {
         URL, it sits in this process's arguments, which any local user can read while it
         runs; its grant works once, so prefer -. --dbus-activated is how the desktop
         handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
-        session bus (org.freedesktop.Application.Open), never from the command line, and
-        leaves after 10 idle seconds; started by a launcher that ignores DBusActivatable, it
-        receives no URL and says so (exit 2).
+        session bus (org.freedesktop.Application.Open), never from the command line, answers
+        once the URL is checked, before the grant is exchanged (the exchange's outcome goes
+        to stderr and a notification), and leaves after 10 idle seconds; started by a
+        launcher that ignores DBusActivatable, it receives no URL and says so (exit 2).
 
         Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
         delivered again resolves to the session it produced, with nothing sent, while that
@@ -296,8 +312,29 @@ struct RedirectCommand: Command {
         case .argument(let url): text = Secret(url)
         case .standardInput: text = readLine(context)
         case .sessionBus:
+            // The launcher that called Open waits for its answer with the URL on its command
+            // line, so the answer comes once the URL is checked, before the grant is exchanged;
+            // how the exchange went is told on stderr and in a notification (docs/signing-in.md,
+            // "Completing it: a custom scheme and the desktop handler").
             let receivedOpen = try context.services.serveDesktopActivation(context.streams) { url in
-                try complete(url, configuration: configuration, context: context, notifies: true)
+                let service: SignInService
+                let accepted: SignInService.AcceptedRedirect
+                do {
+                    service = try context.signInService(configuration: configuration)
+                    accepted = try service.accept(url)
+                } catch {
+                    Self.notifyFailure(error, context)
+                    throw error
+                }
+                return {
+                    do {
+                        try SignInCompletion(context: context, service: service, notifies: true).finish(
+                            try service.complete(accepted))
+                    } catch {
+                        Self.notifyFailure(error, context)
+                        throw error
+                    }
+                }
             }
             // Started from the entry's Exec= line rather than by the bus: the URL went nowhere,
             // and the person waiting in the browser must hear so rather than nothing.
@@ -323,6 +360,12 @@ struct RedirectCommand: Command {
             return
         }
         try complete(text, configuration: configuration, context: context, notifies: !context.streams.inputIsTerminal)
+    }
+
+    /// The desktop handler has no terminal: a failure is also a notification, with the error's
+    /// message (which never holds a secret).
+    private static func notifyFailure(_ error: any Error, _ context: Context) {
+        DesktopLauncher(context).notify("Portal sign-in did not finish", CLIError(error).message)
     }
 
     private func complete(_ url: Secret, configuration: ClientAuthConfiguration, context: Context, notifies: Bool)

@@ -82,11 +82,13 @@ struct DesktopLauncher {
         programs.start("xdg-open", [url.text], waitMilliseconds: 3000)
     }
 
-    /// A desktop notification, for the desktop handler, which has no terminal to speak on.
-    /// Best effort: nothing happens without a display or `notify-send`.
+    /// A desktop notification, for the desktop handler, which has no terminal to speak on; what
+    /// it quotes has its control characters escaped, as on a terminal. Best effort: nothing
+    /// happens without a display or `notify-send`.
     func notify(_ summary: String, _ body: String) {
         guard hasDisplay else { return }
-        _ = programs.start("notify-send", ["--app-name=portal-token", summary, body], waitMilliseconds: 2000)
+        _ = programs.start(
+            "notify-send", ["--app-name=portal-token", summary, TerminalText.escaped(body)], waitMilliseconds: 2000)
     }
 }
 
@@ -143,13 +145,15 @@ struct SignInCompletion {
     func askForCode(_ step: PendingTwoFactor, on prompt: TerminalPrompt, stepKept: Bool) throws -> PortalSession {
         var lastError: ClientAuthError?
         for attempt in 1...Self.attempts {
-            let code = prompt.read(prompt: "Two-factor code for \(step.endUserID): ")
+            let code = prompt.read(prompt: "Two-factor code for \(TerminalText.escaped(step.endUserID)): ")
             do {
                 return try service.verify(code: code.text, for: step)
             } catch let error as ClientAuthError where error.isRejectedCode || error == .invalidArgument(.totpCode) {
                 lastError = error
                 let left = Self.attempts - attempt
-                if left > 0 { prompt.say("\(error.message); \(left) more tr\(left == 1 ? "y" : "ies")\n") }
+                if left > 0 {
+                    prompt.say("\(TerminalText.escaped(error.message)); \(left) more tr\(left == 1 ? "y" : "ies")\n")
+                }
             }
         }
         let error = lastError!
@@ -160,11 +164,19 @@ struct SignInCompletion {
     /// The enrollment QR code, the secret for typing by hand, and the warning, on the terminal
     /// only: stderr may be a log file, and these make the user's codes.
     private func showEnrollment(_ link: Secret, endUserID: String, on prompt: TerminalPrompt) {
-        prompt.say("\nSet up two-factor sign-in for \(endUserID): scan this code with your authenticator app.\n\n")
+        prompt.say(
+            """
+
+            Set up two-factor sign-in for \(TerminalText.escaped(endUserID)): scan this code with your \
+            authenticator app.
+
+
+            """
+        )
         do throws(CLIError) {
             prompt.show(try context.services.renderQRCode(link))
         } catch {
-            prompt.say("(\(error.message)\(error.hint.map { "; \($0)" } ?? ""))\n")
+            prompt.say(TerminalText.escaped("(\(error.message)\(error.hint.map { "; \($0)" } ?? ""))") + "\n")
         }
         if let secret = TOTPEnrollment.secret(in: link) {
             prompt.say("\nOr enter this secret by hand: ")

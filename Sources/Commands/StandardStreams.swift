@@ -83,10 +83,12 @@ public struct StandardStreams: Sendable {
     }
 
     public func print(_ text: String) { write(Array((text + "\n").utf8), to: output) }
-    /// A message for a person: whatever it quotes from Portal or the store (an end user ID, a
-    /// server's error text) reaches the terminal with its control characters escaped.
+    /// One line of a message for a person: whatever it quotes from Portal, the store or the
+    /// environment (an end user ID, a server's error text, a path) reaches the terminal with its
+    /// control characters escaped, line breaks included, so that it can neither drive the
+    /// terminal nor start a line that git would show as portal-token's own.
     public func printError(_ text: String) {
-        write(Array((TerminalText.escaped(text, keepingNewlines: true) + "\n").utf8), to: error)
+        write(Array((TerminalText.escaped(text) + "\n").utf8), to: error)
     }
 
     /// One line from stdin, without its line ending, at most `limit` bytes (the rest of a

@@ -1,3 +1,4 @@
+import Basics
 import CProcessHardening
 import Commands
 import EncryptedFileStore
@@ -20,7 +21,10 @@ public enum Composition {
         // Before anything is read: a core file or a dump by another process of this user would
         // hold the token, a grant or the passphrase (docs/security.md, "Hardening rules"). Failing
         // to forbid it is not a reason to refuse to run; both calls only lower what is allowed.
-        _ = portal_token_forbid_core_dumps()
+        // Only the soft core-file limit is lowered: the programs portal-token starts get the
+        // caller's limits back.
+        _ = portal_token_forbid_dumping()
+        CoreFileLimit.forbid()
         return PortalTokenCLI.main(arguments: arguments, services: live)
     }
 
@@ -56,11 +60,16 @@ public enum Composition {
                     throw CLIError(error.message, hint: error.hint, exitCode: .usage)
                 }
             },
-            serveDesktopActivation: { streams, complete in
-                let activation = DesktopActivation(streams: streams, complete: complete)
+            serveDesktopActivation: { streams, accept in
+                let activation = DesktopActivation(streams: streams, accept: accept)
                 try activation.serve()
                 return activation.receivedOpen
             },
-            now: { Int64(time(nil)) })
+            now: { Int64(time(nil)) },
+            procMountInfo: {
+                (try? FileReading.contents(of: "/proc/self/mountinfo", limit: 4 << 20)).map {
+                    String(decoding: $0, as: UTF8.self)
+                }
+            })
     }
 }

@@ -10,23 +10,32 @@ import SessionBus
 /// specification, "D-Bus Activation"), so a launcher hands it the redirect URL in an `Open` call
 /// rather than on a command line (docs/security.md, "Hardening rules"). It leaves once nothing has come for
 /// `idleTimeout`, as activated services do.
+///
+/// `Open` is answered as soon as its URLs are checked, before any grant is exchanged: the
+/// launcher waiting for the answer (`gio open`, run by `xdg-open` for a Chromium-based browser)
+/// was itself given the URL on its command line, and exits once answered (docs/signing-in.md,
+/// "Which browsers put the URL on a command line").
 final class DesktopActivation {
     static let interface = "org.freedesktop.Application"
     static let idleMicroseconds: UInt64 = 10_000_000
 
-    /// Completes one sign-in from a URL; what it throws is reported on stderr and to the caller.
-    typealias Completion = (Secret) throws -> Void
+    /// Checks one URL, sending nothing; what it throws is reported on stderr and answers `Open`.
+    /// What it returns exchanges the grant once `Open` is answered; what that throws is reported
+    /// on stderr.
+    typealias Acceptance = (Secret) throws -> DesktopSignIn
 
-    private let complete: Completion
+    private let accept: Acceptance
     private let streams: StandardStreams
+    /// Sign-ins whose `Open` is answered, waiting for their exchange.
+    private var accepted: [DesktopSignIn] = []
     private var lastActivity = DesktopActivation.monotonicMicroseconds()
     /// Whether an `Open` call came: a launcher that ignores `DBusActivatable` starts the
     /// handler directly, from the entry's `Exec=` line, and then none ever comes.
     private(set) var receivedOpen = false
 
-    init(streams: StandardStreams, complete: @escaping Completion) {
+    init(streams: StandardStreams, accept: @escaping Acceptance) {
         self.streams = streams
-        self.complete = complete
+        self.accept = accept
     }
 
     /// No bus to serve: a configuration problem of the desktop session, not of a sign-in.
@@ -65,12 +74,20 @@ final class DesktopActivation {
         let requested = sd.requestName(bus, DesktopRedirectHandler.busName, 0)
         guard requested >= 0 else { throw Self.busFailure("own \(DesktopRedirectHandler.busName)", -requested) }
 
+        // What was accepted is exchanged even when the bus goes away or fails afterwards.
+        defer { finishAccepted() }
         while true {
             let processed = sd.process(bus, nil)
             if processed < 0 {
                 // The bus went away: nothing more can arrive.
                 if processed == -ECONNRESET || processed == -ENOTCONN { return }
                 throw Self.busFailure("read from the session bus", -processed)
+            }
+            if !accepted.isEmpty {
+                // The answer leaves first, so the launcher exits; then the exchange.
+                _ = sd.flush(bus)
+                finishAccepted()
+                continue
             }
             if processed > 0 { continue }
             let idle = Self.monotonicMicroseconds() - lastActivity
@@ -81,6 +98,20 @@ final class DesktopActivation {
         // Give the name back, then answer whatever was sent before the bus saw it go.
         _ = sd.releaseName(bus, DesktopRedirectHandler.busName)
         while sd.process(bus, nil) > 0 {}
+        _ = sd.flush(bus)
+    }
+
+    /// Exchanges the grants of every answered `Open`, in order; each failure goes to stderr.
+    private func finishAccepted() {
+        while !accepted.isEmpty {
+            let signIn = accepted.removeFirst()
+            do {
+                try signIn()
+            } catch {
+                PortalTokenCLI.report(error, streams: streams)
+            }
+            lastActivity = Self.monotonicMicroseconds()
+        }
     }
 
     /// One call on the object path: 1 when answered here, 0 to let sd-bus answer "unknown".
@@ -99,8 +130,9 @@ final class DesktopActivation {
         return 0
     }
 
-    /// `Open(as uris, a{sv} platform_data)`: each URI completes a sign-in, in order. The reply
-    /// comes once they are done; the first failure is its error.
+    /// `Open(as uris, a{sv} platform_data)`: each URI is checked, in order, and the reply comes
+    /// once they are, with the first refusal as its error; the grants of those accepted are
+    /// exchanged after the reply has left (`serve`).
     private func open(_ message: OpaquePointer) -> Int32 {
         receivedOpen = true
         var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
@@ -127,7 +159,7 @@ final class DesktopActivation {
         var failure: (name: String, message: String)?
         for uri in uris {
             do {
-                try complete(uri)
+                accepted.append(try accept(uri))
             } catch {
                 let reported = PortalTokenCLI.report(error, streams: streams)
                 if failure == nil {

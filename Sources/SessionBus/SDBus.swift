@@ -23,6 +23,7 @@ public struct SDBus: @unchecked Sendable {
     public let openUser: @convention(c) (UnsafeMutablePointer<Bus?>?) -> Int32
     public let setMethodCallTimeout: @convention(c) (Bus?, UInt64) -> Int32
     public let flushCloseUnref: @convention(c) (Bus?) -> Bus?
+    public let flush: @convention(c) (Bus?) -> Int32
 
     // Calling a method
     public let messageNewMethodCall:
@@ -69,6 +70,7 @@ public struct SDBus: @unchecked Sendable {
             let setMethodCallTimeout = resolve(
                 "sd_bus_set_method_call_timeout", as: (@convention(c) (Bus?, UInt64) -> Int32).self),
             let flushCloseUnref = resolve("sd_bus_flush_close_unref", as: (@convention(c) (Bus?) -> Bus?).self),
+            let flush = resolve("sd_bus_flush", as: (@convention(c) (Bus?) -> Int32).self),
             let messageNewMethodCall = resolve(
                 "sd_bus_message_new_method_call",
                 as: (@convention(c) (Bus?, UnsafeMutablePointer<Message?>?, Text, Text, Text, Text) -> Int32).self),
@@ -124,7 +126,7 @@ public struct SDBus: @unchecked Sendable {
         else { return nil }
         return SDBus(
             open: open, openUser: openUser, setMethodCallTimeout: setMethodCallTimeout,
-            flushCloseUnref: flushCloseUnref,
+            flushCloseUnref: flushCloseUnref, flush: flush,
             messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
             messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
             messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,

@@ -31,6 +31,8 @@ final class InProcessCLI {
     var bus: (any SessionBusConnection)? = nil
     let clock = Locked<Int64>(InProcessCLI.issued)
     var transport: ScriptedTransport
+    /// What /proc/self/mountinfo says: nil when it cannot be read.
+    var procMountInfo: String? = nil
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
@@ -63,7 +65,8 @@ final class InProcessCLI {
     /// programs are recorded, the clock is `clock`. The `auto` decision, the store lock and the
     /// session cache are the real ones.
     var services: Services {
-        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus
+        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus,
+            procMountInfo = procMountInfo
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },
             keyringItems: { _, _ in items },
@@ -78,7 +81,8 @@ final class InProcessCLI {
             listen: { _, _, _ throws(RedirectListenerError) in throw .socketFailure(errorNumber: EACCES) },
             renderQRCode: { $0 },
             serveDesktopActivation: { _, _ in false },
-            now: { clock.value })
+            now: { clock.value },
+            procMountInfo: { procMountInfo })
     }
 
     /// Signs `endUserID` in with `token`, as a sign-in would have stored it.

@@ -4,11 +4,25 @@ import PortalTokenTestSupport
 import Testing
 
 /// A process holding a token, a grant or a passphrase can be neither dumped to a core file nor
-/// read through /proc by another process of the same user (docs/security.md, "Hardening rules").
+/// read through /proc by another process of the same user, and the programs it starts get the
+/// caller's core-file limits back (docs/security.md, "Hardening rules").
 @Suite("process hardening")
 struct ProcessHardeningTests {
+    /// The caller's core-file limits in these tests, soft and hard, in bytes: neither is 0, so
+    /// both what portal-token lowers and what it leaves alone show.
+    static let callerSoftLimit = 1_048_576
+    static let callerHardLimit = 2_097_152
+
+    /// `prlimit` with the caller's limits, then `command`.
+    static func withCallerLimits(_ command: [String], hard: String = "\(callerHardLimit)") -> [String] {
+        ["--core=\(callerSoftLimit):\(hard)"] + command
+    }
+
     @Test(
-        "portal-token started by an unprivileged user has RLIMIT_CORE 0 and a /proc/PID/environ owned by root",
+        """
+        portal-token started by an unprivileged user has a soft RLIMIT_CORE of 0, the caller's hard limit, and a \
+        /proc/PID/environ owned by root
+        """,
         arguments: BinaryTests.binaries)
     func noCoreDumps(binary: String) throws {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -24,8 +38,11 @@ struct ProcessHardeningTests {
         defer { close(writer) }
         let nobody = try #require(getpwnam("nobody")?.pointee)
         let pid = try ProcessRunner.spawn(
-            "/usr/bin/setpriv",
-            ["--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups", binary, "get"],
+            "/usr/bin/prlimit",
+            Self.withCallerLimits([
+                "/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups", binary,
+                "get",
+            ]),
             environment: ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent"], stdin: fifo)
         defer { kill(pid, SIGKILL); _ = waitpid(pid, nil, 0) }
 
@@ -45,15 +62,72 @@ struct ProcessHardeningTests {
                         $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2).joined(
                             separator: " ")
                     } ?? ""
-                if environOwner == 0 && coreLimit == "0 0" { break }
+                if environOwner == 0 && coreLimit == "0 \(Self.callerHardLimit)" { break }
             }
             usleep(10_000)
         }
-        #expect(coreLimit == "0 0")
+        // No core file: the soft limit is 0 (and the process is not dumpable); the hard limit is
+        // the caller's, which the programs portal-token starts get back.
+        #expect(coreLimit == "0 \(Self.callerHardLimit)")
         #expect(environOwner == 0)
         // The process itself does run as nobody: the ownership above is PR_SET_DUMPABLE's doing.
         var credentials = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         credentials = credentials.split(separator: "\n").first { $0.hasPrefix("Uid:") }.map(String.init) ?? ""
         #expect(credentials.split(separator: "\t").dropFirst().first == "\(nobody.pw_uid)")
+    }
+
+    @Test(
+        """
+        exec's command, the hook and a desktop program get the caller's core-file limits, soft and hard, not \
+        portal-token's own
+        """)
+    func childrenGetTheCallersLimits() throws {
+        let report = "ulimit -Hc; ulimit -c"
+        for hard in ["\(Self.callerHardLimit)", "unlimited"] {
+            // What the caller's own shell sees: the limits every child must see too.
+            let expected = try ProcessRunner.run(
+                "/usr/bin/prlimit", Self.withCallerLimits(["/bin/sh", "-c", report], hard: hard))
+            #expect(expected.exitCode == 0 && expected.stdout.split(separator: "\n").count == 2, "\(expected)")
+
+            // exec: the command replaces portal-token.
+            let portal = try PortalHarness(backend: .file)
+            #expect(try portal.adopt(token: "token-limits").exitCode == 0)
+            let exec = try ProcessRunner.run(
+                "/usr/bin/prlimit",
+                Self.withCallerLimits(
+                    [ProcessRunner.portalTokenPath, "exec", "--", "/bin/sh", "-c", report], hard: hard),
+                environment: portal.git.environment)
+            #expect(exec.exitCode == 0, "\(exec.stderr)")
+            #expect(exec.stdout == expected.stdout, "exec's command")
+
+            // The hook: Portal refuses the token, so the session ends and the hook runs.
+            let scratch = try ScratchFolder("limits")
+            let hook = "\(scratch.path)/on-session-invalidated"
+            try writeExecutableScript(
+                "#!/bin/sh\n(\(report)) > '\(scratch.path)/hook'\n", to: URL(fileURLWithPath: hook))
+            var environment = portal.git.environment
+            environment["PORTAL_TOKEN_ON_SESSION_INVALIDATED"] = hook
+            let api = try ProcessRunner.run(
+                "/usr/bin/prlimit",
+                Self.withCallerLimits([ProcessRunner.portalTokenPath, "api", "/api/v3/clients/me"], hard: hard),
+                environment: environment)
+            #expect(api.exitCode == 3, "\(api.stderr)")
+            #expect(scratch.read("hook") == expected.stdout, "the hook")
+
+            // A desktop program (notify-send, as xdg-open and git are started).
+            let harness = try SignInHarness(
+                backend: .file, redirectURL: "portalexample://auth/callback", extraEnvironment: ["DISPLAY": ":99"])
+            try writeExecutableScript(
+                "#!/bin/sh\n(\(report)) > '\(scratch.path)/notify'\n",
+                to: harness.portal.git.directory.appendingPathComponent("bin/notify-send"))
+            let link = FakeClientAuth.redirect(
+                harness.redirectURL, grant: harness.auth.issueGrant(method: .google), method: .google)
+            let redirect = try ProcessRunner.run(
+                "/usr/bin/prlimit",
+                Self.withCallerLimits([ProcessRunner.portalTokenPath, "redirect", "-"], hard: hard),
+                stdin: link + "\n", environment: harness.environment)
+            #expect(redirect.exitCode == 0, "\(redirect.stderr)")
+            #expect(scratch.read("notify") == expected.stdout, "notify-send")
+        }
     }
 }

@@ -112,6 +112,11 @@ struct SignInTests {
         #expect(login.stderr.contains("the desktop handler ('portal-token redirect') finishes the sign-in"))
         #expect(
             login.stderr.contains("xdg-mime default io.portalhq.PortalToken.desktop x-scheme-handler/portalexample"))
+        // The warning about launchers follows this machine's /proc, as portal-token reads it.
+        let mountInfo = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        #expect(
+            login.stderr.contains("portal-token: warning: other local users can read command lines here")
+                == !ProcessListVisibility.hidesOtherUsers(mountInfo: mountInfo), "\(login.stderr)")
         let link = try harness.sentLink()
 
         let first = try harness.run(["redirect", link])

@@ -43,6 +43,63 @@ struct TerminalEscapeTests {
         #expect(result.stderr.contains("sign-in failed: x"))
     }
 
+    /// A line of stderr that portal-token did not write: text from outside that would have started
+    /// a new line of its own, which git shows the user as if it came from portal-token.
+    static let forged = "portal-token: signed in as admin"
+
+    static func expectNoForgedLine(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(
+            !text.split(separator: "\n").contains { $0.hasPrefix(forged) }, "a forged line: \(text)",
+            sourceLocation: sourceLocation)
+    }
+
+    @Test("a line break in text from Portal, the store or the environment never starts a line of its own")
+    func lineBreaks() throws {
+        // From Portal: an end user ID (JSON's \n in the exchange's answer), and a redirect's error text.
+        let harness = try SignInHarness(
+            backend: .file, redirectURL: "portalexample://auth/callback",
+            endUser: .init(id: #"end-user\n\#(Self.forged)"#))
+        let link = FakeClientAuth.redirect(
+            harness.redirectURL, grant: harness.auth.issueGrant(method: .google), method: .google)
+        let signedIn = try harness.run(["redirect", "-"], stdin: link + "\n")
+        #expect(signedIn.exitCode == 0, "\(signedIn.stderr)")
+        Self.expectNoForgedLine(signedIn.stderr)
+        #expect(signedIn.stderr.hasPrefix(#"portal-token: signed in as end-user\x0a\#(Self.forged) in environment"#))
+        #expect(signedIn.stderr.split(separator: "\n").count == 1, "\(signedIn.stderr)")
+
+        let refused = try harness.run(
+            ["redirect", "-"],
+            stdin: "portalexample://auth/callback?token=g&login_type=GOOGLE&error=x%0D%0A"
+                + "portal-token%3A%20signed%20in%20as%20admin\n")
+        #expect(refused.exitCode == 6)
+        Self.expectNoForgedLine(refused.stderr)
+        #expect(refused.stderr.hasPrefix("portal-token: error: sign-in failed: x"), "\(refused.stderr)")
+        #expect(refused.stderr.split(separator: "\n").count == 2, "an error and a hint: \(refused.stderr)")
+
+        // From the store: the stored end user ID, in the line 'refresh' writes.
+        let status = try harness.run(["refresh"])
+        Self.expectNoForgedLine(status.stderr)
+
+        // From the environment: KUBERNETES_EXEC_INFO, and a config file's path.
+        let execInfo = try harness.run(
+            ["exec-credential"], ["KUBERNETES_EXEC_INFO": #"{"apiVersion":"v9\n\#(Self.forged)"}"#])
+        #expect(execInfo.exitCode == 2)
+        Self.expectNoForgedLine(execInfo.stderr)
+        #expect(execInfo.stderr.split(separator: "\n").count == 2, "an error and a hint: \(execInfo.stderr)")
+        let config = try harness.run(["get"], stdin: "", ["PORTAL_TOKEN_CONFIG": "/nonexistent\n\(Self.forged)"])
+        #expect(config.exitCode == 2)
+        Self.expectNoForgedLine(config.stderr)
+
+        // Docker's helper writes its one error line on stdout.
+        let scratch = try ScratchFolder("docker-lines")
+        let docker = try ProcessRunner.run(
+            try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token", ["list"],
+            environment: harness.environment(["PORTAL_TOKEN_CONFIG": "/nonexistent\n\(Self.forged)"]))
+        #expect(docker.exitCode == 1)
+        Self.expectNoForgedLine(docker.stdout)
+        #expect(docker.stdout.split(separator: "\n").count == 1, "\(docker.stdout)")
+    }
+
     @Test("escaping shows C0, DEL and C1 controls as escapes and leaves other text alone")
     func escaping() {
         #expect(TerminalText.escaped("plain ünïcode \\ text") == "plain ünïcode \\ text")

@@ -124,7 +124,21 @@ public final class CommandLineSampler: @unchecked Sendable {
     private var running = true
     private var seen: [String] = []
     private var rounds = 0
+    private var matching = Sightings()
     private let thread: Thread
+
+    /// The rounds in which some command line held what the sampler watches for, and when
+    /// (ProcessRunner.monotonicSeconds) the first and the last of them ended.
+    public struct Sightings: Sendable, CustomStringConvertible {
+        public var rounds = 0
+        public var first: Double?
+        public var last: Double?
+        /// From the first round that saw it to the last, in milliseconds.
+        public var spanMilliseconds: Double { first.flatMap { first in last.map { ($0 - first) * 1000 } } ?? 0 }
+        public var description: String {
+            "seen in \(rounds) rounds over \(String(format: "%.1f", spanMilliseconds)) ms"
+        }
+    }
 
     /// Samples, keeping each distinct command line that holds any of `interesting`.
     public init(watchingFor interesting: [String]) {
@@ -154,11 +168,24 @@ public final class CommandLineSampler: @unchecked Sendable {
                 let text = String(decoding: buffer[0..<count].map { $0 == 0 ? UInt8(ascii: " ") : $0 }, as: UTF8.self)
                 if interesting.contains(where: text.contains) { found.append(text) }
             }
+            let now = ProcessRunner.monotonicSeconds()
             lock.lock()
             for text in found where !seen.contains(text) { seen.append(text) }
             rounds += 1
+            if !found.isEmpty {
+                matching.rounds += 1
+                if matching.first == nil { matching.first = now }
+                matching.last = now
+            }
             lock.unlock()
         }
+    }
+
+    /// The rounds that saw a watched command line so far.
+    public var sightings: Sightings {
+        lock.lock()
+        defer { lock.unlock() }
+        return matching
     }
 
     /// The command lines seen so far, while sampling goes on.

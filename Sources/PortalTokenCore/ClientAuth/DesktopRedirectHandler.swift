@@ -5,7 +5,8 @@
 /// The entry is D-Bus activatable (Desktop Entry specification, "D-Bus Activation"): the
 /// launcher starts `portal-token redirect --dbus-activated` through the session bus and hands it
 /// the URL in an `org.freedesktop.Application.Open` call, so the URL, whose grant is single-use,
-/// never sits in any process's argv where another local user could read it (docs/security.md, "Hardening rules").
+/// never sits in portal-token's argv where another local user could read it (docs/security.md, "Hardening
+/// rules"); the launcher's own argv may hold it until the handler answers.
 public enum DesktopRedirectHandler {
     /// The well-known bus name; the spec requires the entry's file to be named after it.
     public static let busName = "io.portalhq.PortalToken"

@@ -159,6 +159,20 @@ public final class SignInService {
     /// Completes a sign-in from the URL a redirect delivered (docs/portal-api.md, "Redirect URLs", in its
     /// order), and persists the session before returning it.
     public func completeRedirect(_ url: Secret) throws -> RedirectOutcome {
+        try complete(try accept(url))
+    }
+
+    /// A redirect URL that passed the checks: its grant, not yet exchanged.
+    public struct AcceptedRedirect: Sendable {
+        let grant: Secret
+        let endpoint: GrantEndpoint
+    }
+
+    /// The checks of a redirect URL (docs/portal-api.md, "Redirect URLs"), which send nothing:
+    /// what they refuse is thrown (not ours, or an `error` parameter); what they accept is the
+    /// grant `complete` exchanges. The desktop handler answers its launcher in between
+    /// (docs/signing-in.md, "Completing it: a custom scheme and the desktop handler").
+    public func accept(_ url: Secret) throws -> AcceptedRedirect {
         let redirectURL = try configuration.requireRedirectURL()
         switch RedirectURL.evaluate(url.text, configured: redirectURL) {
         case .notOurs(let reason):
@@ -168,9 +182,15 @@ public final class SignInService {
             trace("redirect: carries an error parameter; nothing sent")
             throw ClientAuthError.authenticationFailed(message)
         case .exchange(let grant, let endpoint):
-            let digest = GrantDigest.of(grant, authEnvironmentID: authEnvironmentID)
-            return try signInLock.withLock { try exchangeOnce(grant, at: endpoint, digest: digest) }
+            return AcceptedRedirect(grant: grant, endpoint: endpoint)
         }
+    }
+
+    /// Exchanges an accepted redirect's grant, once across processes, and persists the session
+    /// before returning it.
+    public func complete(_ accepted: AcceptedRedirect) throws -> RedirectOutcome {
+        let digest = GrantDigest.of(accepted.grant, authEnvironmentID: authEnvironmentID)
+        return try signInLock.withLock { try exchangeOnce(accepted.grant, at: accepted.endpoint, digest: digest) }
     }
 
     private func exchangeOnce(_ grant: Secret, at endpoint: GrantEndpoint, digest: String) throws -> RedirectOutcome {
