@@ -110,9 +110,13 @@ enum DockerCredentialHelper {
         try helper.store(request)
     }
 
+    /// Removes what `get` answers for the same server URL, and only that: a registry's URL names
+    /// a host, where git may keep credentials for other paths and users that Docker never stored.
     private static func erase(serverURL: String, _ context: Context) throws {
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard try helper.erase(try request(for: serverURL)) > 0 else { throw Failure(message: notFoundMessage) }
+        guard try helper.eraseAnswer(to: try request(for: serverURL)) > 0 else {
+            throw Failure(message: notFoundMessage)
+        }
     }
 
     /// `{ServerURL: Username}` for every stored credential (never a secret).

@@ -32,4 +32,31 @@ struct DockerCredentialHelperTests {
             ["get"], stdin: "capability[]=authtype\nprotocol=https\nhost=registry.example\n\n", isGitHelper: true)
         #expect(!get.stdout.contains("injected"), "\(get.stdout)")
     }
+
+    @Test("erase removes only the credential get answers for the same server URL, not the host's others")
+    func eraseRemovesWhatGetAnswers() throws {
+        let cli = try InProcessCLI()
+        // git's own credentials on the registry's host: one for a repository path, one for another user.
+        for (path, user) in [("org/repo.git", "git-user"), (nil, "other-user")] {
+            let pathLine = path.map { "path=\($0)\n" } ?? ""
+            let stored = cli.run(
+                ["store"],
+                stdin: "protocol=https\nhost=registry.example\n\(pathLine)username=\(user)\npassword=\(user)-secret\n",
+                isGitHelper: true)
+            #expect(stored.exitCode == 0, "\(stored.stderr)")
+        }
+        let store = cli.runDocker(
+            "store", stdin: #"{"ServerURL":"registry.example","Username":"docker-user","Secret":"docker-secret"}"#)
+        #expect(store.exitCode == 0 && store.stdout.isEmpty, "\(store.stdout)")
+        let get = cli.runDocker("get", stdin: "registry.example\n")
+        #expect(get.exitCode == 0 && get.stdout.contains(#""Username":"docker-user""#), "\(get.stdout)")
+
+        let erase = cli.runDocker("erase", stdin: "registry.example\n")
+        #expect(erase.exitCode == 0 && erase.stdout.isEmpty, "\(erase.stdout)")
+        let left = try cli.credentials.all().map { "\($0.username)@\($0.path ?? "")" }.sorted()
+        #expect(left == ["git-user@org/repo.git", "other-user@"])
+        let repository = cli.run(
+            ["get"], stdin: "protocol=https\nhost=registry.example\npath=org/repo.git\n\n", isGitHelper: true)
+        #expect(repository.stdout.contains("password=git-user-secret"), "\(repository.stdout)")
+    }
 }
