@@ -4,7 +4,7 @@
 #   - linked by lld, with relative relocations packed (-z pack-relative-relocs), identical code
 #     folded, unused sections dropped and no symbol exported: less for the loader to touch;
 #   - no NEEDED entry for a library no symbol is taken from (--as-needed, see
-#     contrib/release/link-as-needed.cfg): libsecret and GLib, loaded with dlopen, are not mapped at start;
+#     contrib/release/link-as-needed.cfg): libsystemd, loaded with dlopen, is not mapped at start;
 #   - functions ordered by contrib/release/link-order/portal-token.order, so the code that `get` runs
 #     sits together and the kernel maps a few hundred kilobytes of the binary instead of most of
 #     it. A stale order file costs only that gain, never correctness.
@@ -27,6 +27,5 @@ flags=(
 bindir=$(swift build "${flags[@]}" --show-bin-path)
 # SwiftPM does not see the order file as an input: removing the binary makes it link again.
 rm -f "$bindir/$product"
-# libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
-swift build "${flags[@]}" --product "$product" 2>&1 | sed '/prohibited flag/d' >&2
+swift build "${flags[@]}" --product "$product" >&2
 echo "$bindir/$product"
