@@ -11,7 +11,10 @@
 #   - the C++ runtime the Swift runtime needs linked in too (libstdc++.a, and libgcc's unwinder):
 #     loading libstdc++.so and binding its thousands of symbols is most of what an empty Swift
 #     program costs at start (docs/benchmarks.md, "The encrypted file store");
-#   - no RUNPATH ($ORIGIN): the loader looks for each library only where the system keeps it.
+#   - no RUNPATH ($ORIGIN): the loader looks for each library only where the system keeps it;
+#   - generic types' metadata reached through their accessors, not by mangled name: the runtime
+#     then demangles nothing, and never searches every protocol conformance in the binary to
+#     check a generic requirement the compiler already knew (a fifth of a cached `get`'s work).
 # usage: contrib/build-release.sh [--product NAME]      (default product: portal-token)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +35,7 @@ flags=(
     -Xswiftc -Xclang-linker -Xswiftc -L"$static_libs"
     -Xswiftc -Xclang-linker -Xswiftc -static-libgcc
     -Xswiftc -Xfrontend -Xswiftc -function-sections
+    -Xswiftc -Xfrontend -Xswiftc -disable-concrete-type-metadata-mangled-name-accessors
     -Xswiftc -Xclang-linker -Xswiftc -fuse-ld=lld
     -Xswiftc -Xclang-linker -Xswiftc --config="$root/contrib/release/link-as-needed.cfg"
     -Xlinker -z -Xlinker pack-relative-relocs
