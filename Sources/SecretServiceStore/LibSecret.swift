@@ -57,9 +57,11 @@ enum LibSecret {
 
         /// Opens libsecret and resolves every function, GLib's and GIO's through libsecret's
         /// handle (dlsym searches a handle's dependencies too), then keeps GLib's own logging
-        /// off stderr before anything can log.
+        /// off stderr before anything can log. Lazy binding, as for a program linked to them:
+        /// RTLD_NOW would bind every function of GLib, GIO and their libraries at load, most
+        /// never called; those used here are resolved now, by dlsym.
         static func load() -> Functions? {
-            guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
+            guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
             guard let functions = try? Functions(library: library) else { return nil }
             functions.logSetWriterFunc(silentLogWriter)
             return functions
