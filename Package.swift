@@ -10,11 +10,10 @@ let package = Package(
         .executable(name: "portal-token", targets: ["portal-token"])
     ],
     targets: [
-        .systemLibrary(
-            name: "CLibSecret",
-            pkgConfig: "libsecret-1",
-            providers: [.apt(["libsecret-1-dev"])]
-        ),
+        // Its own declarations of the few types libsecret's calls take: libsecret is loaded with
+        // dlopen when the keyring is first used, and building needs neither its headers nor GLib's
+        // (see shim.h).
+        .systemLibrary(name: "CLibSecret"),
         // Headers only: libcurl itself is loaded with dlopen when a request is made (see shim.h).
         .systemLibrary(
             name: "CCurl",

@@ -5,10 +5,12 @@
 # second run costs nothing. The runtime list holds what the installed files need to work on a
 # minimal Debian: man-db to read the man page, bash-completion to load the bash completion.
 set -euo pipefail
-build=(pkg-config gcc libc6-dev libsystemd-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
-runtime=(git libsystemd0 man-db bash-completion)
+build=(pkg-config gcc libc6-dev libsystemd-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
+# libsecret is loaded with dlopen and building needs none of its headers (Sources/CLibSecret/shim.h).
+runtime=(git libsystemd0 libsecret-1-0 man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
-test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace)
+# libsecret's headers: git's C helper is built against them, and a test compares CLibSecret's declarations with them.
+test=("${keyring[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

@@ -44,12 +44,18 @@ cc -shared -fPIC -O2 -o "$work/wallclock-shift.so" contrib/testing/wallclock-shi
 echo "== building the shim that hides a library from dlopen (libsecret missing)"
 cc -shared -fPIC -O2 -o "$work/hide-library.so" contrib/testing/hide-library.c -ldl
 
-echo "== building portal-token (debug with tests, and release)"
-# libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
-quiet() { "$@" 2>&1 | sed '/prohibited flag/d'; }
-quiet swift build --build-tests
-release_bin=$(contrib/build-release.sh)
+echo "== building portal-token (debug with tests, and release); a warning fails the suite"
+swift build --build-tests 2>&1 | tee "$work/build.log"
+if ! release_bin=$(contrib/build-release.sh 2>"$work/release-build.log"); then
+    cat "$work/release-build.log" >&2
+    exit 1
+fi
+cat "$work/release-build.log"
 test -x "$release_bin"
+if grep -h "warning:" "$work/build.log" "$work/release-build.log" >&2; then
+    echo "test.sh: error: the build printed the warnings above" >&2
+    exit 1
+fi
 
 mkdir -p "$work/home" "$work/run"
 chmod 700 "$work/run"

@@ -1,20 +1,145 @@
 #ifndef PORTAL_TOKEN_CLIBSECRET_SHIM_H
 #define PORTAL_TOKEN_CLIBSECRET_SHIM_H
 
-#include <libsecret/secret.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /*
  * libsecret is loaded with dlopen the first time the Secret Service is used, not linked: linking
  * it puts libsecret, GIO, GObject, GLib and the libraries they need (libgcrypt, libmount,
  * libselinux, libpcre2, libffi, …) into every invocation, including those that never reach the
  * keyring: the encrypted-file backend, `--version`, and `get` or `api` answered from the session
- * cache in the kernel keyring. The headers are here for types and constants only. The Swift side
- * resolves each function with dlsym on libsecret's handle (which also finds GLib's and GIO's,
- * its dependencies) and calls it through these wrappers, which take the resolved address as `fn`.
+ * cache in the kernel keyring. The Swift side resolves each function with dlsym on libsecret's
+ * handle (which also finds GLib's and GIO's, its dependencies) and calls it through these
+ * wrappers, which take the resolved address as `fn`.
  *
  * Functions that GLib receives as pointers (g_str_hash, g_free, g_object_unref, …) are passed as
  * resolved addresses too, and given their GLib type here.
+ *
+ * Nor are libsecret's headers included: they need GLib's, whose glibconfig.h lives in a directory
+ * of its own per architecture that only pkg-config knows (and whose flags carry -pthread, which
+ * SwiftPM refuses with a warning on every build). What the wrappers use of the libraries' ABI is
+ * declared below instead, as GLib 2 and libsecret 0.x declare it and keep it: the basic types,
+ * the three structures read or allocated on this side (GList, GError, GHashTableIter), the log
+ * writer's signature, and the enumerations' values. Everything else is an incomplete type,
+ * handled only through pointers. SecretServiceStoreTests compiles these declarations beside the
+ * installed headers and compares every size, offset and value.
  */
+
+/* GLib: basic types (glib/gtypes.h, glibconfig.h) */
+
+typedef char gchar;
+typedef int gint;
+typedef unsigned int guint;
+typedef gint gboolean;
+typedef uint32_t guint32;
+typedef uint64_t guint64;
+typedef size_t gsize;
+typedef ptrdiff_t gssize;
+typedef void *gpointer;
+typedef const void *gconstpointer;
+typedef guint32 GQuark;
+
+typedef guint (*GHashFunc)(gconstpointer key);
+typedef gboolean (*GEqualFunc)(gconstpointer a, gconstpointer b);
+typedef void (*GDestroyNotify)(gpointer data);
+
+/* GLib: structures (glib/glist.h, glib/gerror.h, glib/ghash.h) */
+
+typedef struct _GList GList;
+struct _GList {
+    gpointer data;
+    GList *next;
+    GList *prev;
+};
+
+typedef struct _GError {
+    GQuark domain;
+    gint code;
+    gchar *message;
+} GError;
+
+typedef struct _GHashTable GHashTable;
+
+typedef struct _GHashTableIter {
+    gpointer dummy1;
+    gpointer dummy2;
+    gpointer dummy3;
+    int dummy4;
+    gboolean dummy5;
+    gpointer dummy6;
+} GHashTableIter;
+
+/* GLib: structured logging (glib/gmessages.h); GLogLevelFlags is an int-sized enumeration. */
+
+typedef gint GLogLevelFlags;
+
+typedef enum { G_LOG_WRITER_HANDLED = 1, G_LOG_WRITER_UNHANDLED = 0 } GLogWriterOutput;
+
+typedef struct _GLogField {
+    const gchar *key;
+    gconstpointer value;
+    gssize length;
+} GLogField;
+
+typedef GLogWriterOutput (*GLogWriterFunc)(GLogLevelFlags log_level, const GLogField *fields, gsize n_fields,
+                                           gpointer user_data);
+
+/* GIO (gio/giotypes.h, gio/gioenums.h) and GVariant */
+
+typedef struct _GCancellable GCancellable;
+typedef struct _GDBusConnection GDBusConnection;
+typedef struct _GDBusProxy GDBusProxy;
+typedef struct _GVariant GVariant;
+typedef struct _GVariantType GVariantType;
+
+typedef enum { G_IO_ERROR_CANCELLED = 19 } GIOErrorEnum;
+
+typedef enum {
+    G_BUS_TYPE_STARTER = -1,
+    G_BUS_TYPE_NONE = 0,
+    G_BUS_TYPE_SYSTEM = 1,
+    G_BUS_TYPE_SESSION = 2
+} GBusType;
+
+typedef enum {
+    G_DBUS_CALL_FLAGS_NONE = 0,
+    G_DBUS_CALL_FLAGS_NO_AUTO_START = 1 << 0,
+    G_DBUS_CALL_FLAGS_ALLOW_INTERACTIVE_AUTHORIZATION = 1 << 1
+} GDBusCallFlags;
+
+/* libsecret (libsecret/secret-*.h) */
+
+typedef struct _SecretService SecretService;
+typedef struct _SecretCollection SecretCollection;
+typedef struct _SecretItem SecretItem;
+typedef struct _SecretValue SecretValue;
+typedef struct _SecretSchema SecretSchema;
+
+typedef enum {
+    SECRET_SERVICE_NONE = 0,
+    SECRET_SERVICE_OPEN_SESSION = 1 << 1,
+    SECRET_SERVICE_LOAD_COLLECTIONS = 1 << 2
+} SecretServiceFlags;
+
+typedef enum {
+    SECRET_SEARCH_NONE = 0,
+    SECRET_SEARCH_ALL = 1 << 1,
+    SECRET_SEARCH_UNLOCK = 1 << 2,
+    SECRET_SEARCH_LOAD_SECRETS = 1 << 3
+} SecretSearchFlags;
+
+typedef enum { SECRET_COLLECTION_NONE = 0, SECRET_COLLECTION_LOAD_ITEMS = 1 << 1 } SecretCollectionFlags;
+
+typedef enum { SECRET_ITEM_CREATE_NONE = 0, SECRET_ITEM_CREATE_REPLACE = 1 << 1 } SecretItemCreateFlags;
+
+typedef enum { SECRET_SCHEMA_NONE = 0, SECRET_SCHEMA_DONT_MATCH_NAME = 1 << 1 } SecretSchemaFlags;
+
+typedef enum {
+    SECRET_SCHEMA_ATTRIBUTE_STRING = 0,
+    SECRET_SCHEMA_ATTRIBUTE_INTEGER = 1,
+    SECRET_SCHEMA_ATTRIBUTE_BOOLEAN = 2
+} SecretSchemaAttributeType;
 
 /* GLib */
 

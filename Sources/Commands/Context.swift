@@ -167,20 +167,25 @@ public final class Context {
         return lock
     }
 
-    private var itemStores: [BackendChoice.Backend: LockedItemStore] = [:]
+    /// Each backend's store, once opened. (Two properties rather than a dictionary keyed by the
+    /// backend: that would cost every run a search of the binary's protocol conformances.)
+    private var keyringItemStore, fileItemStore: LockedItemStore?
 
     /// One backend's items, every write under the store lock; one store per backend and run, so
     /// git credentials and the Portal session share one unlock.
     func items(_ backend: BackendChoice.Backend) throws -> any ItemStore {
-        if let store = itemStores[backend] { return store }
-        let adapter: any ItemStore
         switch backend {
-        case .secretService: adapter = services.keyringItems(try keyringTimeout, allowPrompt)
-        case .file: adapter = services.fileItems(try fileStoreOptions())
+        case .secretService:
+            if let keyringItemStore { return keyringItemStore }
+            let store = LockedItemStore(services.keyringItems(try keyringTimeout, allowPrompt), lock: try storeLock())
+            keyringItemStore = store
+            return store
+        case .file:
+            if let fileItemStore { return fileItemStore }
+            let store = LockedItemStore(services.fileItems(try fileStoreOptions()), lock: try storeLock())
+            fileItemStore = store
+            return store
         }
-        let store = LockedItemStore(adapter, lock: try storeLock())
-        itemStores[backend] = store
-        return store
     }
 
     private func fileStoreOptions() throws -> FileStoreOptions {

@@ -19,9 +19,13 @@ enum DockerCredentialHelper {
         let message: String
     }
 
-    static func main(_ arguments: [String], streams: StandardStreams, services: Services) -> Int32 {
+    /// Runs one operation with the process's environment (read before the passphrase variable
+    /// was removed from it); returns the exit status.
+    static func main(
+        _ arguments: [String], streams: StandardStreams, environment: [String: String], services: Services
+    ) -> Int32 {
         do {
-            try run(arguments, streams: streams, services: services)
+            try run(arguments, streams: streams, environment: environment, services: services)
             return 0
         } catch let failure as Failure {
             streams.print(failure.message)
@@ -33,7 +37,9 @@ enum DockerCredentialHelper {
         return 1
     }
 
-    static func run(_ arguments: [String], streams: StandardStreams, services: Services) throws {
+    static func run(
+        _ arguments: [String], streams: StandardStreams, environment: [String: String], services: Services
+    ) throws {
         guard arguments.count == 1, let operation = arguments.first else {
             throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
         }
@@ -44,8 +50,6 @@ enum DockerCredentialHelper {
         guard ["get", "store", "erase", "list"].contains(operation) else {
             throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
         }
-        let environment = ProcessEnvironment.current()
-        unsetenv(PassphraseSource.environmentVariable)
         let settings = try PortalTokenCLI.loadSettings(flags: [:], environment: environment)
         try PortalTokenCLI.checkSettingValues(settings)
         let context = Context(
@@ -93,18 +97,27 @@ enum DockerCredentialHelper {
         }
         guard let secret = object["Secret"]?.stringValue else { throw Failure(message: "no credentials secret") }
         var request = try request(for: serverURL.trimmingWhitespace)
+        // The stored secret is packed line by line (SecretPacking): a line break in the Secret would
+        // add `authtype=` or `credential=` lines that git then reads as fields the client never sent.
+        // git refuses such a value in any field; so does this store.
+        for (value, name) in [(username, "username"), (secret, "secret")] {
+            guard !value.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
+                throw Failure(message: "the \(name) holds a newline, CR or NUL")
+            }
+        }
         request.username = username
         request.password = Secret(secret)
-        guard !username.utf8.contains(where: { $0 == 10 || $0 == 13 || $0 == 0 }) else {
-            throw Failure(message: "the username holds a newline, CR or NUL")
-        }
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         try helper.store(request)
     }
 
+    /// Removes what `get` answers for the same server URL, and only that: a registry's URL names
+    /// a host, where git may keep credentials for other paths and users that Docker never stored.
     private static func erase(serverURL: String, _ context: Context) throws {
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard try helper.erase(try request(for: serverURL)) > 0 else { throw Failure(message: notFoundMessage) }
+        guard try helper.eraseAnswer(to: try request(for: serverURL)) > 0 else {
+            throw Failure(message: notFoundMessage)
+        }
     }
 
     /// `{ServerURL: Username}` for every stored credential (never a secret).

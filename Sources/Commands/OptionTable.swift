@@ -54,8 +54,13 @@ public struct OptionSpec: Sendable {
         short = nil
         valueName = flag.value
         completion = flag.isFile ? .file : flag.words.isEmpty ? .text : .words(flag.words)
-        let origin = ([setting.environment].compactMap { $0 } + [flag.defaultValue].compactMap { $0 })
-        help = flag.help + (origin.isEmpty ? "" : " (" + origin.joined(separator: "; ") + ")")
+        // The table is built on every run, help or not: plain concatenation, no generic joining.
+        switch (setting.environment, flag.defaultValue) {
+        case (let variable?, let defaultValue?): help = flag.help + " (" + variable + "; " + defaultValue + ")"
+        case (let variable?, nil): help = flag.help + " (" + variable + ")"
+        case (nil, let defaultValue?): help = flag.help + " (" + defaultValue + ")"
+        case (nil, nil): help = flag.help
+        }
         excludes = []
         repeatable = false
         self.setting = setting

@@ -26,12 +26,13 @@ public enum PortalTokenCLI {
         let programPath = arguments.first ?? "portal-token"
         let programName = String(programPath.split(separator: "/").last ?? "portal-token")
         let isGitHelper = programName == gitHelperName
-        if programName == DockerCredentialHelper.programName {
-            return DockerCredentialHelper.main(Array(arguments.dropFirst()), streams: streams, services: services)
-        }
         let environment = ProcessEnvironment.current()
         // The passphrase stays in this process: no child (a hook, a browser) inherits it.
         unsetenv(PassphraseSource.environmentVariable)
+        if programName == DockerCredentialHelper.programName {
+            return DockerCredentialHelper.main(
+                Array(arguments.dropFirst()), streams: streams, environment: environment, services: services)
+        }
         return execute(
             Array(arguments.dropFirst()), isGitHelper: isGitHelper, streams: streams,
             environment: environment, services: services)

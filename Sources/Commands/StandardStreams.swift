@@ -18,20 +18,32 @@ public struct StandardStreams: Sendable {
     /// never ends is refused instead of read for ever.
     public static let requestLimit = 1 << 20
 
+    /// What `readRequest` makes room for before it reads: more than any request git sends.
+    static let usualRequestBytes = 16 * 1024
+
     /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
     /// blank line so that a caller who keeps stdin open is not waited on. Past `requestLimit`
     /// bytes it stops reading and fails (exit 2), wiping what it read.
     public func readRequest() throws(CLIError) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: 4096)
         defer { zeroize(&chunk) }
-        // Room for the whole bound up front: growing would leave unwiped copies behind.
+        // Room for a usual request up front (one from the heap, not a mapping of the whole bound);
+        // a larger one moves once to room for the whole bound, and the first buffer is wiped:
+        // letting the array grow by itself would leave unwiped copies behind.
         var buffer: [UInt8] = []
-        buffer.reserveCapacity(Self.requestLimit + chunk.count)
+        buffer.reserveCapacity(Self.usualRequestBytes)
         while true {
             let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
             let searchStart = max(0, buffer.count - 1)
+            if buffer.count + count > buffer.capacity {
+                var larger: [UInt8] = []
+                larger.reserveCapacity(Self.requestLimit + chunk.count)
+                larger.append(contentsOf: buffer)
+                zeroize(&buffer)
+                buffer = larger
+            }
             buffer.append(contentsOf: chunk[0..<count])
             if buffer.count > Self.requestLimit {
                 zeroize(&buffer)

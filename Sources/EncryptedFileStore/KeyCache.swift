@@ -23,11 +23,15 @@ struct KeyCache {
         material.appendBigEndian(identity.kdf.memLimit)
         material.append(contentsOf: identity.salt)
         let digest = Sodium.hash(material, length: 16)
-        return descriptionPrefix
-            + digest.map { byte in
-                let digits = Array("0123456789abcdef".utf8)
-                return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 0xF)]], as: UTF8.self)
-            }.joined()
+        // Hex, byte by byte into one buffer: every cached `get` names its key this way.
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(digest.count * 2)
+        for byte in digest {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0xF)])
+        }
+        return descriptionPrefix + String(decoding: hex, as: UTF8.self)
     }
 
     private let keyring = KernelKeyring()

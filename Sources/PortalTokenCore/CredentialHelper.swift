@@ -78,6 +78,14 @@ public struct CredentialHelper {
             authType: authType, credential: value)
     }
 
+    /// Removes the one credential `get` answers for the request, and nothing else that the
+    /// request's pattern would match; returns how many items held it (0: `get` answers nothing).
+    @discardableResult
+    public func eraseAnswer(to request: CredentialRequest) throws(StoreError) -> Int {
+        guard let answered = try get(request) else { return 0 }
+        return try store.erase(exactly: answered)
+    }
+
     /// Removes every match; with a password (or `credential`) in the request, only entries
     /// holding it.
     @discardableResult

@@ -70,6 +70,22 @@ public struct CredentialItems {
         try items.delete(Self.filters(for: query)) { Self.credential(from: $0).map(query.matches) ?? false }
     }
 
+    /// Removes the items that keep `credential`, as a lookup returned it: its slot exactly (no
+    /// other path or user, and no path is not any path), and only an item holding its password,
+    /// with or without an `authtype`/`credential` pair beside it. Returns how many were removed.
+    @discardableResult
+    public func erase(exactly credential: Credential) throws(StoreError) -> Int {
+        let slot = CredentialQuery(
+            protocolName: credential.protocolName, host: credential.host, path: credential.path,
+            username: credential.username)
+        return try items.delete(Self.filters(for: slot)) { item in
+            guard let stored = Self.credential(from: item), stored.occupiesSameSlot(as: credential) else {
+                return false
+            }
+            return stored.password == credential.password && stored.isBearerOnly == credential.isBearerOnly
+        }
+    }
+
     // MARK: The codec
 
     /// The filters that find a query's candidates in every layout and schema it searches.

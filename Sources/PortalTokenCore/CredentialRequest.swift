@@ -86,6 +86,12 @@ public enum CredentialProtocolError: Error, Equatable, Sendable {
 /// Reads and writes git's credential protocol: `key=value` lines ended by a blank line or EOF.
 /// The reader is lenient about what it does not know and strict about framing.
 public enum CredentialProtocol {
+    /// The request in `input`. Callers in other modules pass an array: this overload compiles the
+    /// reader for it here, where a generic call from another module would run unspecialised.
+    public static func parse(_ input: [UInt8]) throws(CredentialProtocolError) -> CredentialRequest {
+        try parse(input[...])
+    }
+
     public static func parse(_ input: some Collection<UInt8>) throws(CredentialProtocolError) -> CredentialRequest {
         var request = CredentialRequest()
         var lineNumber = 0

@@ -19,7 +19,7 @@ public struct PortalAPIBase: Sendable, Equatable {
         } else {
             let hostAndPort = lowered.prefix { $0 != "/" }
             let host = hostAndPort.prefix { $0 != ":" }
-            base = (host == "localhost" || host == "127.0.0.1" ? "http://" : "https://") + value
+            base = (host == "localhost" || host == "127.0.0.1" ? "http://" : "https://") + String(value)
         }
         guard Self.isValid(base) else { throw InvalidAPIHostError() }
         url = base

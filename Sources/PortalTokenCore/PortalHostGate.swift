@@ -157,12 +157,12 @@ public struct PortalEndpoint: Sendable, Hashable {
         self.init(host: authority.host, port: authority.port, allowsCleartext: authority.scheme == "http")
     }
 
-    /// The endpoints a list of configured values names, in order, without repeats.
+    /// The endpoints a list of configured values names, in order, without repeats. (A handful at
+    /// most, and routing builds the list on every run: searched in place, not hashed.)
     public static func normalize(_ values: [String]) -> [PortalEndpoint] {
-        var seen = Set<PortalEndpoint>()
         var endpoints: [PortalEndpoint] = []
         for value in values {
-            guard let endpoint = PortalEndpoint(configured: value), seen.insert(endpoint).inserted else { continue }
+            guard let endpoint = PortalEndpoint(configured: value), !endpoints.contains(endpoint) else { continue }
             endpoints.append(endpoint)
         }
         return endpoints

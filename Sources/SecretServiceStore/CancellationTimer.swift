@@ -18,12 +18,12 @@ final class CancellationTimer {
     private let wake: Int32
     private var thread = pthread_t()
     private var started = false
-    private let cancellable: UnsafeMutablePointer<GCancellable>
+    private let cancellable: OpaquePointer
     private let lib: LibSecret.Functions
     private let deadline: Int64
 
     init(
-        cancelling cancellable: UnsafeMutablePointer<GCancellable>, afterMilliseconds milliseconds: Int,
+        cancelling cancellable: OpaquePointer, afterMilliseconds milliseconds: Int,
         using lib: LibSecret.Functions
     ) {
         self.cancellable = cancellable

@@ -57,9 +57,11 @@ enum LibSecret {
 
         /// Opens libsecret and resolves every function, GLib's and GIO's through libsecret's
         /// handle (dlsym searches a handle's dependencies too), then keeps GLib's own logging
-        /// off stderr before anything can log.
+        /// off stderr before anything can log. Lazy binding, as for a program linked to them:
+        /// RTLD_NOW would bind every function of GLib, GIO and their libraries at load, most
+        /// never called; those used here are resolved now, by dlsym.
         static func load() -> Functions? {
-            guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
+            guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
             guard let functions = try? Functions(library: library) else { return nil }
             functions.logSetWriterFunc(silentLogWriter)
             return functions
@@ -172,9 +174,13 @@ enum LibSecret {
 
         // MARK: GObject
 
-        func objectUnref(_ object: UnsafeMutableRawPointer) { portal_g_object_unref(objectUnrefFunction, object) }
+        func objectUnref(_ object: OpaquePointer) {
+            portal_g_object_unref(objectUnrefFunction, UnsafeMutableRawPointer(object))
+        }
 
-        func objectRef(_ object: UnsafeMutableRawPointer) { _ = portal_g_object_ref(objectRefFunction, object) }
+        func objectRef(_ object: OpaquePointer) {
+            _ = portal_g_object_ref(objectRefFunction, UnsafeMutableRawPointer(object))
+        }
 
         // MARK: GIO
 
@@ -187,33 +193,33 @@ enum LibSecret {
             portal_g_dbus_error_get_remote_error(dbusErrorGetRemoteErrorFunction, error)
         }
 
-        func cancellableNew() -> UnsafeMutablePointer<GCancellable>? {
+        func cancellableNew() -> OpaquePointer? {
             portal_g_cancellable_new(cancellableNewFunction)
         }
 
-        func cancellableCancel(_ cancellable: UnsafeMutablePointer<GCancellable>) {
+        func cancellableCancel(_ cancellable: OpaquePointer) {
             portal_g_cancellable_cancel(cancellableCancelFunction, cancellable)
         }
 
         func busGetSync(
-            _ type: GBusType, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ type: GBusType, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> OpaquePointer? {
             portal_g_bus_get_sync(busGetSyncFunction, type, cancellable, error)
         }
 
-        func dbusProxyGetConnection(_ proxy: UnsafeMutablePointer<GDBusProxy>) -> OpaquePointer? {
+        func dbusProxyGetConnection(_ proxy: OpaquePointer) -> OpaquePointer? {
             portal_g_dbus_proxy_get_connection(dbusProxyGetConnectionFunction, proxy)
         }
 
-        func dbusProxyGetObjectPath(_ proxy: UnsafeMutablePointer<GDBusProxy>) -> UnsafePointer<gchar>? {
+        func dbusProxyGetObjectPath(_ proxy: OpaquePointer) -> UnsafePointer<gchar>? {
             portal_g_dbus_proxy_get_object_path(dbusProxyGetObjectPathFunction, proxy)
         }
 
         /// A method call without arguments whose reply is not checked against a type.
         func dbusConnectionCallSync(
             _ connection: OpaquePointer, busName: String, objectPath: String, interfaceName: String, methodName: String,
-            flags: GDBusCallFlags, timeoutMilliseconds: gint, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            flags: GDBusCallFlags, timeoutMilliseconds: gint, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> OpaquePointer? {
             portal_g_dbus_connection_call_sync(
@@ -226,16 +232,16 @@ enum LibSecret {
         // MARK: libsecret
 
         func serviceGetSync(
-            _ flags: SecretServiceFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ flags: SecretServiceFlags, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
-        ) -> UnsafeMutablePointer<SecretService>? {
+        ) -> OpaquePointer? {
             portal_secret_service_get_sync(serviceGetSyncFunction, flags, cancellable, error)
         }
 
         /// A search by attributes alone, of any schema.
         func serviceSearchSync(
-            _ service: UnsafeMutablePointer<SecretService>, _ attributes: OpaquePointer,
-            _ flags: SecretSearchFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ service: OpaquePointer, _ attributes: OpaquePointer,
+            _ flags: SecretSearchFlags, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> UnsafeMutablePointer<GList>? {
             portal_secret_service_search_sync(
@@ -244,75 +250,73 @@ enum LibSecret {
 
         /// Unlocks the objects; how many were unlocked is returned, not which.
         func serviceUnlockSync(
-            _ service: UnsafeMutablePointer<SecretService>, _ objects: UnsafeMutablePointer<GList>?,
-            _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ service: OpaquePointer, _ objects: UnsafeMutablePointer<GList>?,
+            _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> gint {
             portal_secret_service_unlock_sync(serviceUnlockSyncFunction, service, objects, cancellable, nil, error)
         }
 
         func collectionForAliasSync(
-            _ service: UnsafeMutablePointer<SecretService>, _ alias: String,
-            _ flags: SecretCollectionFlags, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ service: OpaquePointer, _ alias: String,
+            _ flags: SecretCollectionFlags, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
-        ) -> UnsafeMutablePointer<SecretCollection>? {
+        ) -> OpaquePointer? {
             portal_secret_collection_for_alias_sync(
                 collectionForAliasSyncFunction, service, alias, flags, cancellable, error)
         }
 
-        func collectionGetLocked(_ collection: UnsafeMutablePointer<SecretCollection>) -> Bool {
+        func collectionGetLocked(_ collection: OpaquePointer) -> Bool {
             portal_secret_collection_get_locked(collectionGetLockedFunction, collection) != 0
         }
 
-        func collectionGetLabel(_ collection: UnsafeMutablePointer<SecretCollection>) -> UnsafeMutablePointer<gchar>? {
+        func collectionGetLabel(_ collection: OpaquePointer) -> UnsafeMutablePointer<gchar>? {
             portal_secret_collection_get_label(collectionGetLabelFunction, collection)
         }
 
-        func schemaNewv(_ name: String, _ flags: SecretSchemaFlags, _ types: OpaquePointer) -> UnsafeMutablePointer<
-            SecretSchema
-        >? {
+        func schemaNewv(_ name: String, _ flags: SecretSchemaFlags, _ types: OpaquePointer) -> OpaquePointer? {
             portal_secret_schema_newv(schemaNewvFunction, name, flags, types)
         }
 
         func itemCreateSync(
-            _ collection: UnsafeMutablePointer<SecretCollection>, _ schema: UnsafeMutablePointer<SecretSchema>,
+            _ collection: OpaquePointer, _ schema: OpaquePointer,
             _ attributes: OpaquePointer, _ label: String, _ value: OpaquePointer, _ flags: SecretItemCreateFlags,
-            _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
-        ) -> UnsafeMutablePointer<SecretItem>? {
+        ) -> OpaquePointer? {
             portal_secret_item_create_sync(
                 itemCreateSyncFunction, collection, schema, attributes, label, value, flags,
                 cancellable, error)
         }
 
         func itemDeleteSync(
-            _ item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>,
+            _ item: OpaquePointer, _ cancellable: OpaquePointer,
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> Bool {
             portal_secret_item_delete_sync(itemDeleteSyncFunction, item, cancellable, error) != 0
         }
 
-        func itemGetAttributes(_ item: UnsafeMutablePointer<SecretItem>) -> OpaquePointer? {
+        func itemGetAttributes(_ item: OpaquePointer) -> OpaquePointer? {
             portal_secret_item_get_attributes(itemGetAttributesFunction, item)
         }
 
-        func itemGetLocked(_ item: UnsafeMutablePointer<SecretItem>) -> Bool {
+        func itemGetLocked(_ item: OpaquePointer) -> Bool {
             portal_secret_item_get_locked(itemGetLockedFunction, item) != 0
         }
 
-        func itemGetModified(_ item: UnsafeMutablePointer<SecretItem>) -> UInt {
+        func itemGetModified(_ item: OpaquePointer) -> UInt {
             UInt(portal_secret_item_get_modified(itemGetModifiedFunction, item))
         }
 
-        func itemGetCreated(_ item: UnsafeMutablePointer<SecretItem>) -> UInt {
+        func itemGetCreated(_ item: OpaquePointer) -> UInt {
             UInt(portal_secret_item_get_created(itemGetCreatedFunction, item))
         }
 
-        func itemGetLabel(_ item: UnsafeMutablePointer<SecretItem>) -> UnsafeMutablePointer<gchar>? {
+        func itemGetLabel(_ item: OpaquePointer) -> UnsafeMutablePointer<gchar>? {
             portal_secret_item_get_label(itemGetLabelFunction, item)
         }
 
-        func itemGetSecret(_ item: UnsafeMutablePointer<SecretItem>) -> OpaquePointer? {
+        func itemGetSecret(_ item: OpaquePointer) -> OpaquePointer? {
             portal_secret_item_get_secret(itemGetSecretFunction, item)
         }
 

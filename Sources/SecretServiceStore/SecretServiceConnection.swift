@@ -14,7 +14,7 @@ final class SecretServiceConnection {
     let timeoutMilliseconds: Int
     /// Whether the keyring may show an unlock prompt: only when a person is at a terminal.
     let allowPrompt: Bool
-    private var service: UnsafeMutablePointer<SecretService>?
+    private var service: OpaquePointer?
 
     init(timeoutMilliseconds: Int, allowPrompt: Bool) {
         self.timeoutMilliseconds = timeoutMilliseconds
@@ -25,7 +25,7 @@ final class SecretServiceConnection {
         if let service { LibSecret.functions.objectUnref(service) }
     }
 
-    func connect() throws(StoreError) -> UnsafeMutablePointer<SecretService> {
+    func connect() throws(StoreError) -> OpaquePointer {
         if let service { return service }
         // Where GLib would find no session bus at all, say so before loading libsecret: with
         // `--backend secret-service` on a server or in a container, the error comes at once.
@@ -52,7 +52,7 @@ final class SecretServiceConnection {
         ) { cancellable, error in
             lib.busGetSync(G_BUS_TYPE_SESSION, cancellable, &error)
         }
-        if let bus { lib.objectUnref(UnsafeMutableRawPointer(bus)) }
+        if let bus { lib.objectUnref(bus) }
         let service = try bounded("connecting to the Secret Service") { cancellable, error in
             lib.serviceGetSync(SECRET_SERVICE_NONE, cancellable, &error)
         }
@@ -81,8 +81,8 @@ final class SecretServiceConnection {
     func ping() throws(StoreError) {
         let service = try connect()
         let lib = LibSecret.functions
-        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-        guard let bus = lib.dbusProxyGetConnection(proxy) else {
+        // The service is a GDBusProxy.
+        guard let bus = lib.dbusProxyGetConnection(service) else {
             throw StoreError(.unavailable, "the Secret Service could not be reached")
         }
         let reply = try bounded("asking the Secret Service to answer") { cancellable, error in
@@ -145,7 +145,7 @@ final class SecretServiceConnection {
         }
         let service = try connect()
         let lib = LibSecret.functions
-        let objects = lib.listAppend(nil, collection.pointer)
+        let objects = lib.listAppend(nil, UnsafeMutableRawPointer(collection.pointer))
         defer { lib.listFree(objects) }
         let unlocked = try bounded("unlocking the keyring") { cancellable, error in
             lib.serviceUnlockSync(service, objects, cancellable, &error)
@@ -197,7 +197,7 @@ final class SecretServiceConnection {
 
     /// Creates an item (never replacing one) and returns its object path.
     func create(
-        in collection: CollectionReference, schema: UnsafeMutablePointer<SecretSchema>,
+        in collection: CollectionReference, schema: OpaquePointer,
         attributes: [(String, String)], label: String, secret: Secret, while operation: String
     ) throws(StoreError) -> String {
         let lib = LibSecret.functions
@@ -218,7 +218,7 @@ final class SecretServiceConnection {
                 collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
-        return FoundItem(GObjectReference(owning: created)).objectPath
+        return FoundItem(ItemReference(owning: created)).objectPath
     }
 
     /// Deletes the item; one that another process deleted first counts as deleted.
@@ -265,7 +265,7 @@ final class SecretServiceConnection {
     func bounded<T>(
         _ operation: String,
         classify: ((UnsafeMutablePointer<GError>) -> StoreError)? = nil,
-        _ body: (UnsafeMutablePointer<GCancellable>, inout UnsafeMutablePointer<GError>?) -> T
+        _ body: (OpaquePointer, inout UnsafeMutablePointer<GError>?) -> T
     ) throws(StoreError) -> T {
         let lib = try LibSecret.load()
         let cancellable = lib.cancellableNew()!
@@ -286,7 +286,7 @@ final class SecretServiceConnection {
 
 /// A schema matched without its name, so lookups find items that other helpers wrote under
 /// older names; built once per process, when the first item is created (after `connect`).
-func makeSchema(name: String, attributes: [(String, SecretSchemaAttributeType)]) -> UnsafeMutablePointer<SecretSchema> {
+func makeSchema(name: String, attributes: [(String, SecretSchemaAttributeType)]) -> OpaquePointer {
     let lib = LibSecret.functions
     let types = lib.hashTableNewWithStringKeys(freeingValues: false)!
     for (attribute, type) in attributes {
@@ -308,7 +308,7 @@ struct ItemList {
         var node = list
         while let current = node {
             if let data = current.pointee.data {
-                items.append(FoundItem(GObjectReference(retaining: data.assumingMemoryBound(to: SecretItem.self))))
+                items.append(FoundItem(ItemReference(retaining: OpaquePointer(data))))
             }
             node = current.pointee.next
         }
@@ -317,16 +317,17 @@ struct ItemList {
     }
 }
 
-/// One reference to a GLib object (a collection, an item, the service), released when the
-/// owner goes: the pointer is valid exactly as long as the owner lives.
+/// One reference to a GLib object of the kind `Object` names (a collection, an item), released
+/// when the owner goes: the pointer is valid exactly as long as the owner lives. The C types are
+/// incomplete (CLibSecret's shim.h), so the kind is this type's parameter.
 final class GObjectReference<Object> {
-    let pointer: UnsafeMutablePointer<Object>
+    let pointer: OpaquePointer
 
     /// Takes over a reference the caller was given (a `_sync` call's result).
-    init(owning pointer: UnsafeMutablePointer<Object>) { self.pointer = pointer }
+    init(owning pointer: OpaquePointer) { self.pointer = pointer }
 
     /// Takes a reference of its own to an object someone else owns (a list's element).
-    init(retaining pointer: UnsafeMutablePointer<Object>) {
+    init(retaining pointer: OpaquePointer) {
         LibSecret.functions.objectRef(pointer)
         self.pointer = pointer
     }
@@ -334,9 +335,14 @@ final class GObjectReference<Object> {
     deinit { LibSecret.functions.objectUnref(pointer) }
 }
 
-typealias CollectionReference = GObjectReference<SecretCollection>
+/// The kinds of GLib object a `GObjectReference` holds.
+enum SecretCollectionObject {}
+enum SecretItemObject {}
 
-extension GObjectReference<SecretCollection> {
+typealias CollectionReference = GObjectReference<SecretCollectionObject>
+typealias ItemReference = GObjectReference<SecretItemObject>
+
+extension GObjectReference<SecretCollectionObject> {
     var isLocked: Bool { LibSecret.functions.collectionGetLocked(pointer) }
 
     var label: String {
@@ -349,12 +355,12 @@ extension GObjectReference<SecretCollection> {
 
 /// One item a search returned or a create made, with its own reference.
 struct FoundItem {
-    private let object: GObjectReference<SecretItem>
+    private let object: ItemReference
     let attributes: [String: String]
 
-    var pointer: UnsafeMutablePointer<SecretItem> { object.pointer }
+    var pointer: OpaquePointer { object.pointer }
 
-    init(_ object: GObjectReference<SecretItem>) {
+    init(_ object: ItemReference) {
         self.object = object
         let pointer = object.pointer
         let lib = LibSecret.functions
@@ -385,8 +391,8 @@ struct FoundItem {
     var isLocked: Bool { LibSecret.functions.itemGetLocked(pointer) }
 
     var objectPath: String {
-        let proxy = UnsafeMutableRawPointer(pointer).assumingMemoryBound(to: GDBusProxy.self)
-        guard let path = LibSecret.functions.dbusProxyGetObjectPath(proxy) else { return "" }
+        // The item is a GDBusProxy.
+        guard let path = LibSecret.functions.dbusProxyGetObjectPath(pointer) else { return "" }
         return String(cString: path)
     }
 

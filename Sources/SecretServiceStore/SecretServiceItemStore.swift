@@ -9,7 +9,7 @@ public final class SecretServiceItemStore: ItemStore {
     private let connection: SecretServiceConnection
     /// Schemas built so far, by name and attribute names: libsecret wants one per item created,
     /// and refuses an attribute its schema does not list.
-    private var schemas: [String: UnsafeMutablePointer<SecretSchema>] = [:]
+    private var schemas: [String: OpaquePointer] = [:]
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
@@ -76,9 +76,7 @@ public final class SecretServiceItemStore: ItemStore {
         return items
     }
 
-    private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> UnsafeMutablePointer<
-        SecretSchema
-    > {
+    private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {
         let names = attributes.sorted()
         let key = ([name] + names).joined(separator: "\u{0}")
         if let built = schemas[key] { return built }

@@ -59,8 +59,11 @@ public struct SDBus: @unchecked Sendable {
     public let newMethodReturn: @convention(c) (Message?, UnsafeMutablePointer<Message?>?) -> Int32
     public let send: @convention(c) (Bus?, Message?, UnsafeMutablePointer<UInt64>?) -> Int32
 
+    /// Lazy binding, as for a program linked to it: RTLD_NOW would bind every function of
+    /// libsystemd and of libgcrypt, liblzma, libzstd, liblz4 and libcap on every call that asks the
+    /// bus, most never called; those used here are resolved now, by dlsym.
     private static func load() -> SDBus? {
-        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else { return nil }
+        guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
         func resolve<Function>(_ name: String, as _: Function.Type) -> Function? {
             dlsym(library, name).map { unsafeBitCast($0, to: Function.self) }
         }

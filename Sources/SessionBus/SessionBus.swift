@@ -30,6 +30,10 @@ public final class SessionBus: SessionBusConnection {
     /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
     /// cannot be loaded: whether there is a bus is then unknown, never taken as "no".
     public static func connect(timeoutMilliseconds: Int) throws(StoreError) -> SessionBus? {
+        // Where sd-bus would find no address, there is nothing to connect to: said without loading
+        // libsystemd and the libraries it brings, which `auto` on a server would otherwise pay
+        // on every call.
+        guard addressMayExist() else { return nil }
         guard let sd = SDBus.loaded else {
             throw StoreError(
                 .unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
@@ -38,6 +42,15 @@ public final class SessionBus: SessionBusConnection {
         var bus: OpaquePointer?
         guard sd.openUser(&bus) >= 0, let bus else { return nil }
         return SessionBus(bus: bus, sd: sd, timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    /// Whether sd_bus_open_user could find a bus: an address in `DBUS_SESSION_BUS_ADDRESS`, or
+    /// the socket `$XDG_RUNTIME_DIR/bus` (sd-bus, unlike GLib, never autolaunches one).
+    static func addressMayExist() -> Bool {
+        if let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 { return true }
+        guard let runtime = getenv("XDG_RUNTIME_DIR"), runtime.pointee != 0 else { return false }
+        var status = stat()
+        return stat(String(cString: runtime) + "/bus", &status) == 0
     }
 
     private init(bus: OpaquePointer, sd: SDBus, timeoutMilliseconds: Int) {

@@ -39,6 +39,10 @@ struct TextTests {
         #expect("\u{00A0}x\u{2003}".trimmingWhitespace == "\u{00A0}x\u{2003}")
         #expect("\u{00A0}x\u{2003}\n".trimmingUnicodeWhitespace == "x")
         #expect("  ".trimmingWhitespace.isEmpty)
+        #expect("".trimmingWhitespace.isEmpty)
+        let line: Substring = "[ \u{301}é \r\n]".dropFirst().dropLast()
+        #expect(line.trimmingWhitespace == "\u{301}é")
+        #expect("\u{1F600}\n".trimmingWhitespace == "\u{1F600}")
     }
 }
 
@@ -107,5 +111,15 @@ struct EnvironmentTests {
     func snapshot() {
         setenv("BASICS_TEST_VALUE", "a=b", 1)
         #expect(ProcessEnvironment.current()["BASICS_TEST_VALUE"] == "a=b")
+    }
+
+    @Test("a name ends at the first '=' byte, as getenv reads it, even before a combining mark")
+    func nameEndsAtFirstEquals() {
+        // "=" followed by U+0301 is one Character: split by Character, the name ran on to the next "=".
+        setenv("BASICS_TEST_COMBINING", "\u{301}x=y", 1)
+        let environment = ProcessEnvironment.current()
+        #expect(environment["BASICS_TEST_COMBINING"] == "\u{301}x=y")
+        #expect(environment["BASICS_TEST_COMBINING=\u{301}x"] == nil)
+        #expect(environment["BASICS_TEST_COMBINING"] == String(cString: getenv("BASICS_TEST_COMBINING")))
     }
 }

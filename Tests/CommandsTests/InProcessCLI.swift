@@ -42,7 +42,7 @@ final class InProcessCLI {
         try FileManager.default.createDirectory(atPath: directory + "/run", withIntermediateDirectories: true)
         chmod(directory + "/run", 0o700)
         // The hook is never started (the launcher records it); it only has to be there.
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: directory + "/on-session-invalidated", contents: Data("#!/bin/sh\n".utf8))
         chmod(directory + "/on-session-invalidated", 0o700)
     }
@@ -101,6 +101,24 @@ final class InProcessCLI {
         _ arguments: [String], stdin: String = "", environment extra: [String: String] = [:],
         unsetting unset: [String] = [], isGitHelper: Bool = false
     ) -> CommandResult {
+        var environment = environment.merging(extra) { $1 }
+        for name in unset { environment[name] = nil }
+        return withStreams(stdin: stdin) { streams in
+            PortalTokenCLI.execute(
+                arguments, isGitHelper: isGitHelper, streams: streams, environment: environment, services: services)
+        }
+    }
+
+    /// One operation of the Docker credential-helper protocol, as `docker-credential-portal-token`
+    /// runs it.
+    func runDocker(_ operation: String, stdin: String = "") -> CommandResult {
+        withStreams(stdin: stdin) { streams in
+            DockerCredentialHelper.main(
+                [operation], streams: streams, environment: environment, services: services)
+        }
+    }
+
+    private func withStreams(stdin: String, _ body: (StandardStreams) -> Int32) -> CommandResult {
         let input = Self.unlinkedFile(directory), output = Self.unlinkedFile(directory),
             error = Self.unlinkedFile(directory)
         defer { close(input); close(output); close(error) }
@@ -111,11 +129,7 @@ final class InProcessCLI {
         streams.input = input
         streams.output = output
         streams.error = error
-        var environment = environment.merging(extra) { $1 }
-        for name in unset { environment[name] = nil }
-        let code = PortalTokenCLI.execute(
-            arguments, isGitHelper: isGitHelper, streams: streams,
-            environment: environment, services: services)
+        let code = body(streams)
         return CommandResult(exitCode: code, stdout: Self.contents(output), stderr: Self.contents(error))
     }
 

@@ -115,6 +115,26 @@ struct CredentialHelperTests {
         #expect(try helper.erase(try request("")) == 0)
         #expect(try store.lookup(CredentialQuery()).count == 1)
     }
+
+    @Test("eraseAnswer removes the credential get answers, and not the others its pattern matches")
+    func eraseAnswerIsExact() throws {
+        let store = CredentialItems(InMemoryItemStore())
+        let helper = CredentialHelper(store: store, now: { 1000 })
+        for text in [
+            "host=a.example\nusername=old\npassword=p0\npassword_expiry_utc=500\n",
+            "host=a.example\npath=repo.git\nusername=u\npassword=repo\n",
+            "host=a.example\nusername=other\npassword=p\n",
+            "host=a.example\nusername=u\npassword=p\n",
+        ] {
+            try helper.store(try request("protocol=https\n" + text))
+        }
+        let query = try request("protocol=https\nhost=a.example\n")
+        #expect(try helper.get(query)?.username == "u")
+        #expect(try helper.eraseAnswer(to: query) == 1)
+        let left = try store.lookup(CredentialQuery()).map { "\($0.username)@\($0.path ?? "")" }.sorted()
+        #expect(left == ["old@", "other@", "u@repo.git"])
+        #expect(try helper.eraseAnswer(to: try request("protocol=https\nhost=b.example\n")) == 0)
+    }
 }
 
 @Suite("the contracts on the in-memory item store")

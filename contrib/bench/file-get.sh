@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
-# Benchmark of the encrypted file store (one hyperfine run):
-#   1. git's own plaintext helper, `git credential-store get`, as the baseline;
-#   2. `portal-token get` from the encrypted file with the key cached in the kernel keyring;
-#   3. the same in `auto` with no D-Bus at all (the fallback path a new user meets);
-#   4. a cold unlock: the key cache off, so Argon2id runs on every call.
-# (and, as the zero point, the shell that feeds them stdin).
-# Each answers the same request for one stored credential. Prints the medians, the ratio of
-# (2) to (1) (goal: at most 1.5, aim 1.2) and the cold unlock (goal: at most 250 ms).
+# Benchmark of `get` from the encrypted file store, whole process, against the floor any Swift
+# program starts from and against git's own plaintext helper. One hyperfine run per round holds:
+#   1. the feeder alone (contrib/bench/feed.c: it gives each command the request on stdin; its
+#      median is subtracted from the others);
+#   2. an empty Swift program built with `swiftc -O -static-stdlib` (the floor for any Swift program);
+#   3. the same empty program linked as contrib/build-release.sh links portal-token (the C++
+#      runtime linked in): the floor the release binary itself starts from;
+#   4. git's own plaintext helper, `git credential-store get`;
+#   5. `portal-token get --backend file`, the key cached in the kernel keyring;
+#   6. `portal-token get` under `auto` with no D-Bus at all (the fallback a new user meets).
+# Then a cold unlock (the key cache off, so Argon2id runs every time) in a run of its own, and,
+# with valgrind, the instructions each program runs (no noise: what the time is made of).
+# Every command answers the same request for one stored credential. hyperfine runs each command's
+# runs one after the other, so a change in the machine's load between commands would show as a
+# difference between them: the run is cut into many short rounds, and the ratios are taken within
+# each round. Prints each round's medians, then the median and spread of each ratio over the
+# rounds (goal: (5) at most 1.25 times (2)).
 #
-# Usage: contrib/bench/file-get.sh [hyperfine options...]     (needs hyperfine and git)
+# Usage: contrib/bench/file-get.sh     (needs hyperfine, git, cc and python3; BENCH_ROUNDS=15 rounds
+#                                       of BENCH_RUNS=60 runs each; valgrind for instruction counts)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+root=$(pwd)
 
 binary=$(contrib/build-release.sh)
 
@@ -18,47 +29,90 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 chmod 700 "$work"
 
+# The feeder, and the two empty Swift programs.
+cc -O2 -static -o "$work/feed" contrib/bench/feed.c
+: >"$work/empty.swift"
+swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift"
+swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift-release-link" \
+    -Xclang-linker -fuse-ld=lld -Xclang-linker -L"$root/.build/release-static-libs" -Xclang-linker -static-libgcc
+
 # Both helpers run in the same bare world: no user or system git config, no session bus.
 export HOME=$work GIT_CONFIG_NOSYSTEM=1 XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
 unset DBUS_SESSION_BUS_ADDRESS DISPLAY WAYLAND_DISPLAY PORTAL_TOKEN_PASSPHRASE PORTAL_TOKEN_BACKEND
 export PORTAL_TOKEN_FILE=$work/store PORTAL_TOKEN_PASSPHRASE_FILE=$work/passphrase
 export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
-printf 'bench passphrase %s\n' "$RANDOM$RANDOM" >"$work/passphrase"
+(umask 077 && printf 'bench passphrase %s\n' "$RANDOM$RANDOM" >"$work/passphrase")
 
 printf 'protocol=https\nhost=git.example.com\nusername=bench\npassword=%s\n\n' "$(head -c 30 /dev/urandom | base64)" >"$work/store-request"
 printf 'protocol=https\nhost=git.example.com\n\n' >"$work/request"
+git=$(command -v git)
 git credential-store --file "$work/git-credentials" store <"$work/store-request"
 "$binary" store --backend file <"$work/store-request"
 # Warm the key cache, and check both answer the same.
 [ "$("$binary" get --backend file <"$work/request")" = "$(git credential-store --file "$work/git-credentials" get <"$work/request")" ]
+[ "$("$binary" get <"$work/request" 2>/dev/null)" = "$("$binary" get --backend file <"$work/request")" ]
 
-# hyperfine 1.15 cannot feed stdin to a command it runs without a shell, and its correction for
-# the shell's own start-up is noisier than git's whole run. So every command runs as
-# `sh -c 'exec … <request'` with no further shell (-N), and the first entry measures that same
-# shell opening the request and doing nothing (`:`, a builtin): its median, the shell's own
-# cost, is subtracted from the others before the ratio.
-run() { printf "exec %s <%s" "$1" "$work/request"; }
-hyperfine -N --warmup 20 --min-runs 300 --export-csv "$work/results.csv" "$@" \
-    --command-name "sh -c : (the wrapper alone)" \
-    "sh -c ': <$work/request'" \
-    --command-name "git credential-store get (plaintext file)" \
-    "sh -c '$(run "git credential-store --file $work/git-credentials get")'" \
-    --command-name "portal-token get (encrypted file; key cached)" \
-    "sh -c '$(run "$binary get --backend file")'" \
-    --command-name "portal-token get (auto without D-Bus; key cached)" \
-    "sh -c '$(run "$binary get") 2>/dev/null'" \
-    --command-name "portal-token get (encrypted file; cold unlock)" \
-    "sh -c 'PORTAL_TOKEN_KEY_CACHE_TIMEOUT=0 $(run "$binary get --backend file")'"
+feed() { printf '%s %s' "$work/feed" "$work/request"; }
+rounds=${BENCH_ROUNDS:-15}
+for round in $(seq "$rounds"); do
+    hyperfine -N --style none --warmup 10 --runs "${BENCH_RUNS:-60}" --export-csv "$work/round-$round.csv" \
+        --command-name "feeder alone" "$(feed)" \
+        --command-name "empty Swift program (swiftc -static-stdlib)" "$(feed) $work/empty-swift" \
+        --command-name "empty Swift program, release link" "$(feed) $work/empty-swift-release-link" \
+        --command-name "git credential-store get (plaintext)" \
+        "$(feed) $git credential-store --file $work/git-credentials get" \
+        --command-name "portal-token get, file, key cached" "$(feed) $binary get --backend file" \
+        --command-name "portal-token get, auto without D-Bus" "$(feed) $binary get" >&2
+done
+hyperfine -N --style none --warmup 2 --runs 20 --export-csv "$work/cold.csv" \
+    --command-name "feeder alone" "$(feed)" \
+    --command-name "portal-token get, file, cold unlock" \
+    "$(feed) /usr/bin/env PORTAL_TOKEN_KEY_CACHE_TIMEOUT=0 $binary get --backend file" >&2
 
-# CSV columns: command,mean,stddev,median,user,system,min,max (seconds); the names above hold
-# no comma.
-awk -F, 'NR > 1 { name[NR-1] = $1; median[NR-1] = $4 * 1000 }
-    END {
-        base = median[1]
-        printf "\nmedians, less the wrapper (%.2f ms):\n", base
-        for (i = 2; i <= 5; i++) printf "  %-52s %7.2f ms\n", name[i], median[i] - base
-        git = median[2] - base
-        printf "ratio, file get with cached key / git credential-store get: %.2f (goal <= 1.5, aim 1.2)\n", (median[3] - base) / git
-        printf "ratio, auto without D-Bus / git credential-store get:       %.2f\n", (median[4] - base) / git
-        printf "cold unlock (Argon2id, 64 MiB): %.1f ms (goal <= 250 ms)\n", median[5] - base
-    }' "$work/results.csv"
+# CSV columns: command,mean,stddev,median,user,system,min,max (seconds); the names hold no comma.
+python3 - "$work" "$rounds" <<'PY'
+import csv, statistics, sys
+work, rounds = sys.argv[1], int(sys.argv[2])
+def medians(path):
+    return {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(path))}
+empty, floor = "empty Swift program (swiftc -static-stdlib)", "empty Swift program, release link"
+git, file, auto = "git credential-store get (plaintext)", "portal-token get, file, key cached", \
+    "portal-token get, auto without D-Bus"
+print("milliseconds, in this order: " + "; ".join(n for n in medians(f"{work}/round-1.csv") if n != "feeder alone"))
+ratios = {"file / empty Swift": [], "auto / empty Swift": [], "file / git": [], "file / release-linked empty": []}
+times = {}
+for round in range(1, rounds + 1):
+    m = medians(f"{work}/round-{round}.csv")
+    base = m.pop("feeder alone")
+    m = {name: value - base for name, value in m.items()}
+    for name, value in m.items():
+        times.setdefault(name, []).append(value)
+    print(f"round {round:2}, less the feeder ({base:.2f} ms): " + ", ".join(f"{value:.2f}" for value in m.values()))
+    ratios["file / empty Swift"].append(m[file] / m[empty])
+    ratios["auto / empty Swift"].append(m[auto] / m[empty])
+    ratios["file / git"].append(m[file] / m[git])
+    ratios["file / release-linked empty"].append(m[file] / m[floor])
+print(f"medians over {rounds} rounds, less the feeder:")
+for name, values in times.items():
+    print(f"  {name:48} {statistics.median(values):6.2f} ms")
+print(f"ratios over {rounds} rounds: median (min-max)")
+for name, values in ratios.items():
+    print(f"  {name:30} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+print("  goal: file / empty Swift <= 1.25")
+cold = medians(f"{work}/cold.csv")
+print(f"cold unlock (Argon2id, 64 MiB): {cold['portal-token get, file, cold unlock'] - cold['feeder alone']:.1f} ms"
+      " (goal <= 250 ms)")
+PY
+
+# Instructions, from valgrind: the same every run, whatever else the machine is doing.
+if command -v valgrind >/dev/null; then
+    count() {
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" <"$work/request" 2>&1 >/dev/null |
+            sed -n 's/.*Collected : //p'
+    }
+    echo "instructions (valgrind):"
+    printf '  %-48s %10s\n' "empty Swift program (swiftc -static-stdlib)" "$(count "$work/empty-swift")"
+    printf '  %-48s %10s\n' "empty Swift program, release link" "$(count "$work/empty-swift-release-link")"
+    printf '  %-48s %10s\n' "git credential-store get" "$(count "$git" credential-store --file "$work/git-credentials" get)"
+    printf '  %-48s %10s\n' "portal-token get, file, key cached" "$(count "$binary" get --backend file)"
+fi

@@ -11,8 +11,7 @@ cd "$root"
 
 files=(completions/portal-token.bash completions/_portal-token completions/portal-token.fish man/portal-token.1)
 
-# libsecret's pkg-config flags carry -pthread, which SwiftPM reports and drops; the note is noise.
-swift build --product portal-token-docgen 2>&1 | sed '/prohibited flag/d' >&2
+swift build --product portal-token-docgen >&2
 docgen="$(swift build --show-bin-path 2>/dev/null)/portal-token-docgen"
 
 if [[ ${1:-} != --check ]]; then

@@ -2,7 +2,8 @@
 # Regenerates portal-token.order: the functions of the binary that the everyday paths run, in the
 # callgrind lists them, recorded inside a throwaway keyring. Run it after changes
 # to those paths; contrib/build-release.sh links with the result.
-#   paths: git's `get` (a hit), script-mode `get` with a session, `--version`.
+#   paths: git's `get` (a hit) from the keyring and from the encrypted file (key cached),
+#   script-mode `get` with a session, `--version`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 cd "$root"
@@ -19,9 +20,14 @@ contrib/dev/run-in-keyring.sh bash -c '
     record() { valgrind --tool=callgrind --demangle=no --callgrind-out-file="$1" "${@:2}" >/dev/null 2>&1; }
     printf "protocol=https\nhost=order.example\n" > request
     record get.out "$PORTAL_TOKEN_BIN" get < request
+    export PORTAL_TOKEN_FILE=$BENCH_WORK/store PORTAL_TOKEN_PASSPHRASE_FILE=$BENCH_WORK/passphrase
+    (umask 077; printf "order passphrase\n" > "$PORTAL_TOKEN_PASSPHRASE_FILE")
+    printf "protocol=https\nhost=order.example\nusername=u\npassword=p\n" | "$PORTAL_TOKEN_BIN" store --backend file
+    "$PORTAL_TOKEN_BIN" get --backend file < request > /dev/null
+    record file.out "$PORTAL_TOKEN_BIN" get --backend file < request
     record script.out "$PORTAL_TOKEN_BIN" get < /dev/null
     record version.out "$PORTAL_TOKEN_BIN" --version
-    python3 - "$PORTAL_TOKEN_BIN" get.out script.out version.out > "$ORDER_OUT" <<"PY"
+    python3 - "$PORTAL_TOKEN_BIN" get.out file.out script.out version.out > "$ORDER_OUT" <<"PY"
 import os, re, sys
 binary, outputs = sys.argv[1], sys.argv[2:]
 seen, order = set(), []
