@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -224,22 +225,49 @@ public final class Context {
 
     // MARK: The session
 
-    /// The stores a cached session may come from, together: the file and the bus. A locked
-    /// keyring, or a migration between the two, drops this family's cached copies and no other's.
-    var cacheFamily: String {
-        [(try? storeFilePath()) ?? "", environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""].joined(separator: "\u{0}")
+    private var knownBusID: String?
+
+    /// What the session cache names a backend's store after: what the store is, never how it was
+    /// asked for (docs/storage.md, "The session cache"). The file by its canonical path (resolved
+    /// when asked, so a file created meanwhile keeps its name); the keyring by the ID of the bus
+    /// it is on, asked of the bus once per run.
+    func cacheStoreName(_ backend: BackendChoice.Backend, filePath: String) throws(StoreError) -> String {
+        switch backend {
+        case .file:
+            return "file\u{0}" + CanonicalPath.of(filePath)
+        case .secretService:
+            if let knownBusID { return "secret-service\u{0}" + knownBusID }
+            let connected: (any SessionBusConnection)?
+            do {
+                connected = try sessionBus()
+            } catch let error as StoreError {
+                throw error
+            } catch {
+                throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
+            }
+            guard let bus = connected else {
+                throw StoreError(
+                    .unavailable, "no D-Bus session bus",
+                    hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+            }
+            let id = try bus.busID()
+            knownBusID = id
+            return "secret-service\u{0}" + id
+        }
     }
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
     /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
     func sessions() throws -> Sessions {
         let choice = try backendChoice()
+        let filePath = choice.backend == .file ? try storeFilePath() : ""
         return Sessions(
             try items(choice.backend),
             cache: Sessions.Cache(
                 services.secretCache(), lock: try storeLock(),
-                // The store behind the cache: which backend was asked for, in which family.
-                scope: try Self.requestedBackend(settings).rawValue, family: cacheFamily,
+                store: { [unowned self] () throws(StoreError) in
+                    try cacheStoreName(choice.backend, filePath: filePath)
+                },
                 timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
                 confirmUnlocked: choice.backend == .secretService
                     ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil))

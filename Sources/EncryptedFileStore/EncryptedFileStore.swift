@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -198,11 +199,7 @@ public final class EncryptedFileStore {
     }
 
     /// The path the key cache names: the same file reached by two spellings shares its key.
-    private lazy var canonicalPath: String = {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }()
+    private lazy var canonicalPath: String = CanonicalPath.of(path)
 
     // MARK: Writing
 

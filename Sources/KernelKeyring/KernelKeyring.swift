@@ -52,8 +52,8 @@ public struct KernelKeyring: SecretCache {
         if id > 0 { drop(key_serial_t(id)) }
     }
 
-    public func dropAll(withPrefix prefix: String) {
-        for (id, name) in userKeys() where name.hasPrefix(prefix) { drop(id) }
+    public func dropAll(where isDropped: (String) -> Bool) {
+        for (id, name) in userKeys() where isDropped(name) { drop(id) }
     }
 
     /// The `user` keys linked in the user keyring, with their names.

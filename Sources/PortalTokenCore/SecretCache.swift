@@ -5,6 +5,13 @@ public protocol SecretCache {
     /// Keeps `secret` under `name` for `seconds`, replacing an entry of the same name.
     func store(_ secret: Secret, as name: String, forSeconds seconds: Int)
     func drop(_ name: String)
+    /// Drops every entry whose name passes `isDropped`.
+    func dropAll(where isDropped: (String) -> Bool)
+}
+
+extension SecretCache {
     /// Drops every entry whose name starts with `prefix` (what a sign-out forgets).
-    func dropAll(withPrefix prefix: String)
+    public func dropAll(withPrefix prefix: String) {
+        dropAll { $0.hasPrefix(prefix) }
+    }
 }

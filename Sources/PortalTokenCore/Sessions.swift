@@ -5,49 +5,61 @@ import Basics
 /// get` and `api` in a script loop do not ask the keyring daemon or derive a file key every time
 /// (docs/storage.md, "The session cache").
 ///
+/// - A copy is named after the store it came from, as that store is, never as it was asked for
+///   (`Cache.store`): `--backend secret-service` and `auto` on one bus share one copy, and so do
+///   two spellings of one file. So a change made under one spelling reaches the copy every
+///   spelling reads.
 /// - The copy is served only while the session may be handed out without asking Portal
 ///   (`decision == .handOut`); otherwise the store is read.
 /// - It expires by itself at the session's `expiresAt`, or after `timeoutSeconds`, whichever is
 ///   first.
 /// - With a cache, every change goes through here under the session lock: a save replaces the
-///   copy, a delete drops it first. A miss fills the copy under the lock too, so a fill can never
-///   resurrect a session another process has just removed; a session that cannot be handed out
-///   is not copied, so reading it takes no lock.
+///   copy; a delete first drops every copy of the environment, whatever store it came from. A
+///   miss fills the copy under the lock too, so a fill can never resurrect a session another
+///   process has just removed; a session that cannot be handed out is not copied, so reading it
+///   takes no lock.
 /// - A hit costs no unlock; when the store is the Secret Service, it costs one bounded check
 ///   that the collection is still unlocked (`confirmUnlocked`), since a locked keyring must lock
-///   its cached answers too. A locked collection drops every cached session of its family and
-///   is an error (exit 4).
+///   its cached answers too. A locked collection drops every copy that came from it and is an
+///   error (exit 4).
 public final class Sessions {
     /// Where and how long copies are kept.
     public struct Cache {
         let cache: any SecretCache
         let lock: any SessionLock
-        let scope: String
-        let family: String
+        let store: () throws(StoreError) -> String
         let timeoutSeconds: Int
         let now: () -> Int64
         let confirmUnlocked: (() throws(StoreError) -> Void)?
 
         /// - Parameters:
-        ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
-        ///     never share a copy.
-        ///   - family: names the stores a lock or a migration concerns together (the file and the
-        ///     bus): a locked keyring drops its family's copies, and no other's (another user
-        ///     session's bus, another file).
+        ///   - store: names the store behind the cache by what it is (the backend in use and its
+        ///     identity: the file's canonical path, the bus's ID), never by how it was asked for;
+        ///     asked when a copy is read or kept, and throws when the store cannot be named (a
+        ///     bus that does not answer).
         ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
         ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
         ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
         public init(
-            _ cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
-            now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+            _ cache: any SecretCache, lock: any SessionLock, store: @escaping () throws(StoreError) -> String,
+            timeoutSeconds: Int, now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
         ) {
             self.cache = cache
             self.lock = lock
-            self.scope = scope
-            self.family = family
+            self.store = store
             self.timeoutSeconds = timeoutSeconds
             self.now = now
             self.confirmUnlocked = confirmUnlocked
+        }
+
+        /// A cache in front of the store named `store`.
+        public init(
+            _ cache: any SecretCache, lock: any SessionLock, store: String, timeoutSeconds: Int,
+            now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+        ) {
+            self.init(
+                cache, lock: lock, store: { () throws(StoreError) in store }, timeoutSeconds: timeoutSeconds, now: now,
+                confirmUnlocked: confirmUnlocked)
         }
     }
 
@@ -61,36 +73,44 @@ public final class Sessions {
 
     public static let namePrefix = "portal-token:session:"
 
-    /// The start of every cache entry's name in one family: dropping by it drops that family's
-    /// copies only.
-    public static func namePrefix(family: String) -> String {
-        namePrefix + FNV1a.hex(family) + ":"
+    /// The start of the name of every copy that came from one store: dropping by it drops that
+    /// store's copies only.
+    public static func namePrefix(store: String) -> String {
+        namePrefix + FNV1a.hex(store) + ":"
     }
 
-    /// The cache entry's name: a recognisable prefix, a digest of the family, and one of the
-    /// scope and environment.
-    func name(for authEnvironmentID: String) -> String {
-        Self.namePrefix(family: copies?.family ?? "") + FNV1a.hex((copies?.scope ?? "") + "\u{0}" + authEnvironmentID)
+    /// The cache entry's name: a recognisable prefix, a digest of the store, and one of the
+    /// environment.
+    static func name(store: String, authEnvironmentID: String) -> String {
+        namePrefix(store: store) + FNV1a.hex(authEnvironmentID)
+    }
+
+    /// Whether `name` is a copy of the environment's session, from any store.
+    static func isCopy(_ name: String, of authEnvironmentID: String) -> Bool {
+        name.hasPrefix(namePrefix) && name.hasSuffix(":" + FNV1a.hex(authEnvironmentID))
     }
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        if let copies, let copy = copies.cache.read(name(for: authEnvironmentID)),
-            let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
-            session.decision(at: copies.now()) == .handOut
-        {
-            do {
-                try copies.confirmUnlocked?()
-            } catch {
-                if error.kind == .locked { copies.cache.dropAll(withPrefix: Self.namePrefix(family: copies.family)) }
-                throw error
+        if let copies {
+            let store = try copies.store()
+            if let copy = copies.cache.read(Self.name(store: store, authEnvironmentID: authEnvironmentID)),
+                let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
+                session.decision(at: copies.now()) == .handOut
+            {
+                do {
+                    try copies.confirmUnlocked?()
+                } catch {
+                    if error.kind == .locked { copies.cache.dropAll(withPrefix: Self.namePrefix(store: store)) }
+                    throw error
+                }
+                return .present(session)
             }
-            return .present(session)
         }
         let stored = try read(authEnvironmentID)
         if let copies, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
             try copies.lock.withStoreLock { () throws(StoreError) in
                 // Read again under the lock: the copy must be of what is stored now.
-                if case .present(let current) = try read(authEnvironmentID) { keep(current) }
+                if case .present(let current) = try read(authEnvironmentID) { try keep(current) }
             }
         }
         return stored
@@ -104,9 +124,13 @@ public final class Sessions {
     /// Stores `session` as the environment's only session.
     public func saveSession(_ session: PortalSession) throws(StoreError) {
         try changing { () throws(StoreError) in
-            copies?.cache.drop(name(for: session.authEnvironmentID))
+            // Named before anything is written: a store that cannot be named fails the save whole.
+            let store = try copies?.store()
+            if let copies, let store {
+                copies.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
+            }
             try items.replace(SessionItems.filter(session.authEnvironmentID), with: SessionItems.item(for: session))
-            keep(session)
+            if let store { keep(session, from: store) }
         }
     }
 
@@ -115,20 +139,33 @@ public final class Sessions {
     @discardableResult
     public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
         try changing { () throws(StoreError) -> Bool in
-            copies?.cache.drop(name(for: authEnvironmentID))
+            // Every copy of the environment, whatever store it came from: this one's, however it
+            // is named, and any other's, which a later read fills again from its own store.
+            copies?.cache.dropAll { Self.isCopy($0, of: authEnvironmentID) }
             return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
                 token.map { SessionItems.session(from: item)?.token == $0 } ?? true
             } > 0
         }
     }
 
-    private func keep(_ session: PortalSession) {
+    private func keep(_ session: PortalSession) throws(StoreError) {
+        guard let copies else { return }
+        keep(session, from: try copies.store())
+    }
+
+    private func keep(_ session: PortalSession, from store: String) {
         guard let copies, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - copies.now()
         guard remaining > 0 else { return }
         copies.cache.store(
-            session.payload, as: name(for: session.authEnvironmentID),
+            session.payload, as: Self.name(store: store, authEnvironmentID: session.authEnvironmentID),
             forSeconds: Int(min(remaining, Int64(copies.timeoutSeconds))))
+    }
+
+    /// Drops every session copy, of every store and environment: after a migration, or when the
+    /// user locks the caches.
+    public static func dropEveryCopy(from cache: any SecretCache) {
+        cache.dropAll(withPrefix: namePrefix)
     }
 
     /// A change, under the session lock when copies are kept.

@@ -27,7 +27,7 @@ private final class Fixture {
         return Sessions(
             items,
             cache: Sessions.Cache(
-                cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
+                cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: timeoutSeconds,
                 now: { clock.value },
                 confirmUnlocked: checksLock
                     ? { () throws(StoreError) in
@@ -73,22 +73,22 @@ struct SessionCacheTests {
         #expect(fixture.cache.names.count == 1)
     }
 
-    @Test("a locked store drops its own family's copies and no other's")
+    @Test("a locked store drops its own copies and no other store's")
     func lockedDropsOnlyItsFamily() throws {
         let fixture = Fixture()
         try fixture.cached(checksLock: true).saveSession(session())
         let otherFamily = Sessions(
             InMemoryItemStore(),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "test",
-                family: "another bus", timeoutSeconds: 900, now: { issued }))
+                fixture.cache, lock: InProcessSessionLock(), store: "another bus", timeoutSeconds: 900,
+                now: { issued }))
         try otherFamily.saveSession(session("token-2"))
         #expect(fixture.cache.names.count == 2)
         fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
         #expect(throws: StoreError(.locked, "the default keyring is locked")) {
             try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1")
         }
-        #expect(fixture.cache.names.count == 1, "the other family's copy went with the locked one")
+        #expect(fixture.cache.names.count == 1, "the other store's copy went with the locked one")
         #expect(try otherFamily.loadSession(authEnvironmentID: "env-1") == .present(session("token-2")))
     }
 
@@ -138,6 +138,38 @@ struct SessionCacheTests {
         #expect(try fixture.cached().loadSession(authEnvironmentID: "env-1") == .absent)
     }
 
+    @Test("a delete drops the environment's copy from every store, and no other environment's")
+    func deleteDropsEveryStoresCopy() throws {
+        let fixture = Fixture()
+        try fixture.cached().saveSession(session())
+        let other = Sessions(
+            InMemoryItemStore(),
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), store: "another store", timeoutSeconds: 900,
+                now: { issued }))
+        try other.saveSession(session("token-2"))
+        var otherEnvironment = session("token-3")
+        otherEnvironment.authEnvironmentID = "env-2"
+        try fixture.cached().saveSession(otherEnvironment)
+        #expect(fixture.cache.names.count == 3)
+        #expect(try fixture.cached().deleteSession(authEnvironmentID: "env-1"))
+        #expect(fixture.cache.names.count == 1, "a copy of the deleted environment's session survived")
+        #expect(try fixture.cached().loadSession(authEnvironmentID: "env-2") == .present(otherEnvironment))
+    }
+
+    @Test("a store that cannot be named fails a save before anything is written")
+    func unnamedStoreWritesNothing() throws {
+        let fixture = Fixture()
+        let unnamed = Sessions(
+            fixture.items,
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(),
+                store: { () throws(StoreError) -> String in throw StoreError(.timedOut, "the bus did not answer") },
+                timeoutSeconds: 900, now: { issued }))
+        #expect(throws: StoreError(.timedOut, "the bus did not answer")) { try unnamed.saveSession(session()) }
+        #expect(try fixture.inner.loadSession(authEnvironmentID: "env-1") == .absent)
+    }
+
     @Test("a fill never keeps a session that was removed before the lock was taken")
     func fillRereadsUnderLock() throws {
         let fixture = Fixture()
@@ -164,7 +196,7 @@ struct SessionCacheTests {
         let store = Sessions(
             Vanishing(fixture.items),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "test",
+                fixture.cache, lock: InProcessSessionLock(), store: "test",
                 timeoutSeconds: 900, now: { issued }))
         _ = try store.loadSession(authEnvironmentID: "env-1")
         #expect(fixture.cache.names.isEmpty)
@@ -178,14 +210,14 @@ struct SessionCacheTests {
         #expect(try fixture.cached(timeoutSeconds: 0).loadSession(authEnvironmentID: "env-1") == .present(session()))
     }
 
-    @Test("stores behind different scopes never share a copy")
+    @Test("different stores never share a copy")
     func scopes() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
         let other = Sessions(
             InMemoryItemStore(),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "other",
+                fixture.cache, lock: InProcessSessionLock(), store: "other",
                 timeoutSeconds: 900, now: { issued }))
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }

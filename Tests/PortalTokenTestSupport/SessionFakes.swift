@@ -63,7 +63,7 @@ public final class ForgetfulSecretCache: SecretCache, Sendable {
     public func read(_ name: String) -> Secret? { nil }
     public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {}
     public func drop(_ name: String) {}
-    public func dropAll(withPrefix prefix: String) {}
+    public func dropAll(where isDropped: (String) -> Bool) {}
 }
 
 /// A secret cache in memory that records how long each entry was meant to live.
@@ -77,7 +77,7 @@ public final class InMemorySecretCache: SecretCache, Sendable {
         entries.withLock { $0[name] = (secret, seconds) }
     }
     public func drop(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
-    public func dropAll(withPrefix prefix: String) {
-        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
+    public func dropAll(where isDropped: (String) -> Bool) {
+        entries.withLock { entries in entries = entries.filter { !isDropped($0.key) } }
     }
 }
