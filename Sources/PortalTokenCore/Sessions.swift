@@ -142,9 +142,41 @@ public final class Sessions {
             // Every copy of the environment, whatever store it came from: this one's, however it
             // is named, and any other's, which a later read fills again from its own store.
             copies?.cache.dropAll { Self.isCopy($0, of: authEnvironmentID) }
-            return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
-                token.map { SessionItems.session(from: item)?.token == $0 } ?? true
-            } > 0
+            do throws(StoreError) {
+                return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
+                    token.map { SessionItems.session(from: item)?.token == $0 } ?? true
+                } > 0
+            } catch  where error.outcomeUnknown {
+                return try confirmDeleted(authEnvironmentID, holding: token, after: error)
+            }
+        }
+    }
+
+    /// After a delete the store did not confirm (`outcomeUnknown`), looks again, still under the
+    /// lock (docs/sessions.md, "Ending a session"): gone means this process's delete removed it,
+    /// and it says so (so the hook runs); still there means the delete did not happen, which is
+    /// an ordinary failure. When the store cannot answer that either, the error stands: the
+    /// session may have been deleted, and the message says so.
+    private func confirmDeleted(
+        _ authEnvironmentID: String, holding token: Secret?, after failure: StoreError
+    ) throws(StoreError) -> Bool {
+        let stored: StoredSession
+        do {
+            stored = try read(authEnvironmentID)
+        } catch {
+            throw failure
+        }
+        switch stored {
+        case .present(let session) where token.map({ session.token == $0 }) ?? true:
+            throw StoreError(
+                failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
+                hint: "try again")
+        case .unreadable where token == nil:
+            throw StoreError(
+                failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
+                hint: "try again")
+        default:
+            return true
         }
     }
 
