@@ -11,6 +11,8 @@ public final class Context {
     /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
     /// hour should ask once.
     static let defaultKeyCacheTimeoutSeconds = 900
+    /// gpg-agent's max-cache-ttl is 2 hours: however busy, the user unlocks again after that.
+    static let defaultKeyCacheMaximumSeconds = 7200
     static let maximumKeyCacheTimeoutSeconds = 30 * 24 * 3600
 
     let streams: StandardStreams
@@ -68,6 +70,13 @@ public final class Context {
             try settings.seconds(
                 .keyCacheTimeout, default: Self.defaultKeyCacheTimeoutSeconds,
                 maximum: Self.maximumKeyCacheTimeoutSeconds)
+        }
+    }
+
+    var keyCacheMaximumSeconds: Int {
+        get throws {
+            try settings.seconds(
+                .keyCacheMax, default: Self.defaultKeyCacheMaximumSeconds, maximum: Self.maximumKeyCacheTimeoutSeconds)
         }
     }
 
@@ -190,6 +199,7 @@ public final class Context {
         let streams = self.streams
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,
+            keyCacheMaximumSeconds: try keyCacheMaximumSeconds,
             lockTimeoutMilliseconds: try keyringTimeout, passphrase: source.passphrase(for:),
             warn: { streams.printError("portal-token: warning: \($0)") },
             created: { [weak self] in
@@ -268,7 +278,7 @@ public final class Context {
                 store: { [unowned self] () throws(StoreError) in
                     try cacheStoreName(choice.backend, filePath: filePath)
                 },
-                timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
+                timeoutSeconds: try keyCacheTimeoutSeconds, maximumSeconds: try keyCacheMaximumSeconds, now: now,
                 confirmUnlocked: choice.backend == .secretService
                     ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil))
     }

@@ -11,8 +11,9 @@ import Basics
 ///   spelling reads.
 /// - The copy is served only while the session may be handed out without asking Portal
 ///   (`decision == .handOut`); otherwise the store is read.
-/// - It expires by itself at the session's `expiresAt`, or after `timeoutSeconds`, whichever is
-///   first.
+/// - It expires by itself `timeoutSeconds` after its last use (each hit starts that again), and
+///   at the latest `maximumSeconds` after it was kept, or at the session's `expiresAt`, whichever
+///   is first.
 /// - With a cache, every change goes through here under the session lock: a save replaces the
 ///   copy; a delete first drops every copy of the environment, whatever store it came from. A
 ///   miss fills the copy under the lock too, so a fill can never resurrect a session another
@@ -29,6 +30,7 @@ public final class Sessions {
         let lock: any SessionLock
         let store: () throws(StoreError) -> String
         let timeoutSeconds: Int
+        let maximumSeconds: Int
         let now: () -> Int64
         let confirmUnlocked: (() throws(StoreError) -> Void)?
 
@@ -37,17 +39,22 @@ public final class Sessions {
         ///     identity: the file's canonical path, the bus's ID), never by how it was asked for;
         ///     asked when a copy is read or kept, and throws when the store cannot be named (a
         ///     bus that does not answer).
-        ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
+        ///   - timeoutSeconds: how long a copy lives unused; each hit starts it again. 0 turns the
+        ///     cache off.
+        ///   - maximumSeconds: the longest a copy lives, however often it is used; nil for
+        ///     `timeoutSeconds`. 0 turns the cache off.
         ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
         ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
         public init(
             _ cache: any SecretCache, lock: any SessionLock, store: @escaping () throws(StoreError) -> String,
-            timeoutSeconds: Int, now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+            timeoutSeconds: Int, maximumSeconds: Int? = nil, now: @escaping () -> Int64,
+            confirmUnlocked: (() throws(StoreError) -> Void)? = nil
         ) {
             self.cache = cache
             self.lock = lock
             self.store = store
             self.timeoutSeconds = timeoutSeconds
+            self.maximumSeconds = maximumSeconds ?? timeoutSeconds
             self.now = now
             self.confirmUnlocked = confirmUnlocked
         }
@@ -55,11 +62,12 @@ public final class Sessions {
         /// A cache in front of the store named `store`.
         public init(
             _ cache: any SecretCache, lock: any SessionLock, store: String, timeoutSeconds: Int,
-            now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+            maximumSeconds: Int? = nil, now: @escaping () -> Int64,
+            confirmUnlocked: (() throws(StoreError) -> Void)? = nil
         ) {
             self.init(
-                cache, lock: lock, store: { () throws(StoreError) in store }, timeoutSeconds: timeoutSeconds, now: now,
-                confirmUnlocked: confirmUnlocked)
+                cache, lock: lock, store: { () throws(StoreError) in store }, timeoutSeconds: timeoutSeconds,
+                maximumSeconds: maximumSeconds, now: now, confirmUnlocked: confirmUnlocked)
         }
     }
 
@@ -68,7 +76,7 @@ public final class Sessions {
 
     public init(_ items: any ItemStore, cache: Cache? = nil) {
         self.items = items
-        copies = cache.flatMap { $0.timeoutSeconds > 0 ? $0 : nil }
+        copies = cache.flatMap { $0.timeoutSeconds > 0 && $0.maximumSeconds > 0 ? $0 : nil }
     }
 
     public static let namePrefix = "portal-token:session:"
@@ -189,9 +197,10 @@ public final class Sessions {
         guard let copies, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - copies.now()
         guard remaining > 0 else { return }
+        let maximum = Int(min(remaining, Int64(copies.maximumSeconds)))
         copies.cache.store(
             session.payload, as: Self.name(store: store, authEnvironmentID: session.authEnvironmentID),
-            forSeconds: Int(min(remaining, Int64(copies.timeoutSeconds))))
+            idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
     }
 
     /// Drops every session copy, of every store and environment: after a migration, or when the

@@ -277,6 +277,20 @@ struct CommandTests {
         #expect(cli.storedSession == .absent)
     }
 
+    @Test("key-cache-max must be a whole number of seconds; the session copy is kept no longer")
+    func keyCacheMax() throws {
+        let cli = try InProcessCLI()
+        try cli.signIn()
+        let bad = cli.run(["token"], environment: ["PORTAL_TOKEN_KEY_CACHE_MAX": "2h"])
+        #expect(bad.exitCode == 2)
+        #expect(
+            bad.stderr.hasPrefix("portal-token: error: PORTAL_TOKEN_KEY_CACHE_MAX must be a whole number of seconds"))
+        #expect(cli.run(["token"], environment: ["PORTAL_TOKEN_KEY_CACHE_MAX": "30"]).exitCode == 0)
+        let name = try #require(cli.cache.names.first)
+        #expect(cli.cache.maximumLifetime(of: name) == 30)
+        #expect(cli.cache.lifetime(of: name) == 30)
+    }
+
     // MARK: Help and version
 
     @Test("--version prints the version on stdout")

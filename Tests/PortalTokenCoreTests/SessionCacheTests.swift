@@ -117,6 +117,42 @@ struct SessionCacheTests {
         #expect(longLived.cache.lifetime(of: longLived.cache.names[0]) == 900)
     }
 
+    @Test("a copy lives the timeout after its last use, and the cap (or expiresAt, if sooner) at most")
+    func idleAndCap() throws {
+        let fixture = Fixture()
+        let capped = Sessions(
+            fixture.items,
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900,
+                maximumSeconds: 7200, now: { fixture.clock.value }))
+        try capped.saveSession(session())
+        let name = try #require(fixture.cache.names.first)
+        #expect(fixture.cache.lifetime(of: name) == 900)
+        #expect(fixture.cache.maximumLifetime(of: name) == 7200)
+        // 600 s before expiresAt, that bounds both.
+        fixture.clock.update { $0 += 24 * 3600 - 600 }
+        try capped.saveSession(session())
+        #expect(fixture.cache.lifetime(of: name) == 600)
+        #expect(fixture.cache.maximumLifetime(of: name) == 600)
+        // A cap under the timeout bounds the idle time too; a cap of 0 turns the cache off.
+        let tight = Fixture()
+        try Sessions(
+            tight.items,
+            cache: Sessions.Cache(
+                tight.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900, maximumSeconds: 60,
+                now: { issued })
+        ).saveSession(session())
+        #expect(tight.cache.lifetime(of: tight.cache.names[0]) == 60)
+        let off = Fixture()
+        try Sessions(
+            off.items,
+            cache: Sessions.Cache(
+                off.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900, maximumSeconds: 0,
+                now: { issued })
+        ).saveSession(session())
+        #expect(off.cache.names.isEmpty)
+    }
+
     @Test("past the idle window the copy is not served: the store decides")
     func staleCopyNotServed() throws {
         let fixture = Fixture()
