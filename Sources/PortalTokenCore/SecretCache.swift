@@ -23,3 +23,10 @@ extension SecretCache {
         dropAll { $0.hasPrefix(prefix) }
     }
 }
+
+/// What every entry portal-token keeps in a secret cache is named with: the file store's keys
+/// (`portal-token:file-key:`), the session copies (`portal-token:session:`), the sign-in results
+/// kept in memory (`portal-token:sign-in:`), `doctor`'s probe. `portal-token lock` drops them all.
+public enum SecretCacheNames {
+    public static let prefix = "portal-token:"
+}

@@ -79,7 +79,7 @@ public final class Sessions {
         copies = cache.flatMap { $0.timeoutSeconds > 0 && $0.maximumSeconds > 0 ? $0 : nil }
     }
 
-    public static let namePrefix = "portal-token:session:"
+    public static let namePrefix = SecretCacheNames.prefix + "session:"
 
     /// The start of the name of every copy that came from one store: dropping by it drops that
     /// store's copies only.
