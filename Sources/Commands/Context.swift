@@ -235,35 +235,41 @@ public final class Context {
 
     // MARK: The session
 
-    private var knownBusID: String?
+    /// The bus's ID, or why it could not be had: asked once per run.
+    private var knownBusID: Result<String, StoreError>?
 
     /// What the session cache names a backend's store after: what the store is, never how it was
     /// asked for (docs/storage.md, "The session cache"). The file by its canonical path (resolved
     /// when asked, so a file created meanwhile keeps its name); the keyring by the ID of the bus
-    /// it is on, asked of the bus once per run.
+    /// it is on, asked of the bus once per run (a bus that cannot say leaves the session uncached).
     func cacheStoreName(_ backend: BackendChoice.Backend, filePath: String) throws(StoreError) -> String {
         switch backend {
         case .file:
             return "file\u{0}" + CanonicalPath.of(filePath)
         case .secretService:
-            if let knownBusID { return "secret-service\u{0}" + knownBusID }
-            let connected: (any SessionBusConnection)?
-            do {
-                connected = try sessionBus()
-            } catch let error as StoreError {
-                throw error
-            } catch {
-                throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
-            }
-            guard let bus = connected else {
-                throw StoreError(
-                    .unavailable, "no D-Bus session bus",
-                    hint: "run inside a desktop session or dbus-run-session, or use --backend file")
-            }
-            let id = try bus.busID()
+            let id = knownBusID ?? Result { () throws(StoreError) in try busForKeyringChecks().busID() }
             knownBusID = id
-            return "secret-service\u{0}" + id
+            return "secret-service\u{0}" + (try id.get())
         }
+    }
+
+    /// The session bus, for the checks the session cache makes on the keyring; no bus, or one
+    /// that cannot be connected to, is a store error.
+    private func busForKeyringChecks() throws(StoreError) -> any SessionBusConnection {
+        let connected: (any SessionBusConnection)?
+        do {
+            connected = try sessionBus()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
+        }
+        guard let bus = connected else {
+            throw StoreError(
+                .unavailable, "no D-Bus session bus",
+                hint: "run inside a desktop session or dbus-run-session, or use --backend file")
+        }
+        return bus
     }
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
@@ -286,20 +292,7 @@ public final class Context {
     /// One bounded read of the default collection's `Locked` property on the session bus, without
     /// libsecret: what a cached keyring answer costs before it is served.
     func confirmKeyringUnlocked() throws(StoreError) {
-        let connected: (any SessionBusConnection)?
-        do {
-            connected = try sessionBus()
-        } catch let error as StoreError {
-            throw error
-        } catch {
-            throw StoreError(.failed, "the session bus could not be asked (\(type(of: error)))")
-        }
-        guard let bus = connected else {
-            throw StoreError(
-                .unavailable, "no D-Bus session bus",
-                hint: "run inside a desktop session or dbus-run-session, or use --backend file")
-        }
-        if try bus.isDefaultCollectionLocked() {
+        if try busForKeyringChecks().isDefaultCollectionLocked() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
         }
     }

@@ -37,8 +37,8 @@ public final class Sessions {
         /// - Parameters:
         ///   - store: names the store behind the cache by what it is (the backend in use and its
         ///     identity: the file's canonical path, the bus's ID), never by how it was asked for;
-        ///     asked when a copy is read or kept, and throws when the store cannot be named (a
-        ///     bus that does not answer).
+        ///     asked when a copy is read or kept. When it throws (a bus that cannot be asked), no
+        ///     copy is read or kept: the store answers alone.
         ///   - timeoutSeconds: how long a copy lives unused; each hit starts it again. 0 turns the
         ///     cache off.
         ///   - maximumSeconds: the longest a copy lives, however often it is used; nil for
@@ -98,9 +98,20 @@ public final class Sessions {
         name.hasPrefix(namePrefix) && name.hasSuffix(":" + FNV1a.hex(authEnvironmentID))
     }
 
+    /// The name of the store behind the cache; nil without a cache, or when the store cannot be
+    /// named, and then no copy is read or kept.
+    private func storeName() -> String? {
+        guard let copies else { return nil }
+        do {
+            return try copies.store()
+        } catch {
+            return nil
+        }
+    }
+
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        if let copies {
-            let store = try copies.store()
+        let store = storeName()
+        if let copies, let store {
             if let copy = copies.cache.read(Self.name(store: store, authEnvironmentID: authEnvironmentID)),
                 let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
                 session.decision(at: copies.now()) == .handOut
@@ -115,10 +126,10 @@ public final class Sessions {
             }
         }
         let stored = try read(authEnvironmentID)
-        if let copies, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
+        if let copies, let store, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
             try copies.lock.withStoreLock { () throws(StoreError) in
                 // Read again under the lock: the copy must be of what is stored now.
-                if case .present(let current) = try read(authEnvironmentID) { try keep(current) }
+                if case .present(let current) = try read(authEnvironmentID) { keep(current, from: store) }
             }
         }
         return stored
@@ -132,10 +143,12 @@ public final class Sessions {
     /// Stores `session` as the environment's only session.
     public func saveSession(_ session: PortalSession) throws(StoreError) {
         try changing { () throws(StoreError) in
-            // Named before anything is written: a store that cannot be named fails the save whole.
-            let store = try copies?.store()
-            if let copies, let store {
-                copies.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
+            let store = storeName()
+            if let store {
+                copies?.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
+            } else {
+                // Which copy is this store's is unknown: none of the environment's may outlive the change.
+                copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
             }
             try items.replace(SessionItems.filter(session.authEnvironmentID), with: SessionItems.item(for: session))
             if let store { keep(session, from: store) }
@@ -174,23 +187,16 @@ public final class Sessions {
         } catch {
             throw failure
         }
+        let stillThere: Bool
         switch stored {
-        case .present(let session) where token.map({ session.token == $0 }) ?? true:
-            throw StoreError(
-                failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
-                hint: "try again")
-        case .unreadable where token == nil:
-            throw StoreError(
-                failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
-                hint: "try again")
-        default:
-            return true
+        case .present(let session): stillThere = token.map { session.token == $0 } ?? true
+        case .unreadable: stillThere = token == nil
+        case .absent: stillThere = false
         }
-    }
-
-    private func keep(_ session: PortalSession) throws(StoreError) {
-        guard let copies else { return }
-        keep(session, from: try copies.store())
+        guard stillThere else { return true }
+        throw StoreError(
+            failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
+            hint: "try again")
     }
 
     private func keep(_ session: PortalSession, from store: String) {
@@ -203,8 +209,8 @@ public final class Sessions {
             idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
     }
 
-    /// Drops every session copy, of every store and environment: after a migration, or when the
-    /// user locks the caches.
+    /// Drops every session copy, of every store and environment: after a migration, which changed
+    /// both stores.
     public static func dropEveryCopy(from cache: any SecretCache) {
         cache.dropAll(withPrefix: namePrefix)
     }

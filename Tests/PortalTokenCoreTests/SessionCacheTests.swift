@@ -193,17 +193,22 @@ struct SessionCacheTests {
         #expect(try fixture.cached().loadSession(authEnvironmentID: "env-2") == .present(otherEnvironment))
     }
 
-    @Test("a store that cannot be named fails a save before anything is written")
-    func unnamedStoreWritesNothing() throws {
+    @Test("a store that cannot be named is used without copies, and its changes drop the environment's copies")
+    func unnamedStoreKeepsNoCopy() throws {
         let fixture = Fixture()
+        try fixture.cached().saveSession(session("old"))
+        #expect(fixture.cache.names.count == 1)
         let unnamed = Sessions(
             fixture.items,
             cache: Sessions.Cache(
                 fixture.cache, lock: InProcessSessionLock(),
                 store: { () throws(StoreError) -> String in throw StoreError(.timedOut, "the bus did not answer") },
                 timeoutSeconds: 900, now: { issued }))
-        #expect(throws: StoreError(.timedOut, "the bus did not answer")) { try unnamed.saveSession(session()) }
-        #expect(try fixture.inner.loadSession(authEnvironmentID: "env-1") == .absent)
+        try unnamed.saveSession(session("new"))
+        #expect(fixture.cache.names.isEmpty, "a copy of the replaced session survived")
+        #expect(try unnamed.loadSession(authEnvironmentID: "env-1") == .present(session("new")))
+        #expect(fixture.cache.names.isEmpty)
+        #expect(try fixture.cached().loadSession(authEnvironmentID: "env-1") == .present(session("new")))
     }
 
     @Test("a fill never keeps a session that was removed before the lock was taken")
