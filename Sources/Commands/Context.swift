@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -10,6 +11,8 @@ public final class Context {
     /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
     /// hour should ask once.
     static let defaultKeyCacheTimeoutSeconds = 900
+    /// gpg-agent's max-cache-ttl is 2 hours: however busy, the user unlocks again after that.
+    static let defaultKeyCacheMaximumSeconds = 7200
     static let maximumKeyCacheTimeoutSeconds = 30 * 24 * 3600
 
     let streams: StandardStreams
@@ -67,6 +70,13 @@ public final class Context {
             try settings.seconds(
                 .keyCacheTimeout, default: Self.defaultKeyCacheTimeoutSeconds,
                 maximum: Self.maximumKeyCacheTimeoutSeconds)
+        }
+    }
+
+    var keyCacheMaximumSeconds: Int {
+        get throws {
+            try settings.seconds(
+                .keyCacheMax, default: Self.defaultKeyCacheMaximumSeconds, maximum: Self.maximumKeyCacheTimeoutSeconds)
         }
     }
 
@@ -194,6 +204,7 @@ public final class Context {
         let streams = self.streams
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,
+            keyCacheMaximumSeconds: try keyCacheMaximumSeconds,
             lockTimeoutMilliseconds: try keyringTimeout, passphrase: source.passphrase(for:),
             warn: { streams.printError("portal-token: warning: \($0)") },
             created: { [weak self] in
@@ -229,30 +240,27 @@ public final class Context {
 
     // MARK: The session
 
-    /// The stores a cached session may come from, together: the file and the bus. A locked
-    /// keyring, or a migration between the two, drops this family's cached copies and no other's.
-    var cacheFamily: String {
-        [(try? storeFilePath()) ?? "", environment["DBUS_SESSION_BUS_ADDRESS"] ?? ""].joined(separator: "\u{0}")
+    /// The bus's ID, or why it could not be had: asked once per run.
+    private var knownBusID: Result<String, StoreError>?
+
+    /// What the session cache names a backend's store after: what the store is, never how it was
+    /// asked for (docs/storage.md, "The session cache"). The file by its canonical path (resolved
+    /// when asked, so a file created meanwhile keeps its name); the keyring by the ID of the bus
+    /// it is on, asked of the bus once per run (a bus that cannot say leaves the session uncached).
+    func cacheStoreName(_ backend: BackendChoice.Backend, filePath: String) throws(StoreError) -> String {
+        switch backend {
+        case .file:
+            return "file\u{0}" + CanonicalPath.of(filePath)
+        case .secretService:
+            let id = knownBusID ?? Result { () throws(StoreError) in try busForKeyringChecks().busID() }
+            knownBusID = id
+            return "secret-service\u{0}" + (try id.get())
+        }
     }
 
-    /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
-    /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
-    func sessions() throws -> Sessions {
-        let choice = try backendChoice()
-        return Sessions(
-            try items(choice.backend),
-            cache: Sessions.Cache(
-                services.secretCache(), lock: try storeLock(),
-                // The store behind the cache: which backend was asked for, in which family.
-                scope: try Self.requestedBackend(settings).rawValue, family: cacheFamily,
-                timeoutSeconds: try keyCacheTimeoutSeconds, now: now,
-                confirmUnlocked: choice.backend == .secretService
-                    ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil))
-    }
-
-    /// One bounded read of the default collection's `Locked` property on the session bus, without
-    /// libsecret: what a cached keyring answer costs before it is served.
-    func confirmKeyringUnlocked() throws(StoreError) {
+    /// The session bus, for the checks the session cache makes on the keyring; no bus, or one
+    /// that cannot be connected to, is a store error.
+    private func busForKeyringChecks() throws(StoreError) -> any SessionBusConnection {
         let connected: (any SessionBusConnection)?
         do {
             connected = try sessionBus()
@@ -266,7 +274,30 @@ public final class Context {
                 .unavailable, "no D-Bus session bus",
                 hint: "run inside a desktop session or dbus-run-session, or use --backend file")
         }
-        if try bus.isDefaultCollectionLocked() {
+        return bus
+    }
+
+    /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
+    /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
+    func sessions() throws -> Sessions {
+        let choice = try backendChoice()
+        let filePath = choice.backend == .file ? try storeFilePath() : ""
+        return Sessions(
+            try items(choice.backend),
+            cache: Sessions.Cache(
+                services.secretCache(), lock: try storeLock(),
+                store: { [unowned self] () throws(StoreError) in
+                    try cacheStoreName(choice.backend, filePath: filePath)
+                },
+                timeoutSeconds: try keyCacheTimeoutSeconds, maximumSeconds: try keyCacheMaximumSeconds, now: now,
+                confirmUnlocked: choice.backend == .secretService
+                    ? { [unowned self] () throws(StoreError) in try confirmKeyringUnlocked() } : nil))
+    }
+
+    /// One bounded read of the default collection's `Locked` property on the session bus, without
+    /// libsecret: what a cached keyring answer costs before it is served.
+    func confirmKeyringUnlocked() throws(StoreError) {
+        if try busForKeyringChecks().isDefaultCollectionLocked() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
         }
     }

@@ -57,7 +57,8 @@ struct MigrateCommand: Command {
             }
             return (outcome, aside)
         }
-        context.services.secretCache().dropAll(withPrefix: Sessions.namePrefix(family: context.cacheFamily))
+        // Both stores changed: no copy of either may be served, whatever it is named after.
+        Sessions.dropEveryCopy(from: context.services.secretCache())
         let moved = outcome.moved.count, kept = outcome.kept
         streams.printError(
             "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"

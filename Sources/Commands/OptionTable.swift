@@ -245,6 +245,7 @@ public enum OptionTable {
         CommandSpec(
             "migrate", MigrateCommand.summary, options: [.migrateTo],
             usage: ["portal-token migrate --to secret-service|file"]),
+        CommandSpec("lock", LockCommand.summary),
     ]
 
     /// The settings flags (docs/settings.md, "Flags"), from the settings' declaration.

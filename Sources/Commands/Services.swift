@@ -87,8 +87,11 @@ public typealias DesktopSignIn = () throws -> Void
 /// What the encrypted file store is opened with.
 public struct FileStoreOptions {
     public var path: String
-    /// How long a derived key stays in the kernel user keyring; 0 turns the cache off.
+    /// How long a derived key stays in the kernel user keyring unused (each use starts it again);
+    /// 0 turns the cache off.
     public var keyCacheTimeoutSeconds: Int
+    /// The longest a derived key stays there, however often it is used; 0 turns the cache off.
+    public var keyCacheMaximumSeconds: Int
     /// How long a write waits for another process's write.
     public var lockTimeoutMilliseconds: Int
     /// Asked only when a key must be derived; throws when there is none.

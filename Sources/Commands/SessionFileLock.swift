@@ -11,16 +11,26 @@ import PortalTokenCore
 /// `sessions.lock` guards each change to a stored session. `sign-in.lock` is held around a
 /// whole grant exchange or code check, request included, so the same redirect delivered twice
 /// at once is exchanged once; it is always taken before `sessions.lock`, never inside it.
+///
+/// The lock is only as good as its directory: another user who may rename the lock file (or the
+/// directory) away while it is held lets a second process take a lock of its own, and the hook
+/// runs twice. So the directory must be the user's own and writable by no one else, as the store
+/// directory must (`PrivateDirectory`), and the runtime directory holding it must let no one else
+/// rename it (docs/storage.md, "The store lock").
 final class SessionFileLock: SessionLock {
     let path: String
+    let directory: String
+    /// `XDG_RUNTIME_DIR` when the lock is kept there.
+    let runtimeDirectory: String?
     let timeoutMilliseconds: Int
     private var depth = 0
 
     init(context: Context, timeoutMilliseconds: Int, name: String = "sessions.lock") {
-        let directory: String
         if let runtime = context.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), access(runtime, W_OK) == 0 {
+            runtimeDirectory = runtime
             directory = runtime + "/portal-token"
         } else {
+            runtimeDirectory = nil
             directory = context.xdgDirectory("XDG_STATE_HOME", default: ".local/state") + "/portal-token"
         }
         path = directory + "/" + name
@@ -41,11 +51,7 @@ final class SessionFileLock: SessionLock {
     }
 
     private func acquire() throws -> FileLock {
-        do {
-            try Directories.createParent(of: path)
-        } catch {
-            throw StoreError(.failed, "cannot create \(error.path): \(error.reason)")
-        }
+        try checkDirectories()
         do {
             return try FileLock.acquire(path, timeoutMilliseconds: timeoutMilliseconds)
         } catch {
@@ -54,6 +60,35 @@ final class SessionFileLock: SessionLock {
                 timedOut: StoreError(
                     .timedOut, "another portal-token process held \(path) for more than \(timeoutMilliseconds) ms",
                     hint: "try again; if it persists, look for a stuck portal-token process"))
+        }
+    }
+
+    /// Refuses a lock directory (or a runtime directory holding it) that another user could
+    /// rename things in; creates the lock directory 0700 when it is missing.
+    private func checkDirectories() throws(StoreError) {
+        if let runtimeDirectory {
+            do {
+                try PrivateDirectory.checkParent(runtimeDirectory)
+            } catch {
+                let hint = "set XDG_RUNTIME_DIR to a directory of your own (systemd makes /run/user/\(geteuid()))"
+                throw StoreError(
+                    error, "the runtime directory \(runtimeDirectory) (XDG_RUNTIME_DIR)", ownerHint: hint,
+                    modeHint: hint)
+            }
+        }
+        do {
+            try Directories.createParent(of: path)
+        } catch {
+            throw StoreError(.failed, "cannot create \(error.path): \(error.reason)")
+        }
+        do {
+            try PrivateDirectory.check(directory)
+        } catch {
+            throw StoreError(
+                error, "the lock directory \(directory)",
+                ownerHint: "remove it (portal-token creates it itself, mode 700), or set XDG_RUNTIME_DIR to a "
+                    + "directory of your own",
+                modeHint: "restrict it with 'chmod go-w \(directory)'")
         }
     }
 }

@@ -37,6 +37,7 @@ public enum Composition {
             fileItems: { options in
                 EncryptedFileStore(
                     path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
+                    keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
                     warn: options.warn, created: options.created)
             },

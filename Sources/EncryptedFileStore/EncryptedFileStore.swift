@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -33,8 +34,9 @@ public final class EncryptedFileStore {
 
     /// - Parameters:
     ///   - path: the store file; its directory is created 0700 when missing.
-    ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel user keyring;
-    ///     0 turns the cache off.
+    ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel user keyring
+    ///     unused (each use starts it again); 0 turns the cache off.
+    ///   - keyCacheMaximumSeconds: the longest it stays there, however often it is used.
     ///   - lockTimeoutMilliseconds: how long a write waits for another process's write.
     ///   - kdfParameters: the Argon2id cost new files get, and older files are raised to.
     ///   - passphrase: asked only when a key must be derived; throws when there is none.
@@ -42,7 +44,8 @@ public final class EncryptedFileStore {
     ///   - created: called after the write that created the file, so that the fallback
     ///     to the file is announced by that write alone (docs/storage.md, "The encrypted file").
     public init(
-        path: String, keyCacheTimeoutSeconds: Int = 900, lockTimeoutMilliseconds: Int = 3000,
+        path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,
+        lockTimeoutMilliseconds: Int = 3000,
         kdfParameters: KDFParameters = .recommended,
         passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
         warn: @escaping (String) -> Void, created: @escaping () -> Void = {}
@@ -51,7 +54,7 @@ public final class EncryptedFileStore {
         precondition(Sodium.initialized, "libsodium failed to initialise")
         self.path = path
         files = StoreFileSystem(path: path)
-        keyCache = KeyCache(timeoutSeconds: keyCacheTimeoutSeconds)
+        keyCache = KeyCache(timeoutSeconds: keyCacheTimeoutSeconds, maximumSeconds: keyCacheMaximumSeconds)
         self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
         self.kdfParameters = kdfParameters
         passphraseSource = passphrase
@@ -198,11 +201,7 @@ public final class EncryptedFileStore {
     }
 
     /// The path the key cache names: the same file reached by two spellings shares its key.
-    private lazy var canonicalPath: String = {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }()
+    private lazy var canonicalPath: String = CanonicalPath.of(path)
 
     // MARK: Writing
 

@@ -9,10 +9,17 @@ import PortalTokenCore
 struct KeyCache {
     static let descriptionPrefix = "portal-token:file-key:"
 
-    /// Seconds a cached key lives; 0 turns the cache off.
+    /// Seconds a cached key lives unused (each use starts them again); 0 turns the cache off.
     let timeoutSeconds: Int
+    /// The most seconds a cached key lives, however often it is used; 0 turns the cache off.
+    let maximumSeconds: Int
 
-    var isEnabled: Bool { timeoutSeconds > 0 }
+    init(timeoutSeconds: Int, maximumSeconds: Int? = nil) {
+        self.timeoutSeconds = timeoutSeconds
+        self.maximumSeconds = maximumSeconds ?? timeoutSeconds
+    }
+
+    var isEnabled: Bool { timeoutSeconds > 0 && maximumSeconds > 0 }
 
     /// The key's description: a prefix `keyctl show @u` users can recognise, and a digest of
     /// everything the key is tied to (the path itself stays out of the kernel's key list).
@@ -43,7 +50,8 @@ struct KeyCache {
 
     func store(_ key: Secret, as description: String) {
         guard isEnabled else { return }
-        keyring.store(key, as: description, forSeconds: timeoutSeconds)
+        keyring.store(
+            key, as: description, idleSeconds: min(timeoutSeconds, maximumSeconds), maximumSeconds: maximumSeconds)
     }
 
     /// Forgets a key that no longer opens its file (a wrong passphrase, a rewritten file).

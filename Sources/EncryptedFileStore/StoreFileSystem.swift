@@ -212,21 +212,21 @@ struct StoreFileSystem {
     /// not exist (nothing to read yet).
     @discardableResult
     func checkDirectory() throws(StoreError) -> Bool {
-        var status = stat()
-        guard stat(directory, &status) == 0 else {
-            if errno == ENOENT { return false }
-            throw failure("cannot examine the store directory \(directory)", errno: errno)
+        do {
+            return try PrivateDirectory.check(directory)
+        } catch .cannotExamine(let number) {
+            throw failure("cannot examine the store directory \(directory)", errno: number)
+        } catch {
+            throw StoreError(
+                error, "the store directory \(directory)",
+                ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
+                modeHint:
+                    """
+                    restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory \
+                    of your own
+                    """
+            )
         }
-        try Self.requireOwn(
-            status, "the store directory \(directory)", forbidden: 0o022, exposure: "is writable by other users",
-            ownerHint: "set PORTAL_TOKEN_FILE to a path in a directory of your own",
-            modeHint:
-                """
-                restrict it with 'chmod go-w \(directory)', or set PORTAL_TOKEN_FILE to a path in a directory of \
-                your own
-                """
-        )
-        return true
     }
 
     /// Refuses what another user owns, or what the `forbidden` mode bits open to others.

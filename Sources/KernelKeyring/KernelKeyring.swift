@@ -4,42 +4,82 @@ import PortalTokenCore
 
 /// Secrets kept for a while in the kernel user keyring (keyrings(7)): in kernel memory, never on
 /// disk or in swap, readable by processes of the same user until the entry's timeout. The same
-/// trade-off as gpg-agent's passphrase cache. Where the kernel refuses keyrings (containers whose
-/// seccomp profile answers EPERM or ENOSYS), nothing is kept and every read misses.
+/// trade-off as gpg-agent's passphrase cache, with its two knobs: an entry lives `idleSeconds`
+/// after its last use (each read starts that again, as gpg-agent's default-cache-ttl), and never
+/// past `maximumSeconds` after it was stored, however often it is used (max-cache-ttl). Where
+/// the kernel refuses keyrings (containers whose seccomp profile answers EPERM or ENOSYS),
+/// nothing is kept and every read misses.
+///
+/// The kernel keeps one timeout per key, so the cap travels with the entry: its payload starts
+/// with a header (a version byte, the idle seconds, the deadline on CLOCK_BOOTTIME in
+/// milliseconds, big-endian) before the secret. CLOCK_BOOTTIME runs on through suspend, as the
+/// kernel's own timeouts do, and no one can set it, so moving the wall clock moves no deadline.
+/// An entry past its deadline, or without a valid header, is dropped when read.
 public struct KernelKeyring: SecretCache {
     public init() {}
+
+    static let headerVersion: UInt8 = 1
+    /// The bytes an entry holds before its secret.
+    public static let headerLength = 13
 
     public func read(_ name: String) -> Secret? {
         let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", name, 0)
         guard id > 0 else { return nil }
+        let key = key_serial_t(id)
         var buffer: UnsafeMutableRawPointer?
-        let length = keyctl_read_alloc(key_serial_t(id), &buffer)
+        let length = keyctl_read_alloc(key, &buffer)
         guard let buffer else { return nil }
         defer {
             explicit_bzero(buffer, max(Int(length), 0))
             free(buffer)
         }
         guard length >= 0 else { return nil }
-        return Secret(bytes: Array(UnsafeRawBufferPointer(start: buffer, count: Int(length))))
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: Int(length))
+        guard bytes.count >= Self.headerLength, bytes[0] == Self.headerVersion else {
+            drop(key)
+            return nil
+        }
+        let idleSeconds = Int(bytes[1..<5].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        let deadline = bytes[5..<13].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let remaining = Int64(bitPattern: deadline) - Self.bootMilliseconds()
+        guard remaining > 0, idleSeconds > 0 else {
+            drop(key)
+            return nil
+        }
+        // A use: the idle timeout starts again, never past the deadline.
+        _ = keyctl_set_timeout(key, Self.timeout(idleSeconds: idleSeconds, remainingMilliseconds: remaining))
+        return Secret(bytes: Array(bytes[Self.headerLength...]))
     }
 
-    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {
-        guard seconds > 0 else { return }
+    public func store(_ secret: Secret, as name: String, idleSeconds: Int, maximumSeconds: Int) {
+        guard idleSeconds > 0, maximumSeconds > 0 else { return }
+        let idle = UInt32(clamping: min(idleSeconds, maximumSeconds))
+        let remaining = Int64(min(maximumSeconds, Int(UInt32.max))) * 1000
+        let deadline = UInt64(bitPattern: Self.bootMilliseconds() + remaining)
+        var header: [UInt8] = [Self.headerVersion]
+        header += (0..<4).reversed().map { UInt8(truncatingIfNeeded: idle >> ($0 * 8)) }
+        header += (0..<8).reversed().map { UInt8(truncatingIfNeeded: deadline >> ($0 * 8)) }
         // The entry is made in the process keyring, which dies with this process, and reaches
         // the user keyring only once its timeout and permissions are set: a process killed in
         // between leaves nothing behind that would never expire.
-        let id = secret.withBytes { bytes in
-            add_key("user", name, bytes.baseAddress, bytes.count, KEY_SPEC_PROCESS_KEYRING)
+        let id = secret.withBytes { bytes -> key_serial_t in
+            var payload = header
+            payload.reserveCapacity(header.count + bytes.count)
+            payload.append(contentsOf: bytes)
+            defer { payload.withUnsafeMutableBytes { explicit_bzero($0.baseAddress!, $0.count) } }
+            return add_key("user", name, payload, payload.count, KEY_SPEC_PROCESS_KEYRING)
         }
         guard id > 0 else { return }
         defer { _ = keyctl_unlink(id, KEY_SPEC_PROCESS_KEYRING) }
         // Readable by the same user even from a session keyring that does not link the user
         // keyring (a systemd service, `keyctl new_session`): the user could ptrace those
-        // processes anyway. Never by anyone else.
+        // processes anyway. Never by anyone else. SETATTR lets a read start the idle timeout
+        // again.
         let permissions =
             key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
             | key_perm_t(KEY_USR_SEARCH) | key_perm_t(KEY_USR_SETATTR)
-        guard keyctl_set_timeout(id, UInt32(clamping: seconds)) == 0, keyctl_setperm(id, permissions) == 0 else {
+        let timeout = Self.timeout(idleSeconds: Int(idle), remainingMilliseconds: remaining)
+        guard keyctl_set_timeout(id, timeout) == 0, keyctl_setperm(id, permissions) == 0 else {
             drop(id)
             return
         }
@@ -47,13 +87,29 @@ public struct KernelKeyring: SecretCache {
         _ = keyctl_link(id, KEY_SPEC_USER_KEYRING)
     }
 
+    /// The kernel's timeout in whole seconds: the idle time, or what is left before the
+    /// deadline when that is sooner (rounded up, and at least 1: 0 would mean "never"; a read
+    /// past the deadline drops the entry whatever the kernel says).
+    static func timeout(idleSeconds: Int, remainingMilliseconds: Int64) -> UInt32 {
+        let remainingSeconds = (remainingMilliseconds + 999) / 1000
+        return UInt32(clamping: max(1, min(Int64(idleSeconds), remainingSeconds)))
+    }
+
+    /// CLOCK_BOOTTIME in milliseconds: the same for every process of the machine, unmoved by
+    /// setting the wall clock, running on through suspend.
+    static func bootMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
     public func drop(_ name: String) {
         let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", name, 0)
         if id > 0 { drop(key_serial_t(id)) }
     }
 
-    public func dropAll(withPrefix prefix: String) {
-        for (id, name) in userKeys() where name.hasPrefix(prefix) { drop(id) }
+    public func dropAll(where isDropped: (String) -> Bool) {
+        for (id, name) in userKeys() where isDropped(name) { drop(id) }
     }
 
     /// The `user` keys linked in the user keyring, with their names.

@@ -27,7 +27,7 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
         case .notSignedIn: return "not signed in"
         case .usage: return "usage or configuration error"
         case .sessionEnded: return "the session just ended"
-        case .storage: return "storage failure (nothing was deleted)"
+        case .storage: return "storage failure (nothing was deleted, unless it says otherwise)"
         case .network: return "network failure"
         case .rejected: return "Portal rejected the request"
         case .notARedirect: return "not a sign-in redirect"
@@ -62,7 +62,8 @@ public enum ExitCode: Int32, Sendable, CaseIterable {
             return """
                 Storage failure: keyring locked, unreachable or too slow, no session bus, no Secret Service \
                 provider, encrypted file locked or unreadable, wrong or missing passphrase. Retrying may \
-                work; nothing was deleted. get, store and erase use it too, with the \
+                work; nothing was deleted, unless the message says a deletion may still take effect (a \
+                keyring that stopped answering mid-delete). get, store and erase use it too, with the \
                 "portal-token: error: ..." line that git shows the user.
                 """
         case .network: return "Network failure: Portal could not be reached."

@@ -134,8 +134,8 @@ extension SessionLock {
 }
 
 /// Why a store could not do what was asked. Every case means "retrying may work, and nothing
-/// was deleted" (exit 4, docs/exit-codes.md). Messages name the store and the reason, never a
-/// stored value.
+/// was deleted" (exit 4, docs/exit-codes.md), except one marked `outcomeUnknown`, whose message
+/// says so. Messages name the store and the reason, never a stored value.
 public struct StoreError: Error, Sendable, Equatable {
     public enum Kind: Sendable, Equatable {
         /// No session bus, no Secret Service provider, no usable file: another backend may serve.
@@ -151,14 +151,19 @@ public struct StoreError: Error, Sendable, Equatable {
     public var kind: Kind
     public var message: String
     public var hint: String?
+    /// The store was asked to delete and did not answer in time, so the deletion may have
+    /// happened (or may still happen): a keyring daemon that stalls after it received the
+    /// request carries it out all the same. The message says so; never "nothing was deleted".
+    public var outcomeUnknown: Bool
 
     /// The hint every "keyring is locked" error carries.
     public static let keyringLockedHint =
         "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
-    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+    public init(_ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false) {
         self.kind = kind
         self.message = message
         self.hint = hint
+        self.outcomeUnknown = outcomeUnknown
     }
 }

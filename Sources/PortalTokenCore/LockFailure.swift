@@ -33,3 +33,18 @@ extension StoreError {
         }
     }
 }
+
+extension StoreError {
+    /// What a directory that failed `PrivateDirectory`'s checks means to the user (exit 4):
+    /// `what` names it ("the store directory …"), the hints say how to fix each case.
+    public init(_ failure: PrivateDirectory.Failure, _ what: String, ownerHint: String, modeHint: String) {
+        switch failure {
+        case .cannotExamine(let number):
+            self.init(.failed, "cannot examine \(what): \(String(cString: strerror(number)))")
+        case .foreignOwner(let uid):
+            self.init(.failed, "\(what) belongs to another user (uid \(uid))", hint: ownerHint)
+        case .writableByOthers(let mode):
+            self.init(.failed, "\(what) is writable by other users (mode \(String(mode, radix: 8)))", hint: modeHint)
+        }
+    }
+}

@@ -5,49 +5,69 @@ import Basics
 /// get` and `api` in a script loop do not ask the keyring daemon or derive a file key every time
 /// (docs/storage.md, "The session cache").
 ///
+/// - A copy is named after the store it came from, as that store is, never as it was asked for
+///   (`Cache.store`): `--backend secret-service` and `auto` on one bus share one copy, and so do
+///   two spellings of one file. So a change made under one spelling reaches the copy every
+///   spelling reads.
 /// - The copy is served only while the session may be handed out without asking Portal
 ///   (`decision == .handOut`); otherwise the store is read.
-/// - It expires by itself at the session's `expiresAt`, or after `timeoutSeconds`, whichever is
-///   first.
+/// - It expires by itself `timeoutSeconds` after its last use (each hit starts that again), and
+///   at the latest `maximumSeconds` after it was kept, or at the session's `expiresAt`, whichever
+///   is first.
 /// - With a cache, every change goes through here under the session lock: a save replaces the
-///   copy, a delete drops it first. A miss fills the copy under the lock too, so a fill can never
-///   resurrect a session another process has just removed; a session that cannot be handed out
-///   is not copied, so reading it takes no lock.
+///   copy; a delete first drops every copy of the environment, whatever store it came from. A
+///   miss fills the copy under the lock too, so a fill can never resurrect a session another
+///   process has just removed; a session that cannot be handed out is not copied, so reading it
+///   takes no lock.
 /// - A hit costs no unlock; when the store is the Secret Service, it costs one bounded check
 ///   that the collection is still unlocked (`confirmUnlocked`), since a locked keyring must lock
-///   its cached answers too. A locked collection drops every cached session of its family and
-///   is an error (exit 4).
+///   its cached answers too. A locked collection drops every copy that came from it and is an
+///   error (exit 4).
 public final class Sessions {
     /// Where and how long copies are kept.
     public struct Cache {
         let cache: any SecretCache
         let lock: any SessionLock
-        let scope: String
-        let family: String
+        let store: () throws(StoreError) -> String
         let timeoutSeconds: Int
+        let maximumSeconds: Int
         let now: () -> Int64
         let confirmUnlocked: (() throws(StoreError) -> Void)?
 
         /// - Parameters:
-        ///   - scope: names the store behind the cache (backend, file, bus), so that two stores
-        ///     never share a copy.
-        ///   - family: names the stores a lock or a migration concerns together (the file and the
-        ///     bus): a locked keyring drops its family's copies, and no other's (another user
-        ///     session's bus, another file).
-        ///   - timeoutSeconds: the longest a copy lives; 0 turns the cache off.
+        ///   - store: names the store behind the cache by what it is (the backend in use and its
+        ///     identity: the file's canonical path, the bus's ID), never by how it was asked for;
+        ///     asked when a copy is read or kept. When it throws (a bus that cannot be asked), no
+        ///     copy is read or kept: the store answers alone.
+        ///   - timeoutSeconds: how long a copy lives unused; each hit starts it again. 0 turns the
+        ///     cache off.
+        ///   - maximumSeconds: the longest a copy lives, however often it is used; nil for
+        ///     `timeoutSeconds`. 0 turns the cache off.
         ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
         ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
         public init(
-            _ cache: any SecretCache, lock: any SessionLock, scope: String, family: String = "", timeoutSeconds: Int,
-            now: @escaping () -> Int64, confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+            _ cache: any SecretCache, lock: any SessionLock, store: @escaping () throws(StoreError) -> String,
+            timeoutSeconds: Int, maximumSeconds: Int? = nil, now: @escaping () -> Int64,
+            confirmUnlocked: (() throws(StoreError) -> Void)? = nil
         ) {
             self.cache = cache
             self.lock = lock
-            self.scope = scope
-            self.family = family
+            self.store = store
             self.timeoutSeconds = timeoutSeconds
+            self.maximumSeconds = maximumSeconds ?? timeoutSeconds
             self.now = now
             self.confirmUnlocked = confirmUnlocked
+        }
+
+        /// A cache in front of the store named `store`.
+        public init(
+            _ cache: any SecretCache, lock: any SessionLock, store: String, timeoutSeconds: Int,
+            maximumSeconds: Int? = nil, now: @escaping () -> Int64,
+            confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+        ) {
+            self.init(
+                cache, lock: lock, store: { () throws(StoreError) in store }, timeoutSeconds: timeoutSeconds,
+                maximumSeconds: maximumSeconds, now: now, confirmUnlocked: confirmUnlocked)
         }
     }
 
@@ -56,41 +76,60 @@ public final class Sessions {
 
     public init(_ items: any ItemStore, cache: Cache? = nil) {
         self.items = items
-        copies = cache.flatMap { $0.timeoutSeconds > 0 ? $0 : nil }
+        copies = cache.flatMap { $0.timeoutSeconds > 0 && $0.maximumSeconds > 0 ? $0 : nil }
     }
 
-    public static let namePrefix = "portal-token:session:"
+    public static let namePrefix = SecretCacheNames.prefix + "session:"
 
-    /// The start of every cache entry's name in one family: dropping by it drops that family's
-    /// copies only.
-    public static func namePrefix(family: String) -> String {
-        namePrefix + FNV1a.hex(family) + ":"
+    /// The start of the name of every copy that came from one store: dropping by it drops that
+    /// store's copies only.
+    public static func namePrefix(store: String) -> String {
+        namePrefix + FNV1a.hex(store) + ":"
     }
 
-    /// The cache entry's name: a recognisable prefix, a digest of the family, and one of the
-    /// scope and environment.
-    func name(for authEnvironmentID: String) -> String {
-        Self.namePrefix(family: copies?.family ?? "") + FNV1a.hex((copies?.scope ?? "") + "\u{0}" + authEnvironmentID)
+    /// The cache entry's name: a recognisable prefix, a digest of the store, and one of the
+    /// environment.
+    static func name(store: String, authEnvironmentID: String) -> String {
+        namePrefix(store: store) + FNV1a.hex(authEnvironmentID)
+    }
+
+    /// Whether `name` is a copy of the environment's session, from any store.
+    static func isCopy(_ name: String, of authEnvironmentID: String) -> Bool {
+        name.hasPrefix(namePrefix) && name.hasSuffix(":" + FNV1a.hex(authEnvironmentID))
+    }
+
+    /// The name of the store behind the cache; nil without a cache, or when the store cannot be
+    /// named, and then no copy is read or kept.
+    private func storeName() -> String? {
+        guard let copies else { return nil }
+        do {
+            return try copies.store()
+        } catch {
+            return nil
+        }
     }
 
     public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        if let copies, let copy = copies.cache.read(name(for: authEnvironmentID)),
-            let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
-            session.decision(at: copies.now()) == .handOut
-        {
-            do {
-                try copies.confirmUnlocked?()
-            } catch {
-                if error.kind == .locked { copies.cache.dropAll(withPrefix: Self.namePrefix(family: copies.family)) }
-                throw error
+        let store = storeName()
+        if let copies, let store {
+            if let copy = copies.cache.read(Self.name(store: store, authEnvironmentID: authEnvironmentID)),
+                let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
+                session.decision(at: copies.now()) == .handOut
+            {
+                do {
+                    try copies.confirmUnlocked?()
+                } catch {
+                    if error.kind == .locked { copies.cache.dropAll(withPrefix: Self.namePrefix(store: store)) }
+                    throw error
+                }
+                return .present(session)
             }
-            return .present(session)
         }
         let stored = try read(authEnvironmentID)
-        if let copies, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
+        if let copies, let store, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
             try copies.lock.withStoreLock { () throws(StoreError) in
                 // Read again under the lock: the copy must be of what is stored now.
-                if case .present(let current) = try read(authEnvironmentID) { keep(current) }
+                if case .present(let current) = try read(authEnvironmentID) { keep(current, from: store) }
             }
         }
         return stored
@@ -104,9 +143,15 @@ public final class Sessions {
     /// Stores `session` as the environment's only session.
     public func saveSession(_ session: PortalSession) throws(StoreError) {
         try changing { () throws(StoreError) in
-            copies?.cache.drop(name(for: session.authEnvironmentID))
+            let store = storeName()
+            if let store {
+                copies?.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
+            } else {
+                // Which copy is this store's is unknown: none of the environment's may outlive the change.
+                copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
+            }
             try items.replace(SessionItems.filter(session.authEnvironmentID), with: SessionItems.item(for: session))
-            keep(session)
+            if let store { keep(session, from: store) }
         }
     }
 
@@ -115,20 +160,59 @@ public final class Sessions {
     @discardableResult
     public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
         try changing { () throws(StoreError) -> Bool in
-            copies?.cache.drop(name(for: authEnvironmentID))
-            return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
-                token.map { SessionItems.session(from: item)?.token == $0 } ?? true
-            } > 0
+            // Every copy of the environment, whatever store it came from: this one's, however it
+            // is named, and any other's, which a later read fills again from its own store.
+            copies?.cache.dropAll { Self.isCopy($0, of: authEnvironmentID) }
+            do throws(StoreError) {
+                return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
+                    token.map { SessionItems.session(from: item)?.token == $0 } ?? true
+                } > 0
+            } catch  where error.outcomeUnknown {
+                return try confirmDeleted(authEnvironmentID, holding: token, after: error)
+            }
         }
     }
 
-    private func keep(_ session: PortalSession) {
+    /// After a delete the store did not confirm (`outcomeUnknown`), looks again, still under the
+    /// lock (docs/sessions.md, "Ending a session"): gone means this process's delete removed it,
+    /// and it says so (so the hook runs); still there means the delete did not happen, which is
+    /// an ordinary failure. When the store cannot answer that either, the error stands: the
+    /// session may have been deleted, and the message says so.
+    private func confirmDeleted(
+        _ authEnvironmentID: String, holding token: Secret?, after failure: StoreError
+    ) throws(StoreError) -> Bool {
+        let stored: StoredSession
+        do {
+            stored = try read(authEnvironmentID)
+        } catch {
+            throw failure
+        }
+        let stillThere: Bool
+        switch stored {
+        case .present(let session): stillThere = token.map { session.token == $0 } ?? true
+        case .unreadable: stillThere = token == nil
+        case .absent: stillThere = false
+        }
+        guard stillThere else { return true }
+        throw StoreError(
+            failure.kind, "the store did not confirm the deletion of the session in time, and still holds it",
+            hint: "try again")
+    }
+
+    private func keep(_ session: PortalSession, from store: String) {
         guard let copies, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - copies.now()
         guard remaining > 0 else { return }
+        let maximum = Int(min(remaining, Int64(copies.maximumSeconds)))
         copies.cache.store(
-            session.payload, as: name(for: session.authEnvironmentID),
-            forSeconds: Int(min(remaining, Int64(copies.timeoutSeconds))))
+            session.payload, as: Self.name(store: store, authEnvironmentID: session.authEnvironmentID),
+            idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
+    }
+
+    /// Drops every session copy, of every store and environment: after a migration, which changed
+    /// both stores.
+    public static func dropEveryCopy(from cache: any SecretCache) {
+        cache.dropAll(withPrefix: namePrefix)
     }
 
     /// A change, under the session lock when copies are kept.

@@ -78,9 +78,11 @@ public struct Setting: Sendable, Hashable {
         key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
     public static let keyringTimeout = Setting(
         key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
-    /// How long the encrypted file store's derived key stays in the kernel user keyring, in
-    /// seconds; 0 turns the cache off.
+    /// How long the encrypted file store's derived key and the session's copy stay in the kernel
+    /// user keyring unused, in seconds (each use starts it again); 0 turns the cache off.
     public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
+    /// The longest they stay there, however often they are used, in seconds; 0 turns the cache off.
+    public static let keyCacheMax = Setting(key: "key-cache-max", environment: "PORTAL_TOKEN_KEY_CACHE_MAX")
     public static let trace = Setting(
         key: "trace", flag: Flag("verbose", help: "trace to stderr, every secret redacted"),
         environment: "PORTAL_TOKEN_TRACE")
@@ -102,7 +104,7 @@ public struct Setting: Sendable, Hashable {
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
-        keyringTimeout, keyCacheTimeout, trace, httpConnectTimeout, httpTimeout, caBundle,
+        keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted

@@ -8,6 +8,9 @@
 public protocol SessionBusConnection: AnyObject {
     func hasSecretServiceProvider() throws(StoreError) -> Bool
     func isDefaultCollectionLocked() throws(StoreError) -> Bool
+    /// The bus's own unique ID (`org.freedesktop.DBus.GetId`), the same however its address is
+    /// spelled: what names the keyring on it in the session cache.
+    func busID() throws(StoreError) -> String
 }
 
 /// What `doctor` asks the Secret Service through libsecret.

@@ -221,7 +221,10 @@ final class SecretServiceConnection {
         return FoundItem(ItemReference(owning: created)).objectPath
     }
 
-    /// Deletes the item; one that another process deleted first counts as deleted.
+    /// Deletes the item; one that another process deleted first counts as deleted. A delete the
+    /// keyring does not answer in time may still be carried out (the request reached it; a
+    /// stalled daemon acts on it once it runs again), so that timeout is `outcomeUnknown` and
+    /// says so, never "nothing was deleted".
     func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
         var vanished = false
         do {
@@ -240,6 +243,19 @@ final class SecretServiceConnection {
             }
         } catch  where vanished {
             return
+        } catch  where error.kind == .timedOut {
+            throw StoreError(
+                .timedOut,
+                """
+                the Secret Service did not confirm a deletion within \(timeoutMilliseconds) ms while \(operation): \
+                it may still take effect
+                """,
+                hint:
+                    """
+                    check that the keyring daemon is running and responsive, then look again: the item may be gone \
+                    already
+                    """,
+                outcomeUnknown: true)
         }
     }
 

@@ -11,6 +11,7 @@ import PortalTokenCore
 ///   exists, never from how fast the keyring answers.
 /// - Whether the default collection is locked (the Secret Service API's `ReadAlias` and the
 ///   collection's `Locked` property), which a cached answer must check before it is served.
+/// - The bus's ID (`GetId`), which names the keyring behind a cached answer.
 ///
 /// Every call is bounded by `timeoutMilliseconds`; the bus daemon answers the first check itself,
 /// so a stopped keyring daemon cannot stall it.
@@ -89,6 +90,23 @@ public final class SessionBus: SessionBusConnection {
                 guard read > 0, let name else { return false }
                 if strcmp(name, Self.secretServiceName) == 0 { return true }
             }
+        }
+    }
+
+    // MARK: The bus
+
+    /// The bus's unique ID, which the bus daemon answers itself (`GetId`): one round trip, never
+    /// the keyring, so a stalled keyring cannot stall it.
+    public func busID() throws(StoreError) -> String {
+        try call(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: "GetId", argument: nil,
+            while: "asking the session bus for its ID"
+        ) { reply throws(StoreError) -> String in
+            var id: UnsafePointer<CChar>?
+            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "s")), &id), "reading the bus's answer")
+            guard let id, id.pointee != 0 else { throw StoreError(.failed, "the session bus answered an empty ID") }
+            return String(cString: id)
         }
     }
 

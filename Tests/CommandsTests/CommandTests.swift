@@ -315,6 +315,40 @@ struct CommandTests {
         #expect(cli.storedSession == .absent)
     }
 
+    @Test("lock drops every cached key and session copy, and nothing else, reading no store")
+    func lock() throws {
+        let cli = try InProcessCLI()
+        try cli.signIn()
+        #expect(cli.run(["token"]).exitCode == 0)
+        cli.cache.store(Secret("key"), as: "portal-token:file-key:0123", forSeconds: 60)
+        cli.cache.store(Secret("kept"), as: "portal-tokens-of-another-tool", forSeconds: 60)
+        #expect(cli.cache.names.count == 3)
+        let searches = cli.items.searches.withLock { $0 }
+        let result = cli.run(["lock"], unsetting: ["PORTAL_AUTH_ENVIRONMENT_ID"])
+        #expect(result.exitCode == 0 && result.stdout.isEmpty, "\(result.stderr)")
+        #expect(
+            result.stderr
+                == "portal-token: dropped every cached key and session copy; the next command reads the store again\n")
+        #expect(cli.cache.names == ["portal-tokens-of-another-tool"])
+        #expect(cli.items.searches.withLock { $0 } == searches)
+        // The session is still stored: the next read finds it there.
+        #expect(cli.run(["token"]).stdout == "token-1\n")
+    }
+
+    @Test("key-cache-max must be a whole number of seconds; the session copy is kept no longer")
+    func keyCacheMax() throws {
+        let cli = try InProcessCLI()
+        try cli.signIn()
+        let bad = cli.run(["token"], environment: ["PORTAL_TOKEN_KEY_CACHE_MAX": "2h"])
+        #expect(bad.exitCode == 2)
+        #expect(
+            bad.stderr.hasPrefix("portal-token: error: PORTAL_TOKEN_KEY_CACHE_MAX must be a whole number of seconds"))
+        #expect(cli.run(["token"], environment: ["PORTAL_TOKEN_KEY_CACHE_MAX": "30"]).exitCode == 0)
+        let name = try #require(cli.cache.names.first)
+        #expect(cli.cache.maximumLifetime(of: name) == 30)
+        #expect(cli.cache.lifetime(of: name) == 30)
+    }
+
     // MARK: Help and version
 
     @Test("--version prints the version on stdout")
@@ -329,6 +363,7 @@ struct CommandTests {
         arguments: [
             "get", "store", "erase", "capability", "token", "exec", "exec-credential", "list", "setup-git",
             "doctor", "methods", "login", "redirect", "verify-totp", "status", "refresh", "api", "logout", "migrate",
+            "lock",
         ])
     func help(command: String) throws {
         let cli = try InProcessCLI()

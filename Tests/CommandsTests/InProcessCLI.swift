@@ -29,6 +29,8 @@ final class InProcessCLI {
     var endedEndUsers: [String] { hookRuns.value.compactMap { $0["PORTAL_END_USER_ID"] } }
     /// The session bus the run sees: none, so `auto` chooses the encrypted file (kept in `items`).
     var bus: (any SessionBusConnection)? = nil
+    /// What both backends' item stores are: `items`, or a store a test puts in front of it.
+    var store: (any ItemStore)? = nil
     let clock = Locked<Int64>(InProcessCLI.issued)
     var transport: ScriptedTransport
     /// What /proc/self/mountinfo says: nil when it cannot be read.
@@ -65,7 +67,8 @@ final class InProcessCLI {
     /// programs are recorded, the clock is `clock`. The `auto` decision, the store lock and the
     /// session cache are the real ones.
     var services: Services {
-        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus,
+        let items: any ItemStore = store ?? items
+        let cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus,
             procMountInfo = procMountInfo
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },

@@ -1,5 +1,6 @@
 @testable import EncryptedFileStore
 import Foundation
+import KernelKeyring
 import PortalTokenCore
 import Testing
 
@@ -15,7 +16,9 @@ struct KeyCacheTests {
         let handle = try #require(FileHandle(forReadingAtPath: "/proc/keys"))
         defer { try? handle.close() }
         let keys = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
-        return keys.split(separator: "\n").first { $0.hasSuffix(" \(description): 32") }.map(String.init)
+        // The 32-byte key, after the header that carries its deadline.
+        let length = KernelKeyring.headerLength + 32
+        return keys.split(separator: "\n").first { $0.hasSuffix(" \(description): \(length)") }.map(String.init)
     }
 
     @Test("a second store opens the file with the cached key and asks no passphrase")

@@ -97,6 +97,84 @@ struct FileHardeningTests {
         Self.expectQuick(fifo)
     }
 
+    @Test(
+        """
+        the session lock's directory must be the user's own and writable by no one else, and the runtime \
+        directory holding it must let no one else rename it: else exit 4 with a hint, and the hook's lock is never \
+        taken there
+        """
+    )
+    func sessionLockDirectory() throws {
+        let world = try FileBackendWorld()
+        let runtime = world.home + "/runtime"
+        let directory = runtime + "/portal-token"
+        #expect(mkdir(runtime, 0o700) == 0 && mkdir(directory, 0o700) == 0)
+        let environment: [String: String?] = ["XDG_RUNTIME_DIR": runtime, "PORTAL_AUTH_ENVIRONMENT_ID": "env-local"]
+        for mode in [0o777, 0o770, 0o702] as [mode_t] {
+            chmod(directory, mode)
+            let result = try world.run(["logout", "--backend", "file"], "", environment)
+            #expect(result.exitCode == 4, "\(mode): \(result.stderr)")
+            #expect(
+                result.stderr.contains(
+                    """
+                    portal-token: error: the lock directory \(directory) is writable by other users (mode \
+                    \(String(mode, radix: 8)))
+                    """
+                ), "\(result.stderr)")
+            #expect(result.stderr.contains("hint: restrict it with 'chmod go-w \(directory)'"))
+            #expect(!FileManager.default.fileExists(atPath: directory + "/sign-in.lock"))
+            Self.expectQuick(result)
+        }
+        chmod(directory, 0o700)
+
+        // A runtime directory others may write to without the sticky bit: they could rename the
+        // lock directory itself away.
+        for mode in [0o777, 0o775] as [mode_t] {
+            chmod(runtime, mode)
+            let shared = try world.run(["logout", "--backend", "file"], "", environment)
+            #expect(shared.exitCode == 4, "\(shared.stderr)")
+            #expect(
+                shared.stderr.contains(
+                    """
+                    portal-token: error: the runtime directory \(runtime) (XDG_RUNTIME_DIR) is writable by other \
+                    users (mode \(String(mode, radix: 8)))
+                    """
+                ), "\(shared.stderr)")
+            #expect(shared.stderr.contains("hint: set XDG_RUNTIME_DIR to a directory of your own"))
+        }
+        // Sticky, as /tmp is: only the owner of an entry may rename it.
+        chmod(runtime, 0o1777)
+        let sticky = try world.run(["logout", "--backend", "file"], "", environment)
+        #expect(sticky.exitCode == 0, "\(sticky.stderr)")
+        chmod(runtime, 0o700)
+
+        // Another user's lock directory: portal-token run as nobody, in a runtime directory of
+        // nobody's own that holds a lock directory of root's.
+        let nobody = try #require(getpwnam("nobody")?.pointee)
+        try #require(geteuid() == 0, "running as another user needs root")
+        let shared = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-lock-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: shared) }
+        #expect(mkdir(shared, 0o755) == 0 && mkdir(shared + "/run", 0o700) == 0)
+        #expect(mkdir(shared + "/run/portal-token", 0o700) == 0)
+        chown(shared + "/run", nobody.pw_uid, nobody.pw_gid)
+        let foreign = try ProcessRunner.run(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups",
+                ProcessRunner.portalTokenPath, "logout", "--backend", "file",
+            ],
+            environment: [
+                "PATH": "/usr/bin:/bin", "HOME": shared, "XDG_RUNTIME_DIR": shared + "/run",
+                "PORTAL_AUTH_ENVIRONMENT_ID": "env-local",
+            ], timeout: 10)
+        #expect(foreign.exitCode == 4, "\(foreign.stderr)")
+        #expect(
+            foreign.stderr.contains(
+                "portal-token: error: the lock directory \(shared)/run/portal-token belongs to another user (uid 0)"),
+            "\(foreign.stderr)")
+        #expect(foreign.stderr.contains("hint: remove it (portal-token creates it itself, mode 700)"))
+    }
+
     @Test("a FIFO at the store's, the passphrase's or the config's path is refused at once")
     func fifos() throws {
         let world = try FileBackendWorld()

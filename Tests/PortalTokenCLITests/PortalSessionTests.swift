@@ -303,6 +303,49 @@ struct PortalSessionTests {
     }
 
     @Test(
+        """
+        a session ended under another spelling of the store (the backend named, the bus address or file path \
+        written another way) is not served from the kernel keyring
+        """,
+        arguments: [TestBackend.auto, .autoWithoutBus])
+    func copyEndedUnderAnotherSpelling(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        #expect(try portal.adopt(token: "token-spelled").exitCode == 0)
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-spelled\n")
+        var other = portal.git.environment
+        if backend == .auto {
+            other["PORTAL_TOKEN_BACKEND"] = "secret-service"
+            // The same bus, its address written without the server's GUID (or with a spare one).
+            let address = try #require(other["DBUS_SESSION_BUS_ADDRESS"])
+            other["DBUS_SESSION_BUS_ADDRESS"] =
+                address.contains(",guid=")
+                ? String(address.prefix { $0 != "," }) : address + ",guid=\(try Self.busID(other))"
+        } else {
+            other["PORTAL_TOKEN_BACKEND"] = "file"
+            let file = try #require(other["PORTAL_TOKEN_FILE"]) as NSString
+            other["PORTAL_TOKEN_FILE"] = file.deletingLastPathComponent + "/./" + file.lastPathComponent
+        }
+        portal.server.revoke("token-spelled")
+        let ended = try ProcessRunner.portalToken(["refresh"], stdin: "", environment: other)
+        #expect(ended.exitCode == 3, "\(ended.stderr)")
+        #expect(portal.hookRuns == ["unauthorized user-1 \(portal.environmentID)"])
+        let after = try portal.git.portalToken(["get"])
+        #expect(after.exitCode == 1, "the ended session's token was served: \(after.stdout)")
+        #expect(!after.stdout.contains("token-spelled"))
+    }
+
+    /// The bus's ID, as `GetId` answers it.
+    static func busID(_ environment: [String: String]) throws -> String {
+        let reply = try ProcessRunner.run(
+            "/usr/bin/gdbus",
+            [
+                "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                "--method", "org.freedesktop.DBus.GetId",
+            ], environment: environment, timeout: 10)
+        return String(reply.stdout.filter { $0.isHexDigit })
+    }
+
+    @Test(
         "an unreadable stored session is cleared with a warning that never shows it",
         arguments: [TestBackend.secretService])
     func unreadableSession(backend: TestBackend) throws {

@@ -27,7 +27,7 @@ private final class Fixture {
         return Sessions(
             items,
             cache: Sessions.Cache(
-                cache, lock: InProcessSessionLock(), scope: "test", timeoutSeconds: timeoutSeconds,
+                cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: timeoutSeconds,
                 now: { clock.value },
                 confirmUnlocked: checksLock
                     ? { () throws(StoreError) in
@@ -73,22 +73,22 @@ struct SessionCacheTests {
         #expect(fixture.cache.names.count == 1)
     }
 
-    @Test("a locked store drops its own family's copies and no other's")
+    @Test("a locked store drops its own copies and no other store's")
     func lockedDropsOnlyItsFamily() throws {
         let fixture = Fixture()
         try fixture.cached(checksLock: true).saveSession(session())
         let otherFamily = Sessions(
             InMemoryItemStore(),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "test",
-                family: "another bus", timeoutSeconds: 900, now: { issued }))
+                fixture.cache, lock: InProcessSessionLock(), store: "another bus", timeoutSeconds: 900,
+                now: { issued }))
         try otherFamily.saveSession(session("token-2"))
         #expect(fixture.cache.names.count == 2)
         fixture.lockCheck.update { $0 = StoreError(.locked, "the default keyring is locked") }
         #expect(throws: StoreError(.locked, "the default keyring is locked")) {
             try fixture.cached(checksLock: true).loadSession(authEnvironmentID: "env-1")
         }
-        #expect(fixture.cache.names.count == 1, "the other family's copy went with the locked one")
+        #expect(fixture.cache.names.count == 1, "the other store's copy went with the locked one")
         #expect(try otherFamily.loadSession(authEnvironmentID: "env-1") == .present(session("token-2")))
     }
 
@@ -117,6 +117,42 @@ struct SessionCacheTests {
         #expect(longLived.cache.lifetime(of: longLived.cache.names[0]) == 900)
     }
 
+    @Test("a copy lives the timeout after its last use, and the cap (or expiresAt, if sooner) at most")
+    func idleAndCap() throws {
+        let fixture = Fixture()
+        let capped = Sessions(
+            fixture.items,
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900,
+                maximumSeconds: 7200, now: { fixture.clock.value }))
+        try capped.saveSession(session())
+        let name = try #require(fixture.cache.names.first)
+        #expect(fixture.cache.lifetime(of: name) == 900)
+        #expect(fixture.cache.maximumLifetime(of: name) == 7200)
+        // 600 s before expiresAt, that bounds both.
+        fixture.clock.update { $0 += 24 * 3600 - 600 }
+        try capped.saveSession(session())
+        #expect(fixture.cache.lifetime(of: name) == 600)
+        #expect(fixture.cache.maximumLifetime(of: name) == 600)
+        // A cap under the timeout bounds the idle time too; a cap of 0 turns the cache off.
+        let tight = Fixture()
+        try Sessions(
+            tight.items,
+            cache: Sessions.Cache(
+                tight.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900, maximumSeconds: 60,
+                now: { issued })
+        ).saveSession(session())
+        #expect(tight.cache.lifetime(of: tight.cache.names[0]) == 60)
+        let off = Fixture()
+        try Sessions(
+            off.items,
+            cache: Sessions.Cache(
+                off.cache, lock: InProcessSessionLock(), store: "test", timeoutSeconds: 900, maximumSeconds: 0,
+                now: { issued })
+        ).saveSession(session())
+        #expect(off.cache.names.isEmpty)
+    }
+
     @Test("past the idle window the copy is not served: the store decides")
     func staleCopyNotServed() throws {
         let fixture = Fixture()
@@ -136,6 +172,43 @@ struct SessionCacheTests {
         #expect(try store.deleteSession(authEnvironmentID: "env-1"))
         #expect(fixture.cache.names.isEmpty)
         #expect(try fixture.cached().loadSession(authEnvironmentID: "env-1") == .absent)
+    }
+
+    @Test("a delete drops the environment's copy from every store, and no other environment's")
+    func deleteDropsEveryStoresCopy() throws {
+        let fixture = Fixture()
+        try fixture.cached().saveSession(session())
+        let other = Sessions(
+            InMemoryItemStore(),
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(), store: "another store", timeoutSeconds: 900,
+                now: { issued }))
+        try other.saveSession(session("token-2"))
+        var otherEnvironment = session("token-3")
+        otherEnvironment.authEnvironmentID = "env-2"
+        try fixture.cached().saveSession(otherEnvironment)
+        #expect(fixture.cache.names.count == 3)
+        #expect(try fixture.cached().deleteSession(authEnvironmentID: "env-1"))
+        #expect(fixture.cache.names.count == 1, "a copy of the deleted environment's session survived")
+        #expect(try fixture.cached().loadSession(authEnvironmentID: "env-2") == .present(otherEnvironment))
+    }
+
+    @Test("a store that cannot be named is used without copies, and its changes drop the environment's copies")
+    func unnamedStoreKeepsNoCopy() throws {
+        let fixture = Fixture()
+        try fixture.cached().saveSession(session("old"))
+        #expect(fixture.cache.names.count == 1)
+        let unnamed = Sessions(
+            fixture.items,
+            cache: Sessions.Cache(
+                fixture.cache, lock: InProcessSessionLock(),
+                store: { () throws(StoreError) -> String in throw StoreError(.timedOut, "the bus did not answer") },
+                timeoutSeconds: 900, now: { issued }))
+        try unnamed.saveSession(session("new"))
+        #expect(fixture.cache.names.isEmpty, "a copy of the replaced session survived")
+        #expect(try unnamed.loadSession(authEnvironmentID: "env-1") == .present(session("new")))
+        #expect(fixture.cache.names.isEmpty)
+        #expect(try fixture.cached().loadSession(authEnvironmentID: "env-1") == .present(session("new")))
     }
 
     @Test("a fill never keeps a session that was removed before the lock was taken")
@@ -164,7 +237,7 @@ struct SessionCacheTests {
         let store = Sessions(
             Vanishing(fixture.items),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "test",
+                fixture.cache, lock: InProcessSessionLock(), store: "test",
                 timeoutSeconds: 900, now: { issued }))
         _ = try store.loadSession(authEnvironmentID: "env-1")
         #expect(fixture.cache.names.isEmpty)
@@ -178,14 +251,14 @@ struct SessionCacheTests {
         #expect(try fixture.cached(timeoutSeconds: 0).loadSession(authEnvironmentID: "env-1") == .present(session()))
     }
 
-    @Test("stores behind different scopes never share a copy")
+    @Test("different stores never share a copy")
     func scopes() throws {
         let fixture = Fixture()
         try fixture.cached().saveSession(session())
         let other = Sessions(
             InMemoryItemStore(),
             cache: Sessions.Cache(
-                fixture.cache, lock: InProcessSessionLock(), scope: "other",
+                fixture.cache, lock: InProcessSessionLock(), store: "other",
                 timeoutSeconds: 900, now: { issued }))
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }

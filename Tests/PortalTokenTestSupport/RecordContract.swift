@@ -15,7 +15,7 @@ public struct RecordContractCheck: Sendable, CustomStringConvertible {
             items,
             cache: cache.map {
                 Sessions.Cache(
-                    $0, lock: InProcessSessionLock(), scope: "contract", timeoutSeconds: 900, now: { 1_700_003_700 })
+                    $0, lock: InProcessSessionLock(), store: "contract", timeoutSeconds: 900, now: { 1_700_003_700 })
             })
         try body(sessions, TwoFactorStepItems(items)) { "contract-env-\(UInt32.random(in: 0...UInt32.max))" }
     }

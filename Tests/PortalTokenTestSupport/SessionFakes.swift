@@ -61,23 +61,26 @@ public final class Locked<Value: Sendable>: Sendable {
 public final class ForgetfulSecretCache: SecretCache, Sendable {
     public init() {}
     public func read(_ name: String) -> Secret? { nil }
-    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {}
+    public func store(_ secret: Secret, as name: String, idleSeconds: Int, maximumSeconds: Int) {}
     public func drop(_ name: String) {}
-    public func dropAll(withPrefix prefix: String) {}
+    public func dropAll(where isDropped: (String) -> Bool) {}
 }
 
 /// A secret cache in memory that records how long each entry was meant to live.
 public final class InMemorySecretCache: SecretCache, Sendable {
-    private let entries = Mutex<[String: (secret: Secret, seconds: Int)]>([:])
+    private let entries = Mutex<[String: (secret: Secret, idle: Int, maximum: Int)]>([:])
     public init() {}
     public var names: [String] { entries.withLock { Array($0.keys) } }
-    public func lifetime(of name: String) -> Int? { entries.withLock { $0[name]?.seconds } }
+    /// How long the entry lives unused.
+    public func lifetime(of name: String) -> Int? { entries.withLock { $0[name]?.idle } }
+    /// How long the entry lives at most, however often it is used.
+    public func maximumLifetime(of name: String) -> Int? { entries.withLock { $0[name]?.maximum } }
     public func read(_ name: String) -> Secret? { entries.withLock { $0[name]?.secret } }
-    public func store(_ secret: Secret, as name: String, forSeconds seconds: Int) {
-        entries.withLock { $0[name] = (secret, seconds) }
+    public func store(_ secret: Secret, as name: String, idleSeconds: Int, maximumSeconds: Int) {
+        entries.withLock { $0[name] = (secret, idleSeconds, maximumSeconds) }
     }
     public func drop(_ name: String) { _ = entries.withLock { $0.removeValue(forKey: name) } }
-    public func dropAll(withPrefix prefix: String) {
-        entries.withLock { entries in entries = entries.filter { !$0.key.hasPrefix(prefix) } }
+    public func dropAll(where isDropped: (String) -> Bool) {
+        entries.withLock { entries in entries = entries.filter { !isDropped($0.key) } }
     }
 }

@@ -19,6 +19,7 @@ _portal_token_commands=(
     "api:send an authenticated request to the Portal API and print the response"
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
+    "lock:drop every cached key and session copy from the kernel keyring at once"
     "help:show the help of a command"
 )
 

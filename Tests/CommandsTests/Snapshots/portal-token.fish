@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate lock help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -20,6 +20,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a refre
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -d 'Send an authenticated request to the Portal API and print the response'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy from the kernel keyring at once'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
 
