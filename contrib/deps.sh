@@ -8,7 +8,7 @@ set -euo pipefail
 build=(pkg-config gcc libc6-dev libsystemd-dev libsecret-1-dev libglib2.0-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
 runtime=(git libsystemd0 man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
-test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace)
+test=("${keyring[@]}" libsecret-tools binutils hyperfine time python3 python3-pip openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

@@ -53,7 +53,7 @@ public final class Context {
     static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
         guard let text = settings.value(.backend) else { return .auto }
         guard let backend = RequestedBackend(rawValue: text) else {
-            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service or file")
+            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service, file or vault")
         }
         return backend
     }
@@ -177,10 +177,20 @@ public final class Context {
         switch backend {
         case .secretService: adapter = services.keyringItems(try keyringTimeout, allowPrompt)
         case .file: adapter = services.fileItems(try fileStoreOptions())
+        case .vault: adapter = services.vaultItems(try vaultOptions())
         }
         let store = LockedItemStore(adapter, lock: try storeLock())
         itemStores[backend] = store
         return store
+    }
+
+    /// The Vault store's server, trust, layout and token source (docs/settings.md, "The Vault store").
+    func vaultOptions() throws(CLIError) -> VaultOptions {
+        do {
+            return try VaultOptions(settings: settings, home: environment["HOME"])
+        } catch {
+            throw .usage(error.message, hint: error.hint)
+        }
     }
 
     private func fileStoreOptions() throws -> FileStoreOptions {
@@ -211,6 +221,7 @@ public final class Context {
         switch backend {
         case .file: return services.fileExists(try storeFilePath())
         case .secretService: return try secretServicePresence() == .provider
+        case .vault: return (try? vaultOptions()) != nil
         }
     }
 
@@ -219,6 +230,7 @@ public final class Context {
         switch backend {
         case .file: return "the encrypted file store at \(try storeFilePath())"
         case .secretService: return "the Secret Service"
+        case .vault: return "the Vault store at \(try vaultOptions().address)"
         }
     }
 
@@ -232,8 +244,11 @@ public final class Context {
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
     /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
+    /// The Vault store keeps no copy: other hosts change its sessions, and a copy here would hand
+    /// out a token another host has seen end (docs/storage.md, "Vault / OpenBao").
     func sessions() throws -> Sessions {
         let choice = try backendChoice()
+        guard choice.backend != .vault else { return Sessions(try items(.vault), cache: nil) }
         return Sessions(
             try items(choice.backend),
             cache: Sessions.Cache(
