@@ -52,6 +52,8 @@ let package = Package(
         .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore", "CSDBus"]),
         .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "CSodium", "KernelKeyring"]),
         .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl"]),
+        // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
+        .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
@@ -64,7 +66,7 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening",
+                "CProcessHardening", "VaultStore",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
@@ -81,6 +83,10 @@ let package = Package(
         .testTarget(
             name: "SecretServiceStoreTests", dependencies: ["Basics", "SecretServiceStore", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
+        // The contracts against a real OpenBao server that contrib/test.sh starts (VAULT_ADDR).
+        .testTarget(
+            name: "VaultStoreTests",
+            dependencies: ["VaultStore", "PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
             name: "PortalHTTPTests",
             dependencies: ["PortalHTTP", "PortalTokenCore", "PortalTokenTestSupport", "LoopbackRedirectListener"]),

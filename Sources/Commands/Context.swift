@@ -56,7 +56,7 @@ public final class Context {
     static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
         guard let text = settings.value(.backend) else { return .auto }
         guard let backend = RequestedBackend(rawValue: text) else {
-            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service or file")
+            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service, file or vault")
         }
         return backend
     }
@@ -179,7 +179,7 @@ public final class Context {
 
     /// Each backend's store, once opened. (Two properties rather than a dictionary keyed by the
     /// backend: that would cost every run a search of the binary's protocol conformances.)
-    private var keyringItemStore, fileItemStore: LockedItemStore?
+    private var keyringItemStore, fileItemStore, vaultItemStore: LockedItemStore?
 
     /// One backend's items, every write under the store lock; one store per backend and run, so
     /// git credentials and the Portal session share one unlock.
@@ -195,6 +195,20 @@ public final class Context {
             let store = LockedItemStore(services.fileItems(try fileStoreOptions()), lock: try storeLock())
             fileItemStore = store
             return store
+        case .vault:
+            if let vaultItemStore { return vaultItemStore }
+            let store = LockedItemStore(services.vaultItems(try vaultOptions()), lock: try storeLock())
+            vaultItemStore = store
+            return store
+        }
+    }
+
+    /// The Vault store's server, trust, layout and token source (docs/settings.md, "The Vault store").
+    func vaultOptions() throws(CLIError) -> VaultOptions {
+        do {
+            return try VaultOptions(settings: settings, home: environment["HOME"])
+        } catch {
+            throw .usage(error.message, hint: error.hint)
         }
     }
 
@@ -227,6 +241,7 @@ public final class Context {
         switch backend {
         case .file: return services.fileExists(try storeFilePath())
         case .secretService: return try secretServicePresence() == .provider
+        case .vault: return (try? vaultOptions()) != nil
         }
     }
 
@@ -235,6 +250,7 @@ public final class Context {
         switch backend {
         case .file: return "the encrypted file store at \(try storeFilePath())"
         case .secretService: return "the Secret Service"
+        case .vault: return "the Vault store at \(try vaultOptions().address)"
         }
     }
 
@@ -255,6 +271,9 @@ public final class Context {
             let id = knownBusID ?? Result { () throws(StoreError) in try busForKeyringChecks().busID() }
             knownBusID = id
             return "secret-service\u{0}" + (try id.get())
+        case .vault:
+            // Never cached (see `sessions()`); named for what dropping copies asks of every store.
+            return "vault\u{0}" + ((try? vaultOptions().address) ?? "")
         }
     }
 
@@ -279,8 +298,11 @@ public final class Context {
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
     /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
+    /// The Vault store keeps no copy: other hosts change its sessions, and a copy here would hand
+    /// out a token another host has seen end (docs/storage.md, "Vault / OpenBao").
     func sessions() throws -> Sessions {
         let choice = try backendChoice()
+        guard choice.backend != .vault else { return Sessions(try items(.vault)) }
         let filePath = choice.backend == .file ? try storeFilePath() : ""
         return Sessions(
             try items(choice.backend),

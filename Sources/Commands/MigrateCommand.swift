@@ -74,11 +74,12 @@ extension Context {
         case .file:
             let aside = try services.moveFileAside(try storeFilePath(), try keyringTimeout)
             return "moved the encrypted file aside to \(aside)"
-        case .secretService:
-            let store = try self.items(.secretService)
+        case .secretService, .vault:
+            let store = try self.items(backend)
             let ids = Set(items.map(\.id))
             let deleted = try store.delete(ItemMigration.everything) { ids.contains($0.id) }
-            return "deleted the \(deleted) item\(deleted == 1 ? "" : "s") it moved from the Secret Service"
+            let name = backend == .vault ? "the Vault store" : "the Secret Service"
+            return "deleted the \(deleted) item\(deleted == 1 ? "" : "s") it moved from \(name)"
         }
     }
 
@@ -95,6 +96,9 @@ extension Context {
             guard try secretServicePresence() == .provider,
                 let items = try? self.items(.secretService).search(ItemMigration.everything), !items.isEmpty
             else { return nil }
+        case .vault:
+            // No store's other is the Vault store: its items are never left behind by a switch.
+            return nil
         }
         return
             """

@@ -15,6 +15,8 @@ public struct Services {
     public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
     /// The encrypted file as an item store.
     public var fileItems: (FileStoreOptions) -> any ItemStore
+    /// KV version 2 on an OpenBao or Vault server as an item store.
+    public var vaultItems: (VaultOptions) -> any ItemStore
     /// Whether a store file is there, in any state.
     public var fileExists: (_ path: String) -> Bool
     /// Renames a migrated store file aside under its lock; returns the new path.
@@ -50,6 +52,7 @@ public struct Services {
         keyringItems: @escaping (Int, Bool) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
+        vaultItems: @escaping (VaultOptions) -> any ItemStore,
         fileExists: @escaping (String) -> Bool,
         moveFileAside: @escaping (String, Int) throws(StoreError) -> String,
         transport: @escaping (HTTPTransportOptions) -> any HTTPTransport,
@@ -66,6 +69,7 @@ public struct Services {
         self.keyringItems = keyringItems
         self.keyringDiagnosis = keyringDiagnosis
         self.fileItems = fileItems
+        self.vaultItems = vaultItems
         self.fileExists = fileExists
         self.moveFileAside = moveFileAside
         self.transport = transport

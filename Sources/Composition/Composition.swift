@@ -11,6 +11,7 @@ import PortalTokenCore
 import SecretServiceStore
 import SessionBus
 import TerminalQRCode
+import VaultStore
 
 /// The composition root: the one module that imports the adapter modules. It sets the process
 /// up and hands the commands the real adapters, once per invocation (docs/development.md,
@@ -40,6 +41,12 @@ public enum Composition {
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
                     warn: options.warn, created: options.created)
+            },
+            vaultItems: { options in
+                VaultItemStore(
+                    options: options, transport: CurlTransport(options: options.http),
+                    environment: { name in getenv(name).map { String(cString: $0) } },
+                    monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 })
             },
             fileExists: { EncryptedFileStore.exists(at: $0) },
             moveFileAside: { path, lockTimeout throws(StoreError) in

@@ -3,6 +3,9 @@ public enum RequestedBackend: String, Sendable, CaseIterable {
     case auto
     case secretService = "secret-service"
     case file
+    /// KV v2 on an OpenBao or HashiCorp Vault server (docs/storage.md, "Vault / OpenBao"); never
+    /// chosen by `auto`.
+    case vault
 }
 
 /// What the session bus shows of the Secret Service, which is all `auto` decides from
@@ -23,8 +26,10 @@ public struct BackendChoice: Sendable, Equatable {
     public enum Backend: String, Sendable, CaseIterable {
         case secretService = "secret-service"
         case file
+        case vault
 
-        /// The store that is not this one: where `migrate` looks for items left behind.
+        /// The store that is not this one: where `migrate` looks for items left behind. The Vault
+        /// store's is the file, which a headless host (a CI runner, a server) kept before it.
         public var other: Backend { self == .file ? .secretService : .file }
     }
 
@@ -58,6 +63,8 @@ public struct BackendChoice: Sendable, Equatable {
             return BackendChoice(backend: .file, reason: "chosen by \(origin)")
         case .secretService:
             return BackendChoice(backend: .secretService, reason: "chosen by \(origin)")
+        case .vault:
+            return BackendChoice(backend: .vault, reason: "chosen by \(origin)")
         case .auto:
             switch try presence() {
             case .provider:

@@ -69,7 +69,7 @@ public struct Setting: Sendable, Hashable {
     public static let backend = Setting(
         key: "backend",
         flag: Flag(
-            "backend", value: "BACKEND", words: ["auto", "secret-service", "file"], help: "storage backend",
+            "backend", value: "BACKEND", words: ["auto", "secret-service", "file", "vault"], help: "storage backend",
             default: "auto"),
         environment: "PORTAL_TOKEN_BACKEND")
     public static let storeFile = Setting(key: "file", environment: "PORTAL_TOKEN_FILE")
@@ -95,6 +95,25 @@ public struct Setting: Sendable, Hashable {
     /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
     public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
 
+    // The Vault store (docs/settings.md, "The Vault store"): the server, its trust and namespace
+    // by the variables every Vault client reads; the rest by names of portal-token's own.
+    public static let vaultAddress = Setting(key: "vault-address", environment: "VAULT_ADDR")
+    /// The token itself: from the environment only, so no config file ever holds it (it is not
+    /// in `all`, so the config file cannot name it).
+    public static let vaultToken = Setting(key: "vault-token", environment: "VAULT_TOKEN")
+    /// A file holding the token (an OpenBao or Vault Agent's sink), re-read when it changes.
+    public static let vaultTokenFile = Setting(key: "vault-token-file", environment: "PORTAL_TOKEN_VAULT_TOKEN_FILE")
+    public static let vaultCACert = Setting(key: "vault-ca-cert", environment: "VAULT_CACERT")
+    public static let vaultNamespace = Setting(key: "vault-namespace", environment: "VAULT_NAMESPACE")
+    public static let vaultMount = Setting(key: "vault-mount", environment: "PORTAL_TOKEN_VAULT_MOUNT")
+    public static let vaultPathPrefix = Setting(key: "vault-path-prefix", environment: "PORTAL_TOKEN_VAULT_PATH_PREFIX")
+    public static let vaultRoleID = Setting(key: "vault-role-id", environment: "PORTAL_TOKEN_VAULT_ROLE_ID")
+    /// The file holding the AppRole secret ID; the secret ID itself is never a setting.
+    public static let vaultSecretIDFile = Setting(
+        key: "vault-secret-id-file", environment: "PORTAL_TOKEN_VAULT_SECRET_ID_FILE")
+    public static let vaultAppRoleMount = Setting(
+        key: "vault-approle-mount", environment: "PORTAL_TOKEN_VAULT_APPROLE_MOUNT")
+
     /// Where the config file is; given by flag or environment only, never by the file itself.
     public static let configFile = Setting(
         key: "config", flag: Flag("config", value: "PATH", isFile: true, help: "config file"),
@@ -105,6 +124,8 @@ public struct Setting: Sendable, Hashable {
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
+        vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
+        vaultSecretIDFile, vaultAppRoleMount,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted

@@ -75,6 +75,7 @@ final class InProcessCLI {
             keyringItems: { _, _ in items },
             keyringDiagnosis: { _ in FakeKeyringDiagnosis() },
             fileItems: { _ in items },
+            vaultItems: { _ in items },
             fileExists: { _ in false },
             moveFileAside: { path, _ in path + ".migrated" },
             transport: { _ in transport },

@@ -209,7 +209,7 @@ struct UsageErrorTests {
     func badValueBeforeMissingSetting() throws {
         let result = try Self.run(["--backend", "bogus", "token"])
         #expect(result.exitCode == 2)
-        #expect(result.stderr.hasPrefix("portal-token: error: --backend must be auto, secret-service or file"))
+        #expect(result.stderr.hasPrefix("portal-token: error: --backend must be auto, secret-service, file or vault"))
     }
 
     @Test("a missing environment ID is a usage error with the ways to set it")

@@ -175,7 +175,7 @@ struct CompletionsTests {
     @Test(
         "bash completes the values of --backend, --account-abstracted, --format and -X",
         arguments: [
-            (["portal-token", "--backend", ""], ["auto", "secret-service", "file"]),
+            (["portal-token", "--backend", ""], ["auto", "secret-service", "file", "vault"]),
             (["portal-token", "--backend", "=", "s"], ["secret-service"]),
             (["portal-token", "get", "--account-abstracted", ""], ["true", "false"]),
             (["portal-token", "status", "--format", ""], ["json"]),
@@ -217,7 +217,7 @@ struct CompletionsTests {
             return result.stdout.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
         }
         #expect(try Set(offered("portal-token ")).isSuperset(of: Self.commands()))
-        #expect(try offered("portal-token --backend ").sorted() == ["auto", "file", "secret-service"])
+        #expect(try offered("portal-token --backend ").sorted() == ["auto", "file", "secret-service", "vault"])
         #expect(try offered("portal-token api -X P").sorted() == ["PATCH", "POST", "PUT"])
         #expect(
             try offered("portal-token api --data @\(Self.root.path)/Package.s") == ["@\(Self.root.path)/Package.swift"])

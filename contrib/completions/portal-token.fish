@@ -55,7 +55,7 @@ complete -c portal-token -l env -x -d 'Auth environment ID (PORTAL_AUTH_ENVIRONM
 complete -c portal-token -l api-host -x -a 'api.portalhq.io localhost 127.0.0.1' -d 'Portal API host (PORTAL_API_HOST; api.portalhq.io)'
 complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_REDIRECT_URL)'
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
-complete -c portal-token -l backend -x -a 'auto secret-service file' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
+complete -c portal-token -l backend -x -a 'auto secret-service file vault' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
 complete -c portal-token -l config -r -F -d 'Config file (PORTAL_TOKEN_CONFIG)'
 complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted (PORTAL_TOKEN_TRACE)'
 complete -c portal-token -s h -l help -d 'Show help'

@@ -6,9 +6,12 @@
 #     file announces it);
 #   file: --backend file;
 #   secret-service: --backend secret-service, on the session bus of the environment (run it
-#     inside a session with a keyring).
+#     inside a session with a keyring);
+#   vault: --backend vault, on the OpenBao server VAULT_ADDR, VAULT_CACERT and
+#     PORTAL_TOKEN_VAULT_TOKEN_FILE name (contrib/testing/openbao.sh start DIR writes them to
+#     DIR/env), under a path prefix of its own.
 #
-# usage: [T0303_BACKEND=auto|file|secret-service] contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
+# usage: [T0303_BACKEND=auto|file|secret-service|vault] contrib/testing/t0303.sh GIT_SOURCE_DIR [GIT_DIR [TEST OPTIONS...]]
 #   GIT_SOURCE_DIR: the source of the git under test (contrib/testing/git-source.sh DIR trixie
 #   fetches and prepares git 2.47.3's), with its test tool built:
 #     make NO_CURL=1 NO_EXPAT=1 NO_TCLTK=1 NO_GETTEXT=1 NO_PERL=1 NO_PYTHON=1 \
@@ -37,7 +40,12 @@ case "$backend" in
     secret-service)
         [ -n "${DBUS_SESSION_BUS_ADDRESS:-}" ] || { echo "t0303.sh: error: secret-service needs a session bus" >&2; exit 1; }
         settings=(PORTAL_TOKEN_BACKEND=secret-service) ;;
-    *) echo "t0303.sh: error: T0303_BACKEND must be auto, file or secret-service" >&2; exit 1 ;;
+    vault)
+        [ -n "${VAULT_ADDR:-}" ] && [ -n "${PORTAL_TOKEN_VAULT_TOKEN_FILE:-}" ] \
+            || { echo "t0303.sh: error: vault needs VAULT_ADDR and PORTAL_TOKEN_VAULT_TOKEN_FILE" >&2; exit 1; }
+        settings=(-u DBUS_SESSION_BUS_ADDRESS PORTAL_TOKEN_BACKEND=vault
+            PORTAL_TOKEN_VAULT_PATH_PREFIX="portal-token-t0303/$(basename "$work")") ;;
+    *) echo "t0303.sh: error: T0303_BACKEND must be auto, file, secret-service or vault" >&2; exit 1 ;;
 esac
 echo "t0303.sh: backend $backend: $source_dir/t/t0303-credential-external.sh against $("$git_dir/git" --version) and $("$binary" --version 2>&1 | head -n1)" >&2
 cd "$source_dir/t"

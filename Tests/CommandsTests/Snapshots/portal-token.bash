@@ -51,7 +51,7 @@ _portal_token_words() {
     case $1 in
         --api-host) echo "api.portalhq.io localhost 127.0.0.1" ;;
         --account-abstracted) echo "true false" ;;
-        --backend) echo "auto secret-service file" ;;
+        --backend) echo "auto secret-service file vault" ;;
         --format) echo "json" ;;
         --method) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
         -X) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;

@@ -1,0 +1,122 @@
+import Basics
+
+/// What the Vault store (`--backend vault`, docs/storage.md, "Vault / OpenBao") is opened with,
+/// resolved from settings: where the server is, how the TLS peer is trusted, where the items go
+/// and where the token comes from. No value here is a secret: the token itself is read by the
+/// adapter, from the environment or a file, when a request needs it.
+public struct VaultOptions: Sendable, Equatable {
+    public static let defaultMount = "secret"
+    public static let defaultPathPrefix = "portal-token"
+    public static let defaultAppRoleMount = "approle"
+
+    /// Where the token comes from, in the order the adapter tries them.
+    public enum TokenSource: Sendable, Equatable {
+        /// `VAULT_TOKEN`: the token is in this process's environment, under this name.
+        case environment(String)
+        /// A file holding the token, such as the sink an OpenBao or Vault Agent keeps fresh:
+        /// read when first needed and again whenever it changes.
+        case file(String)
+        /// AppRole: the role ID, and the file that holds the secret ID; the login's token is
+        /// kept for the run and renewed before it expires.
+        case appRole(roleID: String, secretIDFile: String, mount: String)
+    }
+
+    /// `https://host:port`, without `/v1`.
+    public var address: String
+    public var namespace: String?
+    public var mount: String
+    public var pathPrefix: String
+    public var token: TokenSource
+    public var http: HTTPTransportOptions
+
+    public init(
+        address: String, namespace: String? = nil, mount: String = defaultMount,
+        pathPrefix: String = defaultPathPrefix, token: TokenSource, http: HTTPTransportOptions = HTTPTransportOptions()
+    ) {
+        self.address = address
+        self.namespace = namespace
+        self.mount = mount
+        self.pathPrefix = pathPrefix
+        self.token = token
+        self.http = http
+    }
+
+    /// The options the settings give, checked: an address that is an http or https URL, a mount
+    /// and prefix of plain path segments, a token source. `home` places the vault CLI's own
+    /// token file (`~/.vault-token`), the last place a token is looked for.
+    public init(settings: Settings, home: String?) throws(SettingError) {
+        guard let rawAddress = settings.value(.vaultAddress)?.trimmingWhitespace, !rawAddress.isEmpty else {
+            throw SettingError(
+                "the vault backend needs the server's address",
+                hint: "set VAULT_ADDR (or vault-address in the config file) to https://HOST:PORT")
+        }
+        var address = rawAddress
+        while address.hasSuffix("/") { address.removeLast() }
+        let lowered = address.lowercased()
+        guard lowered.hasPrefix("https://") || lowered.hasPrefix("http://"), URLAuthority(parsing: address) != nil
+        else {
+            throw SettingError(
+                "\(settings.origin(of: .vaultAddress)) must be an https:// or http:// URL",
+                hint: "for example https://vault.example.com:8200")
+        }
+        let mount = try Self.pathSetting(settings, .vaultMount, default: Self.defaultMount)
+        let prefix = try Self.pathSetting(settings, .vaultPathPrefix, default: Self.defaultPathPrefix)
+        var http = try HTTPTransportOptions(settings: settings)
+        if let caFile = settings.value(.vaultCACert)?.trimmingWhitespace, !caFile.isEmpty {
+            http.caBundlePath = caFile
+        }
+        let namespace = settings.value(.vaultNamespace)?.trimmingWhitespace
+        let token: TokenSource
+        if settings.value(.vaultToken) != nil {
+            token = .environment(Setting.vaultToken.environment!)
+        } else if let file = settings.value(.vaultTokenFile)?.trimmingWhitespace, !file.isEmpty {
+            token = .file(file)
+        } else if let roleID = settings.value(.vaultRoleID)?.trimmingWhitespace, !roleID.isEmpty {
+            guard let secretIDFile = settings.value(.vaultSecretIDFile)?.trimmingWhitespace, !secretIDFile.isEmpty
+            else {
+                throw SettingError(
+                    "\(settings.origin(of: .vaultRoleID)) is set, but no secret ID file is",
+                    hint: "set PORTAL_TOKEN_VAULT_SECRET_ID_FILE (or vault-secret-id-file) to the file that holds it")
+            }
+            token = .appRole(
+                roleID: roleID, secretIDFile: secretIDFile,
+                mount: try Self.pathSetting(settings, .vaultAppRoleMount, default: Self.defaultAppRoleMount))
+        } else if let home, home.hasPrefix("/") {
+            token = .file(home + "/.vault-token")
+        } else {
+            throw SettingError(
+                "the vault backend has no token",
+                hint:
+                    "set VAULT_TOKEN, PORTAL_TOKEN_VAULT_TOKEN_FILE (an agent's sink file), or an AppRole "
+                    + "(PORTAL_TOKEN_VAULT_ROLE_ID and PORTAL_TOKEN_VAULT_SECRET_ID_FILE)")
+        }
+        self.init(
+            address: address, namespace: namespace.flatMap { $0.isEmpty ? nil : $0 }, mount: mount,
+            pathPrefix: prefix, token: token, http: http)
+    }
+
+    /// A mount or prefix: path segments of letters, digits and `-_.`, joined by `/`.
+    static func pathSetting(_ settings: Settings, _ setting: Setting, default defaultValue: String)
+        throws(SettingError) -> String
+    {
+        guard var text = settings.value(setting)?.trimmingWhitespace, !text.isEmpty else { return defaultValue }
+        while text.hasPrefix("/") { text.removeFirst() }
+        while text.hasSuffix("/") { text.removeLast() }
+        let segments = text.split(separator: "/", omittingEmptySubsequences: false)
+        let valid =
+            !segments.isEmpty
+            && segments.allSatisfy { segment in
+                !segment.isEmpty && segment != "." && segment != ".."
+                    && segment.utf8.allSatisfy { byte in
+                        URLAuthority.isDigit(byte)
+                            || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "z"))
+                            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ".")
+                    }
+            }
+        guard valid else {
+            throw SettingError(
+                "\(settings.origin(of: setting)) must be a path of letters, digits, '-', '_' and '.' separated by '/'")
+        }
+        return text
+    }
+}

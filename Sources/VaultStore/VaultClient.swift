@@ -1,0 +1,178 @@
+import Basics
+import Glibc
+import PortalTokenCore
+
+/// One Vault or OpenBao server spoken to over its HTTP API (`/v1/...`), through the
+/// `HTTPTransport` port: the token on every request (as `Authorization: Bearer`, so it is held as
+/// a `Secret` and wiped by the transport), the namespace header, redirects from standby nodes
+/// followed, and every answer that is not a success turned into a `StoreError` that names the
+/// server and the path, never a value (docs/storage.md, "Vault / OpenBao").
+final class VaultClient {
+    /// What a request came back with, once redirects are followed.
+    enum Outcome {
+        case success(HTTPResponse)
+        case notFound
+        /// A write whose `cas` did not match the current version: another writer came first.
+        case casConflict
+    }
+
+    /// Hops followed for one request: a standby names the active node, which answers.
+    static let maximumRedirects = 3
+    /// How long a new KV v2 mount may answer "upgrading" before the store gives up.
+    static let upgradeRetries = 50
+
+    let options: VaultOptions
+    let transport: any HTTPTransport
+    let token: VaultToken
+    /// The server, for messages: its host and port.
+    let server: String
+
+    init(options: VaultOptions, transport: any HTTPTransport, token: VaultToken) {
+        self.options = options
+        self.transport = transport
+        self.token = token
+        // The address without its scheme: host and port, for messages.
+        var server = Substring(options.address)
+        if let separator = server.firstByteRange(of: "://") { server = server[separator.upperBound...] }
+        self.server = String(server)
+    }
+
+    /// Sends `method` to `/v1/<path>` with the token; a 403 is retried once with a fresh token
+    /// when the token source has one (a changed agent sink, a new AppRole login).
+    func send(_ method: String, _ path: String, body: [UInt8]? = nil) throws(StoreError) -> Outcome {
+        var attempt = 0
+        while true {
+            let bearer = try token.current(using: self)
+            let response = try exchange(method, path, body: body, bearer: bearer)
+            switch response.status {
+            case 200..<300: return .success(response)
+            case 404: return .notFound
+            case 400 where Self.errors(in: response).contains { $0.firstByteRange(of: "check-and-set") != nil }:
+                return .casConflict
+            case 400
+            where attempt < Self.upgradeRetries
+                && Self.errors(in: response).contains { $0.firstByteRange(of: "pgrading") != nil }:
+                // A KV v2 mount just created (or upgraded from v1) refuses requests for a moment.
+                attempt += 1
+                usleep(100_000)
+                continue
+            case 403:
+                if attempt == 0, token.renewAfterDenial(using: self) {
+                    attempt += 1
+                    continue
+                }
+                throw denied(path)
+            default:
+                throw failure(response, path: path)
+            }
+        }
+    }
+
+    /// One request without the token (the AppRole login) or with the one given, redirects
+    /// followed; the status is the caller's to judge.
+    func exchange(_ method: String, _ path: String, body: [UInt8]?, bearer: Secret?) throws(StoreError)
+        -> HTTPResponse
+    {
+        var url = options.address + "/v1/" + path
+        var headers = [HTTPHeader("Accept", "application/json"), HTTPHeader("X-Vault-Request", "true")]
+        if let body, !body.isEmpty { headers.append(HTTPHeader("Content-Type", "application/json")) }
+        if let namespace = options.namespace { headers.append(HTTPHeader("X-Vault-Namespace", namespace)) }
+        let authorization = bearer.map { token in token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) } }
+        for _ in 0...Self.maximumRedirects {
+            let request = HTTPRequest(
+                method: method, url: url, headers: headers, authorization: authorization, body: body)
+            let response: HTTPResponse
+            do {
+                response = try transport.send(request)
+            } catch {
+                throw Self.storeError(error)
+            }
+            guard [301, 302, 307, 308].contains(response.status) else { return response }
+            // A standby node names the active one; the request goes there as it was, method,
+            // body and token included, but never from https down to http.
+            guard let location = response.headers.value(for: "Location"),
+                location.lowercased().hasPrefix("https://")
+                    || (location.lowercased().hasPrefix("http://") && url.lowercased().hasPrefix("http://"))
+            else {
+                throw StoreError(
+                    .failed, "\(server) redirected \(method) \(path) to a place the Vault store will not follow",
+                    hint: "set VAULT_ADDR to the active node's https:// address")
+            }
+            url = location
+        }
+        throw StoreError(
+            .unavailable, "\(server) redirected \(method) \(path) more than \(Self.maximumRedirects) times",
+            hint: "the cluster may be electing a leader: try again in a few seconds")
+    }
+
+    /// A 403: the token's policy refuses the path, or the token is no longer valid. Which one is
+    /// asked of the server (`auth/token/lookup-self`), so the hint says what to fix.
+    func denied(_ path: String) -> StoreError {
+        let tokenValid: Bool
+        if let bearer = try? token.current(using: self),
+            let response = try? exchange("GET", "auth/token/lookup-self", body: nil, bearer: bearer)
+        {
+            tokenValid = response.status != 403
+        } else {
+            tokenValid = true
+        }
+        if !tokenValid {
+            return StoreError(
+                .failed, "\(server) refused the Vault token: it is expired, revoked or unknown (\(token.origin))",
+                hint: "log in again (bao login / vault login), or check the agent that writes the token file")
+        }
+        return StoreError(
+            .failed, "permission denied by policy for \(path) on \(server)",
+            hint: "grant the token's policy the capabilities docs/storage.md lists for \(options.mount)/")
+    }
+
+    func failure(_ response: HTTPResponse, path: String) -> StoreError {
+        switch response.status {
+        case 503:
+            return StoreError(
+                .unavailable, "\(server) is sealed or has no active node (HTTP 503)",
+                hint: "unseal it, or wait for the cluster to elect a leader, and try again")
+        case 429, 500..<600:
+            return StoreError(.unavailable, "\(server) answered HTTP \(response.status) for \(path)")
+        default:
+            let detail = Self.errors(in: response).first.map { ": " + TerminalText.escaped(String($0.prefix(200))) }
+            return StoreError(.failed, "\(server) answered HTTP \(response.status) for \(path)\(detail ?? "")")
+        }
+    }
+
+    /// The `errors` list of an error answer. Vault's errors name paths and reasons, never a
+    /// stored value.
+    static func errors(in response: HTTPResponse) -> [String] {
+        guard let value = try? JSONValue.parse(response.body), let errors = value["errors"]?.arrayValue else {
+            return []
+        }
+        return errors.compactMap(\.stringValue)
+    }
+
+    static func storeError(_ error: HTTPError) -> StoreError {
+        switch error {
+        case .connectTimedOut, .timedOut:
+            return StoreError(.timedOut, "the Vault store: \(error.message)", hint: "check VAULT_ADDR and the network")
+        case .cannotConnect:
+            return StoreError(.unavailable, "the Vault store: \(error.message)", hint: "check VAULT_ADDR")
+        case .tlsFailure:
+            return StoreError(
+                .unavailable, "the Vault store: \(error.message)",
+                hint: "point VAULT_CACERT at the CA certificate that signed the server's")
+        case .caBundleUnreadable(let path):
+            return StoreError(
+                .failed, "the Vault store: the CA file \(path) could not be read", hint: "check VAULT_CACERT")
+        default:
+            return StoreError(.failed, "the Vault store: \(error.message)")
+        }
+    }
+}
+
+extension VaultClient {
+    /// A JSON body with the writer's bytes; the caller wipes it after the request.
+    static func body(_ write: (inout JSONWriter) -> Void) -> [UInt8] {
+        var writer = JSONWriter()
+        write(&writer)
+        return writer.bytes
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// Several hosts sharing one Portal session through the Vault store on the suite's real OpenBao
+/// server: each "host" is a HOME, runtime directory and store lock of its own, so only the
+/// server's check-and-set orders their writes (docs/storage.md, "Vault / OpenBao").
+@Suite("fleet sessions in the Vault store")
+struct VaultFleetTests {
+    /// The harness's environment as seen by `count` hosts of their own.
+    static func hosts(_ portal: PortalHarness, count: Int) throws -> [[String: String]] {
+        try (0..<count).map { index in
+            let home = portal.git.directory.appendingPathComponent("host-\(index)")
+            let run = home.appendingPathComponent("run")
+            try FileManager.default.createDirectory(
+                at: run, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            var environment = portal.git.environment
+            environment["HOME"] = home.path
+            environment["XDG_RUNTIME_DIR"] = run.path
+            environment["XDG_CONFIG_HOME"] = home.appendingPathComponent(".config").path
+            environment["XDG_DATA_HOME"] = home.appendingPathComponent(".local/share").path
+            environment["XDG_STATE_HOME"] = home.appendingPathComponent(".local/state").path
+            return environment
+        }
+    }
+
+    static func fleetHarness() throws -> PortalHarness {
+        try PortalHarness(
+            backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: OpenBaoServer.freshPrefix()))
+    }
+
+    @Test("a session adopted on one host is served on the others, and a logout on one ends it for all")
+    func sharedSession() throws {
+        let portal = try Self.fleetHarness()
+        let hosts = try Self.hosts(portal, count: 3)
+        let adopted = try ProcessRunner.portalToken(
+            ["store"], stdin: portal.portalOrigin + "username=user-1\npassword=token-F\n", environment: hosts[0])
+        #expect(adopted.exitCode == 0 && adopted.stderr.isEmpty, "\(adopted.stderr)")
+        for host in hosts {
+            let token = try ProcessRunner.portalToken(["token"], environment: host)
+            #expect(token.exitCode == 0 && token.stdout == "token-F\n", "\(token.stderr)")
+        }
+        #expect(try ProcessRunner.portalToken(["logout"], environment: hosts[2]).exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["token"], environment: hosts[1]).exitCode == 1)
+        #expect(portal.hookRuns.isEmpty)
+    }
+
+    @Test("three hosts seeing the 401 at once, four processes each, run the hook once in all")
+    func concurrentUnauthorizedAcrossHosts() throws {
+        let portal = try Self.fleetHarness()
+        let hosts = try Self.hosts(portal, count: 3)
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: portal.portalOrigin + "username=user-1\npassword=token-dead\n",
+                environment: hosts[0]
+            ).exitCode == 0)
+        let processes = 12
+        // Portal holds every answer until all requests are in, so every process sees the 401.
+        let arrived = Locked(0)
+        portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
+            arrived.update { $0 += 1 }
+            let deadline = Date().addingTimeInterval(20)
+            while arrived.value < processes && Date() < deadline { usleep(1000) }
+            return .json(401, #"{"error":"Unauthorized"}"#)
+        }
+        let codes = try concurrently(processes) { index in
+            try ProcessRunner.portalToken(["refresh"], environment: hosts[index % hosts.count]).exitCode
+        }
+        #expect(arrived.value == processes)
+        #expect(codes.allSatisfy { $0 == 3 }, "exit codes: \(codes)")
+        #expect(portal.hookRuns == ["unauthorized user-1 \(portal.environmentID)"])
+        for host in hosts { #expect(try ProcessRunner.portalToken(["token"], environment: host).exitCode == 1) }
+    }
+
+    @Test("a read-only host gets the token, and its store exits 4 naming the path the policy refused")
+    func readOnlyHost() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        #expect(try portal.adopt(token: "token-R").exitCode == 0)
+        let tokenFile = try OpenBaoServer.tokenFile(
+            policy: OpenBaoServer.readOnlyPolicy(prefix: prefix), directory: portal.git.directory)
+        var reader = try Self.hosts(portal, count: 1)[0]
+        reader["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = tokenFile
+        let token = try ProcessRunner.portalToken(["token"], environment: reader)
+        #expect(token.exitCode == 0 && token.stdout == "token-R\n", "\(token.stderr)")
+        let store = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=refused.example\nusername=u\npassword=secret-pw\n",
+            environment: reader)
+        #expect(store.exitCode == 4)
+        #expect(store.stderr.contains("permission denied by policy for secret/"), "\(store.stderr)")
+        #expect(store.stderr.contains("/\(prefix)/org.git.Password/"))
+        #expect(!store.stderr.contains("secret-pw"))
+        try OpenBaoServer.revoke(tokenFile: tokenFile)
+        let revoked = try ProcessRunner.portalToken(["token"], environment: reader)
+        #expect(revoked.exitCode == 4)
+        #expect(revoked.stderr.contains("expired, revoked or unknown") && revoked.stderr.contains("hint:"))
+    }
+}
+
+/// `concurrently` with each body told its index.
+private func concurrently<Result: Sendable>(
+    _ count: Int, _ body: @escaping @Sendable (Int) throws -> Result
+) throws -> [Result] {
+    let next = Locked(0)
+    return try concurrently(count) { () throws -> Result in
+        let index = next.update { value -> Int in
+            defer { value += 1 }
+            return value
+        }
+        return try body(index)
+    }
+}

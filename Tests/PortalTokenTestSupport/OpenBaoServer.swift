@@ -1,0 +1,101 @@
+import Foundation
+
+/// The real OpenBao server `contrib/testing/openbao.sh start` runs for the suite, on loopback with
+/// TLS from a test CA; `PORTAL_TOKEN_TEST_OPENBAO` names the file it describes itself in. Without
+/// it the Vault tests fail rather than skip: the server is part of what is tested.
+public enum OpenBaoServer {
+    public struct Unavailable: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `VAULT_ADDR`, `VAULT_CACERT`, `VAULT_TOKEN_FILE` (the root token) and `OPENBAO_BIN`.
+    public static func settings() throws -> [String: String] {
+        guard let path = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_OPENBAO"], !path.isEmpty,
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        else {
+            throw Unavailable(
+                description:
+                    "no OpenBao server: run the suite with contrib/test.sh, or start one with "
+                    + "contrib/testing/openbao.sh start DIR and set PORTAL_TOKEN_TEST_OPENBAO=DIR/env")
+        }
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            values[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return values
+    }
+
+    public static var address: String { get throws { try settings()["VAULT_ADDR"] ?? "" } }
+    public static var caFile: String { get throws { try settings()["VAULT_CACERT"] ?? "" } }
+    public static var rootTokenFile: String { get throws { try settings()["VAULT_TOKEN_FILE"] ?? "" } }
+
+    /// A path prefix no other test uses.
+    public static func freshPrefix() -> String { "portal-token-test/\(UInt32.random(in: 0...UInt32.max))" }
+
+    /// Runs `bao` as the root token, or as the token in `tokenFile` (given in its environment,
+    /// never its arguments).
+    @discardableResult
+    public static func bao(_ arguments: [String], stdin: String? = nil, tokenFile: String? = nil) throws
+        -> ProcessResult
+    {
+        let settings = try settings()
+        let token = try String(contentsOfFile: tokenFile ?? settings["VAULT_TOKEN_FILE"] ?? "", encoding: .utf8)
+        let result = try ProcessRunner.run(
+            settings["OPENBAO_BIN"] ?? "bao", arguments, stdin: stdin,
+            environment: ProcessRunner.environment([
+                "VAULT_ADDR": settings["VAULT_ADDR"], "VAULT_CACERT": settings["VAULT_CACERT"],
+                "BAO_ADDR": settings["VAULT_ADDR"], "BAO_CACERT": settings["VAULT_CACERT"],
+                "BAO_TOKEN": token.trimmingCharacters(in: .whitespacesAndNewlines), "VAULT_TOKEN": nil,
+            ]))
+        guard result.exitCode == 0 else {
+            throw Unavailable(description: "bao \(arguments.first ?? "") failed: \(result.stderr)")
+        }
+        return result
+    }
+
+    /// A new token with only `policy` (HCL), written to a 0600 file under `directory`; returns
+    /// the file's path. `ttl` bounds its life.
+    public static func tokenFile(policy: String, directory: URL, ttl: String = "1h") throws -> String {
+        let name = "portal-token-test-\(UInt32.random(in: 0...UInt32.max))"
+        try bao(["policy", "write", name, "-"], stdin: policy)
+        let created = try bao(["token", "create", "-policy=\(name)", "-ttl=\(ttl)", "-field=token"])
+        let path = directory.appendingPathComponent("\(name).token").path
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(created.stdout.utf8), attributes: [.posixPermissions: 0o600])
+        return path
+    }
+
+    /// Revokes the token in `tokenFile`, as an administrator or its expiry would.
+    public static func revoke(tokenFile: String) throws {
+        try bao(["token", "revoke", "-self"], tokenFile: tokenFile)
+    }
+
+    /// The policy a host needs for the items under `prefix` of the `secret` mount: the one
+    /// docs/storage.md gives.
+    public static func readWritePolicy(prefix: String) -> String {
+        """
+        path "secret/data/\(prefix)/*" { capabilities = ["create", "read", "update"] }
+        path "secret/metadata/\(prefix)/*" { capabilities = ["create", "read", "update", "list"] }
+        path "secret/metadata/\(prefix)/" { capabilities = ["list"] }
+        """
+    }
+
+    /// Reading and listing only.
+    public static func readOnlyPolicy(prefix: String) -> String {
+        """
+        path "secret/data/\(prefix)/*" { capabilities = ["read"] }
+        path "secret/metadata/\(prefix)/*" { capabilities = ["read", "list"] }
+        """
+    }
+
+    /// The environment that makes portal-token use the Vault store under `prefix`, with the
+    /// token read from `tokenFile` (the root token when nil).
+    public static func environment(prefix: String, tokenFile: String? = nil) throws -> [String: String?] {
+        [
+            "PORTAL_TOKEN_BACKEND": "vault", "VAULT_ADDR": try address, "VAULT_CACERT": try caFile,
+            "VAULT_TOKEN": nil, "PORTAL_TOKEN_VAULT_TOKEN_FILE": try tokenFile ?? rootTokenFile,
+            "PORTAL_TOKEN_VAULT_PATH_PREFIX": prefix,
+        ]
+    }
+}
