@@ -20,6 +20,11 @@ public final class Context {
     let programName: String
     /// Why the config file could not be used, for `doctor`, which runs on without it.
     var settingsError: (any Error)?
+    /// The URL git's `credential.<url>.interactive` is matched against: the credential
+    /// request's, once one is read; else the Portal API's (Prompting.swift).
+    var promptURL: String?
+    /// Whether a setting rules every prompt out, once asked (Prompting.swift).
+    var decidedPromptRuling: String??
 
     init(
         streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
@@ -31,9 +36,6 @@ public final class Context {
         self.services = services
         self.programName = programName
     }
-
-    /// A keyring may prompt to unlock only when a person is at a terminal.
-    var allowPrompt: Bool { streams.inputIsTerminal || streams.errorIsTerminal }
 
     /// Whether `--verbose` or `PORTAL_TOKEN_TRACE` asked for the debug trace.
     var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
@@ -175,7 +177,7 @@ public final class Context {
         if let store = itemStores[backend] { return store }
         let adapter: any ItemStore
         switch backend {
-        case .secretService: adapter = services.keyringItems(try keyringTimeout, allowPrompt)
+        case .secretService: adapter = services.keyringItems(try keyringTimeout, askPromptPermission)
         case .file: adapter = services.fileItems(try fileStoreOptions())
         }
         let store = LockedItemStore(adapter, lock: try storeLock())
@@ -185,7 +187,9 @@ public final class Context {
 
     private func fileStoreOptions() throws -> FileStoreOptions {
         let path = try storeFilePath()
-        let source = PassphraseSource(settings: settings, environment: environment, streams: streams, storePath: path)
+        let source = PassphraseSource(
+            settings: settings, environment: environment, streams: streams, storePath: path,
+            promptPermission: askPromptPermission)
         let streams = self.streams
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,

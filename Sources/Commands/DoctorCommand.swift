@@ -8,9 +8,10 @@ struct DoctorCommand: Command {
         One line per check, ok or problem, with a hint for each problem: the session bus, the
         Secret Service provider, whether the default keyring is locked, the backend in use and
         why, the encrypted file (path, owner, mode, passphrase source), a second store, the
-        config file, the hook and the kernel keyring; with --network, whether the Portal API
-        answers. Every keyring call is bounded. Never prints a secret. Exit 0 when nothing is
-        a problem, else 1.
+        config file, the hook, whether prompts are possible (GIT_TERMINAL_PROMPT=0 and
+        credential.interactive rule them out) and the kernel keyring; with --network, whether
+        the Portal API answers. Every keyring call is bounded. Never prints a secret. Exit 0
+        when nothing is a problem, else 1.
         """
 
     let json: Bool
@@ -117,6 +118,7 @@ private struct Diagnosis {
         checks += encryptedFile()
         if let second = secondStore(choice: choice) { checks.append(second) }
         checks.append(hook())
+        checks.append(prompts())
         checks.append(kernelKeyring())
         if network { checks.append(portalAPI()) }
         return checks
@@ -223,7 +225,7 @@ private struct Diagnosis {
         }
         let source = PassphraseSource(
             settings: context.settings, environment: context.environment,
-            streams: context.streams, storePath: path
+            streams: context.streams, storePath: path, promptPermission: context.promptPermission
         ).originDescription
         var status = stat()
         guard lstat(path, &status) == 0 else {
@@ -256,6 +258,29 @@ private struct Diagnosis {
                     : source == nil && requested == .file
                         ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)
         ]
+    }
+
+    /// Whether this run could ask anything (docs/settings.md, "Non-interactive callers"), and
+    /// what rules prompts out when something does. Informational: never a problem.
+    private func prompts() -> Check {
+        switch context.promptPermission() {
+        case .allowed:
+            return Check(name: "prompts", ok: true, detail: "allowed: a terminal is here and no setting rules them out")
+        case .noTerminal:
+            if let setting = context.promptsRuledOutBy() {
+                return Check(name: "prompts", ok: true, detail: "none: no terminal, and \(setting) rules them out")
+            }
+            return Check(name: "prompts", ok: true, detail: "none: neither stdin nor stderr is a terminal")
+        case .ruledOut(let setting):
+            return Check(
+                name: "prompts", ok: true,
+                detail:
+                    """
+                    none: \(setting) rules them out (keyring unlock, passphrase, browser, two-factor code); only \
+                    what is stored answers
+                    """
+            )
+        }
     }
 
     private func hook() -> Check {
@@ -338,7 +363,7 @@ extension PassphraseSource {
         {
             return "the systemd credential \(Self.systemdCredentialName)"
         }
-        if streams.inputIsTerminal || streams.errorIsTerminal { return "a prompt on the terminal" }
+        if promptPermission().isAllowed { return "a prompt on the terminal" }
         return nil
     }
 }

@@ -31,6 +31,8 @@ final class InProcessCLI {
     var bus: (any SessionBusConnection)? = nil
     let clock = Locked<Int64>(InProcessCLI.issued)
     var transport: ScriptedTransport
+    /// Other programs (git): none is found, unless a test puts a fake here.
+    var programs: any ProgramLauncher = RecordingProgramLauncher()
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
@@ -63,7 +65,8 @@ final class InProcessCLI {
     /// programs are recorded, the clock is `clock`. The `auto` decision, the store lock and the
     /// session cache are the real ones.
     var services: Services {
-        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus
+        let items = items, cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus,
+            programs = programs
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },
             keyringItems: { _, _ in items },
@@ -74,7 +77,7 @@ final class InProcessCLI {
             transport: { _ in transport },
             secretCache: { cache },
             hookLauncher: { _ in RecordingHookLauncher(runs: hookRuns) },
-            programs: RecordingProgramLauncher(),
+            programs: programs,
             listen: { _, _, _ throws(RedirectListenerError) in throw .socketFailure(errorNumber: EACCES) },
             renderQRCode: { $0 },
             serveDesktopActivation: { _, _ in false },
