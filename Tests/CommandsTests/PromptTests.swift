@@ -65,6 +65,24 @@ struct PromptTests {
             ruled.stdout.contains("ok      prompts: none: no terminal, and GIT_TERMINAL_PROMPT=false rules them out\n"),
             "\(ruled.stdout)")
     }
+
+    @Test("doctor calls an encrypted file that auto chose a problem when nothing unattended gives its passphrase")
+    func doctorAutoFileWithoutPassphrase() throws {
+        let cli = try InProcessCLI()
+        let path = cli.directory + "/data/portal-token/store"
+        let missing = cli.run(["doctor"])
+        #expect(missing.exitCode == 1)
+        #expect(
+            missing.stdout.contains("problem encrypted file: \(path) does not exist yet; passphrase source: none\n"),
+            "\(missing.stdout)")
+        #expect(missing.stdout.contains("hint: set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it"))
+
+        let given = cli.run(["doctor"], environment: ["PORTAL_TOKEN_PASSPHRASE": "x"])
+        #expect(
+            given.stdout.contains(
+                "ok      encrypted file: \(path) does not exist yet; passphrase source: PORTAL_TOKEN_PASSPHRASE\n"),
+            "\(given.stdout)")
+    }
 }
 
 /// git as far as `git config --get-urlmatch` goes: `answer` as the value (nil: not set), every

@@ -351,3 +351,35 @@ struct BedFailure: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }
 }
+
+/// `doctor` on the file backend looks past the terminal it runs at: a passphrase that only a
+/// prompt can give fails every caller without one (docs/storage.md, "The encrypted file").
+@Suite("doctor and unattended callers")
+struct DoctorUnattendedTests {
+    @Test("doctor at a terminal calls a file store whose passphrase only a prompt gives a problem")
+    func promptOnlyPassphrase() throws {
+        let bed = try PromptTestBed(environment: ProcessRunner.environment(), backend: "file")
+        try bed.storeCredential(host: GitHarness.uniqueHost("doctor"))
+        let terminal = try TerminalProcess(ProcessRunner.portalTokenPath, ["doctor"], environment: bed.environment)
+        let code = try terminal.finish(timeout: 30)
+        let text = terminal.text
+        #expect(code == 1, "\(text)")
+        #expect(
+            text.contains("problem encrypted file: \(bed.storePath), owner uid"), "\(text)")
+        #expect(text.contains("passphrase source: a prompt on the terminal only"), "\(text)")
+        #expect(
+            text.contains(
+                "hint: callers with no terminal (git maintenance, cron, systemd units) cannot be asked: set "
+                    + "PORTAL_TOKEN_PASSPHRASE_FILE"), "\(text)")
+        #expect(text.contains("ok      prompts: allowed: a terminal is here and no setting rules them out"), "\(text)")
+
+        var environment = bed.environment
+        environment["PORTAL_TOKEN_PASSPHRASE_FILE"] = bed.directory.appendingPathComponent("passphrase").path
+        try "the store's passphrase\n".write(
+            toFile: environment["PORTAL_TOKEN_PASSPHRASE_FILE"]!, atomically: false, encoding: .utf8)
+        chmod(environment["PORTAL_TOKEN_PASSPHRASE_FILE"]!, 0o600)
+        let unattended = try TerminalProcess(ProcessRunner.portalTokenPath, ["doctor"], environment: environment)
+        _ = try unattended.finish(timeout: 30)
+        #expect(unattended.text.contains("ok      encrypted file: \(bed.storePath), owner uid"), "\(unattended.text)")
+    }
+}
