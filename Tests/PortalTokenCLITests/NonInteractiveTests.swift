@@ -383,3 +383,46 @@ struct DoctorUnattendedTests {
         #expect(unattended.text.contains("ok      encrypted file: \(bed.storePath), owner uid"), "\(unattended.text)")
     }
 }
+
+/// A sign-in run by a caller that rules prompts out opens no browser and asks for no code
+/// (docs/settings.md, "Non-interactive callers").
+@Suite("sign-in for non-interactive callers")
+struct NonInteractiveSignInTests {
+    @Test(
+        "login --google with a display opens no browser under GIT_TERMINAL_PROMPT=0, says so and shows the address")
+    func noBrowser() throws {
+        let harness = try SignInHarness(backend: .file, extraEnvironment: ["DISPLAY": ":99"])
+        let login = try harness.start(["login", "--google", "--timeout", "30"], ["GIT_TERMINAL_PROMPT": "0"])
+        let stderr = try login.waitForStderr(containing: "waiting for the browser")
+        #expect(stderr.contains("portal-token: GIT_TERMINAL_PROMPT=0 rules out opening a browser\n"), "\(stderr)")
+        let url = try #require(stderr.split(separator: "\n").first { $0.hasPrefix("http://") })
+        #expect(harness.launched("xdg-open").isEmpty)
+        #expect(try SimulatedBrowser.get(try SimulatedBrowser.followProvider(String(url))).status == 200)
+        #expect(try login.finish().exitCode == 0)
+        #expect(harness.launched("xdg-open").isEmpty)
+    }
+
+    @Test("a two-factor step at a terminal waits for verify-totp CODE under credential.interactive=never")
+    func noCodePrompt() throws {
+        let harness = try SignInHarness(
+            backend: .file, redirectURL: "portalexample://auth/callback",
+            endUser: .init(id: "end-user-2fa", totpCode: "246810", enrolling: true))
+        let never = ["GIT_CONFIG_PARAMETERS": "'credential.interactive'='never'"]
+        let grant = harness.auth.issueGrant(method: .emailMagicLink)
+        let redirect = try harness.startOnTerminal(
+            ["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .emailMagicLink)], never)
+        #expect(try redirect.finish() == 0, "\(redirect.text)")
+        #expect(!redirect.text.contains("Two-factor code for"), "\(redirect.text)")
+        #expect(!redirect.text.contains("scan this code"), "\(redirect.text)")
+        #expect(redirect.text.contains("end-user-2fa needs a two-factor code to finish signing in"), "\(redirect.text)")
+
+        let asked = try harness.startOnTerminal(["verify-totp"], never)
+        #expect(try asked.finish() == 2, "\(asked.text)")
+        #expect(
+            asked.text.contains(
+                "portal-token: error: no two-factor code given, and credential.interactive=never rules out "
+                    + "asking for it"), "\(asked.text)")
+        #expect(try harness.run(["verify-totp", "246810"], never).exitCode == 0)
+        #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens[0] + "\n")
+    }
+}
