@@ -23,6 +23,11 @@ public final class Context {
     let programName: String
     /// Why the config file could not be used, for `doctor`, which runs on without it.
     var settingsError: (any Error)?
+    /// The URL git's `credential.<url>.interactive` is matched against: the credential
+    /// request's, once one is read; else the Portal API's (Prompting.swift).
+    var promptURL: String?
+    /// Whether a setting rules every prompt out, once asked (Prompting.swift).
+    var decidedPromptRuling: String??
 
     init(
         streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
@@ -34,9 +39,6 @@ public final class Context {
         self.services = services
         self.programName = programName
     }
-
-    /// A keyring may prompt to unlock only when a person is at a terminal.
-    var allowPrompt: Bool { streams.inputIsTerminal || streams.errorIsTerminal }
 
     /// Whether `--verbose` or `PORTAL_TOKEN_TRACE` asked for the debug trace.
     var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
@@ -187,7 +189,8 @@ public final class Context {
         switch backend {
         case .secretService:
             if let keyringItemStore { return keyringItemStore }
-            let store = LockedItemStore(services.keyringItems(try keyringTimeout, allowPrompt), lock: try storeLock())
+            let store = LockedItemStore(
+                services.keyringItems(try keyringTimeout, askPromptPermission), lock: try storeLock())
             keyringItemStore = store
             return store
         case .file:
@@ -214,7 +217,9 @@ public final class Context {
 
     private func fileStoreOptions() throws -> FileStoreOptions {
         let path = try storeFilePath()
-        let source = PassphraseSource(settings: settings, environment: environment, streams: streams, storePath: path)
+        let source = PassphraseSource(
+            settings: settings, environment: environment, streams: streams, storePath: path,
+            promptPermission: askPromptPermission)
         let streams = self.streams
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,

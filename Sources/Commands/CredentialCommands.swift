@@ -1,10 +1,13 @@
 import PortalTokenCore
 
-/// What the three credential-protocol operations share: reading the request from stdin.
+/// What the three credential-protocol operations share: reading the request from stdin. Its URL
+/// is what git's `credential.<url>.interactive` applies to (Prompting.swift).
 private func readRequest(_ context: Context) throws -> CredentialRequest {
     var bytes = try context.streams.readRequest()
     defer { zeroize(&bytes) }
-    return try CredentialProtocol.parse(bytes)
+    let request = try CredentialProtocol.parse(bytes)
+    context.promptURL = PromptRules.credentialURL(request)
+    return request
 }
 
 private func helper(_ context: Context) throws -> CredentialHelper {

@@ -7,10 +7,12 @@ struct DoctorCommand: Command {
     static let details = """
         One line per check, ok or problem, with a hint for each problem: the session bus, the
         Secret Service provider, whether the default keyring is locked, the backend in use and
-        why, the encrypted file (path, owner, mode, passphrase source), a second store, the
-        config file, the hook and the kernel keyring; with --network, whether the Portal API
-        answers. Every keyring call is bounded. Never prints a secret. Exit 0 when nothing is
-        a problem, else 1.
+        why, the encrypted file (path, owner, mode, passphrase source: a problem when it is the
+        backend in use and only a prompt could give the passphrase), a second store, the config
+        file, the hook, whether prompts are possible (GIT_TERMINAL_PROMPT=0 and
+        credential.interactive rule them out) and the kernel keyring; with --network, whether
+        the Portal API answers. Every keyring call is bounded. Never prints a secret. Exit 0
+        when nothing is a problem, else 1.
         """
 
     let json: Bool
@@ -114,9 +116,10 @@ private struct Diagnosis {
         }
         let (backendCheck, choice) = backend()
         checks.append(backendCheck)
-        checks += encryptedFile()
+        checks += encryptedFile(choice: choice)
         if let second = secondStore(choice: choice) { checks.append(second) }
         checks.append(hook())
+        checks.append(prompts())
         checks.append(kernelKeyring())
         if network { checks.append(portalAPI()) }
         return checks
@@ -212,28 +215,41 @@ private struct Diagnosis {
     }
 
     /// The encrypted file: where, whose, which mode, and where its passphrase would come from.
-    private func encryptedFile() -> [Check] {
+    /// When the file is the backend in use (asked for, or `auto`'s choice), a passphrase that only
+    /// a prompt can give is a problem: a caller with no terminal (scheduled git maintenance, cron,
+    /// a systemd unit) or one that rules prompts out cannot open the store.
+    private func encryptedFile(choice: BackendChoice?) -> [Check] {
+        let needed = requested == .file || choice?.backend == .file
         guard let path = try? context.storeFilePath() else {
             return [
                 Check(
-                    name: "encrypted file", ok: requested != .file,
+                    name: "encrypted file", ok: !needed,
                     detail: "no path: neither XDG_DATA_HOME nor HOME is set",
                     hint: "set PORTAL_TOKEN_FILE")
             ]
         }
-        let source = PassphraseSource(
+        let passphrase = PassphraseSource(
             settings: context.settings, environment: context.environment,
-            streams: context.streams, storePath: path
-        ).originDescription
+            streams: context.streams, storePath: path, promptPermission: context.promptPermission)
+        let unattended = passphrase.unattendedOrigin
+        let permission = unattended == nil ? passphrase.promptPermission() : .noTerminal
+        let source = unattended ?? (permission.isAllowed ? "a prompt on the terminal only" : nil)
+        let passphraseProblem = needed && unattended == nil
+        let passphraseHint =
+            switch permission {
+            case .allowed:
+                "callers with no terminal (git maintenance, cron, systemd units) cannot be asked: "
+                    + PassphraseSource.unattendedSourcesHint
+            case .ruledOut: PassphraseSource.unattendedSourcesHint
+            case .noTerminal: PassphraseSource.unattendedSourcesHint + ", or run portal-token in a terminal to be asked"
+            }
         var status = stat()
         guard lstat(path, &status) == 0 else {
-            let needed = requested == .file
             return [
                 Check(
-                    name: "encrypted file", ok: !needed || source != nil,
+                    name: "encrypted file", ok: !passphraseProblem,
                     detail: "\(path) does not exist yet; passphrase source: \(source ?? "none")",
-                    hint: needed && source == nil
-                        ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)
+                    hint: passphraseProblem ? passphraseHint : nil)
             ]
         }
         var problems: [String] = []
@@ -248,14 +264,36 @@ private struct Diagnosis {
         let mode = String(status.st_mode & 0o777, radix: 8)
         return [
             Check(
-                name: "encrypted file", ok: problems.isEmpty && (source != nil || requested != .file),
+                name: "encrypted file", ok: problems.isEmpty && !passphraseProblem,
                 detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
                     + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
                 hint: !problems.isEmpty
                     ? "chmod 600 the file and 700 its directory, owned by you"
-                    : source == nil && requested == .file
-                        ? "set PORTAL_TOKEN_PASSPHRASE_FILE, or run in a terminal to be asked" : nil)
+                    : passphraseProblem ? passphraseHint : nil)
         ]
+    }
+
+    /// Whether this run could ask anything (docs/settings.md, "Non-interactive callers"), and
+    /// what rules prompts out when something does. Informational: never a problem.
+    private func prompts() -> Check {
+        switch context.promptPermission() {
+        case .allowed:
+            return Check(name: "prompts", ok: true, detail: "allowed: a terminal is here and no setting rules them out")
+        case .noTerminal:
+            if let setting = context.promptsRuledOutBy() {
+                return Check(name: "prompts", ok: true, detail: "none: no terminal, and \(setting) rules them out")
+            }
+            return Check(name: "prompts", ok: true, detail: "none: neither stdin nor stderr is a terminal")
+        case .ruledOut(let setting):
+            return Check(
+                name: "prompts", ok: true,
+                detail:
+                    """
+                    none: \(setting) rules them out (keyring unlock, passphrase, browser, two-factor code); only \
+                    what is stored answers
+                    """
+            )
+        }
     }
 
     private func hook() -> Check {
@@ -329,8 +367,9 @@ private struct Diagnosis {
 }
 
 extension PassphraseSource {
-    /// Where the passphrase would come from, without reading it; nil when there is no source.
-    var originDescription: String? {
+    /// Where the passphrase would come from with nobody at a terminal, without reading it: the
+    /// file, the variable or the systemd credential; nil when only a prompt could give it.
+    var unattendedOrigin: String? {
         if let path = settings.value(.passphraseFile) { return "\(settings.origin(of: .passphraseFile)) (\(path))" }
         if let value = environment[Self.environmentVariable], !value.isEmpty { return Self.environmentVariable }
         if let directory = environment["CREDENTIALS_DIRECTORY"], !directory.isEmpty,
@@ -338,7 +377,6 @@ extension PassphraseSource {
         {
             return "the systemd credential \(Self.systemdCredentialName)"
         }
-        if streams.inputIsTerminal || streams.errorIsTerminal { return "a prompt on the terminal" }
         return nil
     }
 }

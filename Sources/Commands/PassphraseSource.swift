@@ -9,10 +9,12 @@ import PortalTokenCore
 /// 2. `PORTAL_TOKEN_PASSPHRASE`;
 /// 3. `$CREDENTIALS_DIRECTORY/portal-token.passphrase`, a systemd credential
 ///    (systemd.exec(5), `LoadCredential=`), read like the passphrase file;
-/// 4. a prompt on `/dev/tty` with echo off, only when stdin or stderr is a terminal.
+/// 4. a prompt on `/dev/tty` with echo off, only when stdin or stderr is a terminal and no
+///    setting rules prompts out (docs/settings.md, "Non-interactive callers").
 ///
-/// With none of them, the store cannot be opened: exit 4 and a hint that lists them. The
-/// passphrase itself never reaches a message; only where it came from does.
+/// With none of them, the store cannot be opened: exit 4 and a hint that lists them (and the
+/// setting that ruled the prompt out, if one did). The passphrase itself never reaches a
+/// message; only where it came from does.
 struct PassphraseSource {
     static let environmentVariable = "PORTAL_TOKEN_PASSPHRASE"
     static let systemdCredentialName = "portal-token.passphrase"
@@ -24,6 +26,13 @@ struct PassphraseSource {
     let streams: StandardStreams
     /// The store file, for the prompt.
     let storePath: String
+    /// Whether the prompt may be shown; asked only when no other source has the passphrase.
+    let promptPermission: () -> PromptPermission
+
+    /// The sources that need nobody at a terminal: the file, the variable, the systemd credential.
+    static let unattendedSourcesHint =
+        "set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), "
+        + "or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential \(systemdCredentialName)"
 
     func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
         if let path = settings.value(.passphraseFile) {
@@ -38,14 +47,20 @@ struct PassphraseSource {
                 return try contents(of: path, origin: "the systemd credential \(path)")
             }
         }
-        if streams.inputIsTerminal || streams.errorIsTerminal, let terminal = TerminalPrompt() {
-            return try terminal.ask(for: purpose, storePath: storePath)
+        switch promptPermission() {
+        case .allowed:
+            if let terminal = TerminalPrompt() { return try terminal.ask(for: purpose, storePath: storePath) }
+        case .ruledOut(let setting):
+            throw StoreError(
+                .locked,
+                "no passphrase for the encrypted file store \(storePath), and \(setting) rules out asking for it",
+                hint: Self.unattendedSourcesHint)
+        case .noTerminal:
+            break
         }
         throw StoreError(
             .locked, "no passphrase for the encrypted file store \(storePath)",
-            hint: "set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), "
-                + "or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential \(Self.systemdCredentialName), "
-                + "or run portal-token in a terminal to be asked")
+            hint: Self.unattendedSourcesHint + ", or run portal-token in a terminal to be asked")
     }
 
     /// The file must be a regular one, opened without blocking (a FIFO is refused at once,

@@ -231,6 +231,11 @@ struct TokenAdoption {
     func run(in context: Context) throws {
         _ = try context.authEnvironmentID()
         let token: Secret
+        if context.streams.inputIsTerminal, let setting = context.promptsRuledOutBy() {
+            throw CLIError.usage(
+                "no token on stdin, and \(setting) rules out asking for it",
+                hint: "portal-token login --with-token < token-file")
+        }
         if context.streams.inputIsTerminal, let prompt = TerminalPrompt() {
             // Typed or pasted at the terminal, with echo off, as a passphrase is.
             token = Secret(prompt.read(prompt: "Client Session Token: ").text.trimmingWhitespace)

@@ -9,8 +9,10 @@ import PortalTokenCore
 public struct Services {
     /// The D-Bus session bus through sd-bus, bounded; nil when there is none.
     public var connectSessionBus: (_ timeoutMilliseconds: Int) throws(StoreError) -> (any SessionBusConnection)?
-    /// The Secret Service as an item store, every call bounded.
-    public var keyringItems: (_ timeoutMilliseconds: Int, _ allowPrompt: Bool) -> any ItemStore
+    /// The Secret Service as an item store, every call bounded; it asks `promptPermission`
+    /// before an unlock prompt, and only then.
+    public var keyringItems:
+        (_ timeoutMilliseconds: Int, _ promptPermission: @escaping () -> PromptPermission) -> any ItemStore
     /// What `doctor` asks the Secret Service.
     public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
     /// The encrypted file as an item store.
@@ -49,7 +51,7 @@ public struct Services {
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
-        keyringItems: @escaping (Int, Bool) -> any ItemStore,
+        keyringItems: @escaping (Int, @escaping () -> PromptPermission) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
         vaultItems: @escaping (VaultOptions) -> any ItemStore,

@@ -16,7 +16,8 @@ struct StatusCommand: Command {
         the clock. Exit 1 when not signed in, or when the session has passed its 7-day cap.
         expires-at slides forward with every request Portal accepts; past it, the next use
         asks Portal. Also shows a two-factor step waiting for verify-totp, the backend in use
-        and why, and whether the other store also holds items (see migrate).
+        and why, whether the other store also holds items (see migrate), and the setting that
+        rules prompts out, when one does (GIT_TERMINAL_PROMPT=0, credential.interactive).
 
         """ + sessionSettings
 
@@ -36,6 +37,8 @@ struct StatusCommand: Command {
         let step = try context.twoFactorSteps().loadStep(authEnvironmentID: environmentID)
             .flatMap { $0.isExpired(at: now) ? nil : $0 }
         let otherStore = try context.otherStoreNotice()
+        // What a prompt-free caller should know: only what is stored answers (Prompting.swift).
+        let promptsRuledOutBy = context.promptsRuledOutBy()
         let signedIn = session != nil && decision != .expired
         if json {
             var members: [String: JSONValue] = [
@@ -44,6 +47,7 @@ struct StatusCommand: Command {
                 "backend": .string(backend.name),
                 "backendReason": .string(backend.reason),
                 "twoFactorStepWaiting": .bool(step != nil),
+                "promptsRuledOutBy": promptsRuledOutBy.map { .string($0) } ?? .null,
             ]
             if let session {
                 members["endUserId"] = .string(session.endUserID)
@@ -94,6 +98,10 @@ struct StatusCommand: Command {
                     before \(RFC3339.format(step.expiresAt))
                     """
                 )
+            }
+            if let promptsRuledOutBy {
+                lines.append(
+                    "  prompts:      none: \(show(promptsRuledOutBy)) rules them out; only what is stored answers")
             }
             if let otherStore { lines.append("  note:         \(show(otherStore))") }
             context.streams.print(lines.joined(separator: "\n"))

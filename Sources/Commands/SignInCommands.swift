@@ -214,7 +214,12 @@ struct LoginCommand: Command {
         case .google, .apple:
             let url = try service.client.authorizeURL(for: method.authMethod)
             let provider = method == .google ? "Google" : "Apple"
-            if opensBrowser, DesktopLauncher(context).hasDisplay, DesktopLauncher(context).openBrowser(url) {
+            var opens = opensBrowser && DesktopLauncher(context).hasDisplay
+            if opens, let setting = context.promptsRuledOutBy() {
+                context.streams.printError("portal-token: \(setting) rules out opening a browser")
+                opens = false
+            }
+            if opens, DesktopLauncher(context).openBrowser(url) {
                 context.trace("login: opened the \(provider) page with xdg-open")
                 context.streams.printError("portal-token: continue in the browser to sign in with \(provider)")
             } else {
@@ -413,6 +418,11 @@ struct VerifyTOTPCommand: Command {
         } else if let prompt = completion.prompt {
             session = try completion.askForCode(step, on: prompt, stepKept: true)
         } else {
+            if context.streams.inputIsTerminal, let setting = context.promptsRuledOutBy() {
+                throw CLIError.usage(
+                    "no two-factor code given, and \(setting) rules out asking for it",
+                    hint: "give it as 'portal-token verify-totp CODE'")
+            }
             var line = context.streams.readLine(limit: 256)
             defer { zeroize(&line) }
             guard !line.isEmpty else {

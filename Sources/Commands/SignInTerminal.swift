@@ -99,7 +99,8 @@ struct SignInCompletion {
 
     let context: Context
     let service: SignInService
-    /// Whether a person is at a terminal to show the enrollment to and ask for a code.
+    /// Whether a person is at a terminal to show the enrollment to and ask for a code, and no
+    /// setting rules the question out.
     let prompt: TerminalPrompt?
     /// The desktop handler: no terminal, so a notification says how it went.
     let notifies: Bool
@@ -107,7 +108,7 @@ struct SignInCompletion {
     init(context: Context, service: SignInService, notifies: Bool = false) {
         self.context = context
         self.service = service
-        prompt = context.streams.inputIsTerminal ? TerminalPrompt() : nil
+        prompt = context.streams.inputIsTerminal && context.promptsRuledOutBy() == nil ? TerminalPrompt() : nil
         self.notifies = notifies
     }
 

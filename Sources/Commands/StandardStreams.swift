@@ -21,9 +21,9 @@ public struct StandardStreams: Sendable {
     /// What `readRequest` makes room for before it reads: more than any request git sends.
     static let usualRequestBytes = 16 * 1024
 
-    /// Reads the credential-protocol request: up to the first blank line, or EOF. It stops at the
-    /// blank line so that a caller who keeps stdin open is not waited on. Past `requestLimit`
-    /// bytes it stops reading and fails (exit 2), wiping what it read.
+    /// Reads the credential-protocol request: up to the first blank line (`\n` or `\r\n`), or EOF.
+    /// It stops at the blank line so that a caller who keeps stdin open is not waited on. Past
+    /// `requestLimit` bytes it stops reading and fails (exit 2), wiping what it read.
     public func readRequest() throws(CLIError) -> [UInt8] {
         var chunk = [UInt8](repeating: 0, count: 4096)
         defer { zeroize(&chunk) }
@@ -36,7 +36,7 @@ public struct StandardStreams: Sendable {
             let count = chunk.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
             if count <= 0 { break }
-            let searchStart = max(0, buffer.count - 1)
+            let searchStart = buffer.count
             if buffer.count + count > buffer.capacity {
                 var larger: [UInt8] = []
                 larger.reserveCapacity(Self.requestLimit + chunk.count)
@@ -51,16 +51,21 @@ public struct StandardStreams: Sendable {
                     "the credential request on stdin is larger than \(Self.requestLimit >> 20) MiB",
                     hint: "a request is a few key=value lines ended by a blank line (gitcredentials(7))")
             }
-            if buffer.first == UInt8(ascii: "\n") || containsBlankLine(buffer, from: searchStart) { break }
+            if endsBlankLine(buffer, from: searchStart) { break }
         }
         return buffer
     }
 
-    private func containsBlankLine(_ bytes: [UInt8], from start: Int) -> Bool {
-        var index = start
-        while index + 1 < bytes.count {
-            if bytes[index] == UInt8(ascii: "\n") && bytes[index + 1] == UInt8(ascii: "\n") { return true }
-            index += 1
+    /// Whether a newline at or after `start` ends a blank line: one at the very start, right after
+    /// another newline, or after a CR that is all its line holds (`\r\n` alone, which git's
+    /// reader, `strbuf_getline`, reads as an empty line).
+    private func endsBlankLine(_ bytes: [UInt8], from start: Int) -> Bool {
+        let newline = UInt8(ascii: "\n")
+        let carriageReturn = UInt8(ascii: "\r")
+        for index in start..<bytes.count where bytes[index] == newline {
+            var lineStart = index
+            if lineStart > 0, bytes[lineStart - 1] == carriageReturn { lineStart -= 1 }
+            if lineStart == 0 || bytes[lineStart - 1] == newline { return true }
         }
         return false
     }

@@ -12,13 +12,23 @@ import PortalTokenCore
 /// connection loads nothing.
 final class SecretServiceConnection {
     let timeoutMilliseconds: Int
-    /// Whether the keyring may show an unlock prompt: only when a person is at a terminal.
-    let allowPrompt: Bool
+    /// Whether the keyring may show an unlock prompt: only when a person is at a terminal and no
+    /// setting rules prompts out. Asked only once something is found locked, so an unlocked
+    /// keyring never pays for the question.
+    private let askPromptPermission: () -> PromptPermission
+    private var decidedPromptPermission: PromptPermission?
     private var service: OpaquePointer?
 
-    init(timeoutMilliseconds: Int, allowPrompt: Bool) {
+    init(timeoutMilliseconds: Int, promptPermission: @escaping () -> PromptPermission) {
         self.timeoutMilliseconds = timeoutMilliseconds
-        self.allowPrompt = allowPrompt
+        askPromptPermission = promptPermission
+    }
+
+    var promptPermission: PromptPermission {
+        if let decidedPromptPermission { return decidedPromptPermission }
+        let permission = askPromptPermission()
+        decidedPromptPermission = permission
+        return permission
     }
 
     deinit {
@@ -96,17 +106,26 @@ final class SecretServiceConnection {
     }
 
     /// Items whose attributes include all of `attributes`, of any schema; locked items are
-    /// returned too, without their secrets.
+    /// returned too, without their secrets. When some are locked and a prompt is allowed, the
+    /// search is asked again with the unlock prompt.
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError)
         -> ItemList
     {
+        let found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        guard found.items.contains(where: \.isLocked), promptPermission.isAllowed else { return found }
+        return try search(attributes, loadSecrets: loadSecrets, unlocking: true, while: operation)
+    }
+
+    private func search(
+        _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool, while operation: String
+    ) throws(StoreError) -> ItemList {
         let service = try connect()
         let lib = LibSecret.functions
         let table = makeAttributeTable(attributes)
         defer { lib.hashTableUnref(table) }
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
-        if allowPrompt { flags |= SECRET_SEARCH_UNLOCK.rawValue }
+        if unlocking { flags |= SECRET_SEARCH_UNLOCK.rawValue }
         // An item another process deletes between the search and the loading of its secret
         // fails the whole call; it is gone, not an error, so the search is asked again.
         for _ in 0..<4 {
@@ -135,14 +154,12 @@ final class SecretServiceConnection {
             hint: "another process is changing the keyring; try again")
     }
 
-    /// The default collection, unlocked: with a prompt when a person is at a terminal, else an
-    /// error naming the lock.
+    /// The default collection, unlocked: with a prompt when a person is at a terminal and no
+    /// setting rules it out, else an error naming the lock (and the setting).
     func unlockedDefaultCollection() throws(StoreError) -> CollectionReference {
         let collection = try defaultCollection()
         guard collection.isLocked else { return collection }
-        guard allowPrompt else {
-            throw StoreError(.locked, "keyring '\(collection.label)' is locked", hint: lockedHint)
-        }
+        guard promptPermission.isAllowed else { throw lockedError(label: collection.label) }
         let service = try connect()
         let lib = LibSecret.functions
         let objects = lib.listAppend(nil, UnsafeMutableRawPointer(collection.pointer))
@@ -191,8 +208,18 @@ final class SecretServiceConnection {
 
     /// The error for an item found locked.
     func lockedError() -> StoreError {
-        let label = (try? defaultCollection().label) ?? "default"
-        return StoreError(.locked, "keyring '\(label)' is locked", hint: lockedHint)
+        lockedError(label: (try? defaultCollection().label) ?? "default")
+    }
+
+    /// "locked", naming the setting when one ruled the unlock prompt out (docs/settings.md,
+    /// "Non-interactive callers").
+    private func lockedError(label: String) -> StoreError {
+        guard let setting = decidedPromptPermission?.ruledOutBy else {
+            return StoreError(.locked, "keyring '\(label)' is locked", hint: lockedHint)
+        }
+        return StoreError(
+            .locked, "keyring '\(label)' is locked, and \(setting) rules out the unlock prompt",
+            hint: "unlock it first (log in to the desktop session, or open Passwords and Keys / seahorse)")
     }
 
     /// Creates an item (never replacing one) and returns its object path.

@@ -5,7 +5,7 @@ public struct SecretServiceDiagnosis: KeyringDiagnosis {
     private let connection: SecretServiceConnection
 
     public init(timeoutMilliseconds: Int) {
-        connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: false)
+        connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds) { .noTerminal }
     }
 
     /// Whether a provider answers: `.unavailable` when there is none, `.timedOut` when it stalls.

@@ -13,10 +13,17 @@ public final class SecretServiceItemStore: ItemStore {
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
-    ///   - allowPrompt: whether the keyring may show an unlock prompt; true only when a person
-    ///     is at a terminal.
-    public init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
-        connection = SecretServiceConnection(timeoutMilliseconds: timeoutMilliseconds, allowPrompt: allowPrompt)
+    ///   - promptPermission: whether the keyring may show an unlock prompt (allowed only when a
+    ///     person is at a terminal and no setting rules prompts out); asked once, and only when
+    ///     something is found locked.
+    public init(timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission) {
+        connection = SecretServiceConnection(
+            timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission)
+    }
+
+    /// A store that may prompt (`allowPrompt`) or never does.
+    public convenience init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
+        self.init(timeoutMilliseconds: timeoutMilliseconds) { allowPrompt ? .allowed : .noTerminal }
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {

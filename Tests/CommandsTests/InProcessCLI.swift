@@ -35,6 +35,8 @@ final class InProcessCLI {
     var transport: ScriptedTransport
     /// What /proc/self/mountinfo says: nil when it cannot be read.
     var procMountInfo: String? = nil
+    /// Other programs (git): none is found, unless a test puts a fake here.
+    var programs: any ProgramLauncher = RecordingProgramLauncher()
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
@@ -69,7 +71,7 @@ final class InProcessCLI {
     var services: Services {
         let items: any ItemStore = store ?? items
         let cache = cache, hookRuns = hookRuns, clock = clock, transport = transport, bus = bus,
-            procMountInfo = procMountInfo
+            procMountInfo = procMountInfo, programs = programs
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },
             keyringItems: { _, _ in items },
@@ -81,7 +83,7 @@ final class InProcessCLI {
             transport: { _ in transport },
             secretCache: { cache },
             hookLauncher: { _ in RecordingHookLauncher(runs: hookRuns) },
-            programs: RecordingProgramLauncher(),
+            programs: programs,
             listen: { _, _, _ throws(RedirectListenerError) in throw .socketFailure(errorNumber: EACCES) },
             renderQRCode: { $0 },
             serveDesktopActivation: { _, _ in false },

@@ -307,10 +307,12 @@ struct AutoBackendTests {
                 environment: environment)
             #expect(result.exitCode == 0, "\(result.stderr)")
         }
-        try store("same.tld", "same-secret", file)
+        // The keyring's first, so the file holds each shared slot as new or newer whatever second
+        // each store falls in.
         try store("same.tld", "same-secret", environment)
-        try store("differs.tld", "file-secret", file)
+        try store("same.tld", "same-secret", file)
         try store("differs.tld", "keyring-secret", environment)
+        try store("differs.tld", "file-secret", file)
         try store("only-keyring.tld", "moved-secret", environment)
 
         let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: file)

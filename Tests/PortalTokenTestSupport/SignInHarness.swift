@@ -24,6 +24,9 @@ public final class SignInHarness: @unchecked Sendable {
             "PORTAL_MAGIC_LINK_FROM_EMAIL": Self.fromEmail,
             "PORTAL_MAGIC_LINK_TEMPLATE_ID": Self.templateID,
             "PORTAL_TOKEN_TRACE": nil, "DISPLAY": nil, "WAYLAND_DISPLAY": nil,
+            // A person signs in: git's harness rules git's own prompts out, which would rule out
+            // the browser and the two-factor prompt too (docs/settings.md, "Non-interactive callers").
+            "GIT_TERMINAL_PROMPT": nil,
         ]
         for (name, value) in extraEnvironment { environment[name] = value }
         portal = try PortalHarness(backend: backend, extraEnvironment: environment)
