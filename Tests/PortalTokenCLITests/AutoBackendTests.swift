@@ -23,6 +23,19 @@ struct AutoBackendTests {
 
     private let portalOrigin = "protocol=http\nhost=127.0.0.1:9\n"
 
+    /// `environment` on the file backend, with the wall clock moved by `seconds`
+    /// (contrib/testing/wallclock-shift.c).
+    private func fileBackend(_ environment: [String: String], clockShift seconds: Int) throws -> [String: String] {
+        let shim = try #require(
+            ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"],
+            "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh")
+        var file = environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        file["LD_PRELOAD"] = shim
+        file["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = String(seconds)
+        return file
+    }
+
     private func storePath(_ keyring: PrivateKeyring) -> String {
         keyring.directory.appendingPathComponent("data/portal-token/store").path
     }
@@ -292,15 +305,9 @@ struct AutoBackendTests {
     func migrateKeepsWhatTheFileLacks() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
-        var file = environment
-        file["PORTAL_TOKEN_BACKEND"] = "file"
         // The file's writes are 2 s ahead by the wall clock, so the file holds its two slots newer
         // however the writes fall across a second boundary (each store's times have whole seconds).
-        let shim = try #require(
-            ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"],
-            "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh")
-        file["LD_PRELOAD"] = shim
-        file["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = "2"
+        let file = try fileBackend(environment, clockShift: 2)
         func store(_ host: String, _ password: String, _ environment: [String: String]) throws {
             let result = try ProcessRunner.portalToken(
                 ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n",
@@ -344,14 +351,8 @@ struct AutoBackendTests {
     func migrateNewerWins(fileIsNewer: Bool) throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
-        var file = environment
-        file["PORTAL_TOKEN_BACKEND"] = "file"
-        let shim = try #require(
-            ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_CLOCK_SHIM"],
-            "PORTAL_TOKEN_TEST_CLOCK_SHIM is not set: run the suite through contrib/test.sh")
         // The file's write happens 2 s after the keyring's, or 10 s before it, by the wall clock.
-        file["LD_PRELOAD"] = shim
-        file["PORTAL_TOKEN_TEST_CLOCK_SHIFT"] = fileIsNewer ? "2" : "-10"
+        let file = try fileBackend(environment, clockShift: fileIsNewer ? 2 : -10)
         func store(_ password: String, _ environment: [String: String]) throws {
             let result = try ProcessRunner.portalToken(
                 ["store"], stdin: "protocol=https\nhost=slot.tld\nusername=u\npassword=\(password)\n",
