@@ -21,6 +21,7 @@ cd "$root"
 contrib/deps.sh test
 export PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
 export FAKE_SERVER=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
+export BENCH_SCRIPTS=$root/contrib/bench
 exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
@@ -30,14 +31,7 @@ exec contrib/dev/run-in-keyring.sh bash -c '
     export PORTAL_TOKEN_FILE=$BENCH_WORK/store PORTAL_TOKEN_PASSPHRASE_FILE=$BENCH_WORK/passphrase
     export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
     (umask 077 && printf "bench passphrase %s\n" "$RANDOM$RANDOM" > passphrase)
-    token="bench-token-$RANDOM$RANDOM"
-    printf "%s\n" "$token" > live-tokens
-    "$FAKE_SERVER" --lenient --live-file live-tokens > fake.url 2> fake.log &
-    fake=$!
-    trap "kill $fake" EXIT
-    for _ in $(seq 50); do [ -s fake.url ] && break; sleep 0.1; done
-    port=$(sed -E "s|.*:([0-9]+)$|\1|" fake.url)
-    export PORTAL_AUTH_ENVIRONMENT_ID=bench-environment PORTAL_API_HOST=127.0.0.1:$port
+    . "$BENCH_SCRIPTS/fake-portal.sh"
     # A Portal token stored through the credential protocol becomes the signed-in session: in the
     # keyring (auto, with a provider on the bus) and in the encrypted file.
     for backend in auto file; do

@@ -17,17 +17,11 @@ contrib/testing/build-git-helpers.sh "$helpers"
 
 export PORTAL_TOKEN_BIN=$portal_token FAKE_SERVER=$fake_server
 export C_HELPER=$helpers/git-credential-libsecret
+export BENCH_SCRIPTS=$root/contrib/bench
 exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
-    token="bench-token-$RANDOM$RANDOM"
-    printf "%s\n" "$token" > live-tokens
-    "$FAKE_SERVER" --lenient --live-file live-tokens > fake.url 2> fake.log &
-    fake=$!
-    trap "kill $fake" EXIT
-    for _ in $(seq 50); do [ -s fake.url ] && break; sleep 0.1; done
-    port=$(sed -E "s|.*:([0-9]+)$|\1|" fake.url)
-    export PORTAL_AUTH_ENVIRONMENT_ID=bench-environment PORTAL_API_HOST=127.0.0.1:$port
+    . "$BENCH_SCRIPTS/fake-portal.sh"
     printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" | "$PORTAL_TOKEN_BIN" store
     printf "protocol=https\nhost=bench-c.example\nusername=bench\npassword=c-helper-secret\n" | "$C_HELPER" store >/dev/null
     printf "protocol=https\nhost=bench-c.example\n" > c.request
