@@ -72,6 +72,25 @@ struct VaultFleetTests {
         for host in hosts { #expect(try ProcessRunner.portalToken(["token"], environment: host).exitCode == 1) }
     }
 
+    @Test("a host logs in with its AppRole role ID setting and secret ID file, and serves the session")
+    func appRoleHost() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        #expect(try portal.adopt(token: "token-A").exitCode == 0)
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: portal.git.directory)
+        var host = try Self.hosts(portal, count: 1)[0]
+        host["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = nil
+        host["PORTAL_TOKEN_VAULT_ROLE_ID"] = role.roleID
+        host["PORTAL_TOKEN_VAULT_SECRET_ID_FILE"] = role.secretIDFile
+        let token = try ProcessRunner.portalToken(["token"], environment: host)
+        #expect(token.exitCode == 0 && token.stdout == "token-A\n", "\(token.stderr)")
+        #expect(!token.stderr.contains(role.roleID))
+        // Its writes go through under the role's policy: a logout there ends the session for all.
+        #expect(try ProcessRunner.portalToken(["logout"], environment: host).exitCode == 0)
+        #expect(try portal.git.portalToken(["token"]).exitCode == 1)
+    }
+
     @Test("a read-only host gets the token, and its store exits 4 naming the path the policy refused")
     func readOnlyHost() throws {
         let prefix = OpenBaoServer.freshPrefix()

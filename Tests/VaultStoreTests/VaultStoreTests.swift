@@ -179,6 +179,53 @@ struct VaultStoreLayoutTests {
     }
 }
 
+/// A Vault store under `prefix` that logs in with an AppRole.
+private func openAppRoleStore(prefix: String, roleID: String, secretIDFile: String) -> VaultItemStore {
+    let options = VaultOptions(
+        address: (try? OpenBaoServer.address) ?? "", pathPrefix: prefix,
+        token: .appRole(roleID: roleID, secretIDFile: secretIDFile, mount: VaultOptions.defaultAppRoleMount),
+        http: HTTPTransportOptions(caBundlePath: try? OpenBaoServer.caFile))
+    return VaultItemStore(
+        options: options, transport: CurlTransport(options: options.http), environment: { _ in nil },
+        monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 })
+}
+
+@Suite("the Vault store's AppRole login")
+struct VaultStoreAppRoleTests {
+    @Test("a host logs in with its role ID and secret ID file, and works under the role's policy")
+    func logsIn() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("vault-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: directory)
+        let store = openAppRoleStore(prefix: prefix, roleID: role.roleID, secretIDFile: role.secretIDFile)
+        try store.replace(everything, with: item(["k": "1"], secret: "by-approle"))
+        #expect(try openVaultStore(prefix: prefix).search(everything).map(\.secret.text) == ["by-approle"])
+    }
+
+    @Test("a token past half its lease is renewed, not replaced by a new login")
+    func renewsNearExpiry() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("vault-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The secret ID serves one login, and the token lives 6 seconds unless renewed: after 10
+        // seconds only renewals can have kept the store working.
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: directory, tokenTTL: "6s",
+            secretIDUses: 1)
+        let store = openAppRoleStore(prefix: prefix, roleID: role.roleID, secretIDFile: role.secretIDFile)
+        try store.replace(everything, with: item(["k": "1"], secret: "v0"))
+        for round in 1...3 {
+            sleep(4)
+            try store.replace(everything, with: item(["k": "1"], secret: "v\(round)"))
+        }
+        #expect(try store.search(everything).map(\.secret.text) == ["v3"])
+    }
+}
+
 @Suite("the Vault store's errors")
 struct VaultStoreErrorTests {
     @Test("a token whose policy only reads can search, and a write names the path it was refused")
