@@ -6,28 +6,41 @@ struct MigrateCommand: Command {
     static let details = """
         One store is in use at a time. When the other one also holds items (a file left from
         a time without a keyring, say), migrate copies each git credential, Portal session and
-        waiting two-factor step into the store named by --to; where that store already holds
+        waiting two-factor step into the store named by --to, from the store named by --from:
+        by default the file for --to secret-service or --to vault, and the keyring for --to
+        file (--from vault --to file moves a host off the Vault store); where that store already holds
         an item of the same slot at least as new (by the items' modification times), the one
         already there is kept. Only once everything is written is the other store moved aside: the
         encrypted file is renamed to <file>.migrated-<UTC time> (it still opens with its
-        passphrase); keyring items are deleted, except one whose slot the file kept with another
-        secret, which nothing else holds. Prints what it did on stderr.
+        passphrase); keyring and Vault items are deleted, except a keyring item whose slot the
+        file kept with another secret, which nothing else holds. Prints what it did on stderr.
         """
 
     let destination: BackendChoice.Backend
+    let source: BackendChoice.Backend
 
     init(arguments: ParsedArguments) throws(CLIError) {
         guard let to = arguments.value(.migrateTo) else {
-            throw .usage("'migrate' needs --to secret-service or --to file", hint: "see 'portal-token migrate --help'")
+            throw .usage(
+                "'migrate' needs --to secret-service, --to file or --to vault",
+                hint: "see 'portal-token migrate --help'")
         }
         guard let destination = BackendChoice.Backend(rawValue: to) else {
-            throw .usage("--to must be secret-service or file")
+            throw .usage("--to must be secret-service, file or vault")
         }
+        var source = destination.other
+        if let from = arguments.value(.migrateFrom) {
+            guard let named = BackendChoice.Backend(rawValue: from) else {
+                throw .usage("--from must be secret-service, file or vault")
+            }
+            source = named
+        }
+        guard source != destination else { throw .usage("--from and --to name the same store") }
         self.destination = destination
+        self.source = source
     }
 
     func run(in context: Context) throws {
-        let source = destination.other
         let streams = context.streams
         guard try context.storeExists(source) else {
             streams.printError(

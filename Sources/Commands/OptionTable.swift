@@ -187,7 +187,11 @@ extension OptionSpec {
     static let header = OptionSpec(
         "header", short: "H", value: "'Name: value'", repeatable: true, help: "add a request header: 'Name: value'")
     static let migrateTo = OptionSpec(
-        "to", value: "STORE", completion: .words(["secret-service", "file"]), help: "the store to move every item into")
+        "to", value: "STORE", completion: .words(["secret-service", "file", "vault"]),
+        help: "the store to move every item into")
+    static let migrateFrom = OptionSpec(
+        "from", value: "STORE", completion: .words(["secret-service", "file", "vault"]),
+        help: "the store to move them from (default: the file; the keyring for --to file)")
 
     /// What every invocation takes besides the settings flags.
     public static let help = OptionSpec(
@@ -243,8 +247,8 @@ public enum OptionTable {
             usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
         CommandSpec("logout", LogoutCommand.summary),
         CommandSpec(
-            "migrate", MigrateCommand.summary, options: [.migrateTo],
-            usage: ["portal-token migrate --to secret-service|file"]),
+            "migrate", MigrateCommand.summary, options: [.migrateTo, .migrateFrom],
+            usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
         CommandSpec("lock", LockCommand.summary),
     ]
 

@@ -13,14 +13,22 @@ extension EncryptedFileStore: ItemStore {
         }
     }
 
+    /// The check and the write are one read-modify-write of the file, under its lock.
+    @discardableResult
     public func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) {
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
+        var written = false
         try modify { payload in
+            let newest = payload.items.filter { $0.matches(any: filters) }.max { $0.sequence < $1.sequence }
+            written = condition(newest)
+            guard written else { return false }
             payload.items.removeAll { $0.matches(any: filters) && isPrevious($0) }
             payload.append(item, at: Int64(time(nil)))
             return true
         }
+        return written
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {

@@ -71,9 +71,17 @@ public protocol ItemStore: AnyObject {
     func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]
     /// Stores `item`, then removes every other item that matches any of `filters` and satisfies
     /// `isPrevious`: the new item is safe before the old ones go.
+    ///
+    /// Only if the newest item matching any of `filters` (nil when there is none) satisfies
+    /// `condition` at the moment of the write: the check and the write are one step, so no other
+    /// writer, of this host or another, changes what was checked in between. When the condition
+    /// fails, nothing is written or removed and the answer is false. Each store makes the step
+    /// atomic its own way (docs/storage.md, "Items").
+    @discardableResult
     func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError)
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool
     /// Removes every item that matches any of `filters` and satisfies `isDoomed`; returns how
     /// many were removed.
     func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int
@@ -83,6 +91,14 @@ extension ItemStore {
     /// Replaces every item matching any of `filters` with `item`.
     public func replace(_ filters: [ItemAttributes], with item: StoredItem) throws(StoreError) {
         try replace(filters, where: { _ in true }, with: item)
+    }
+
+    /// Stores `item`, then removes every other item that matches any of `filters` and satisfies
+    /// `isPrevious`, whatever is stored now.
+    public func replace(
+        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) {
+        try replace(filters, ifNewest: { _ in true }, where: isPrevious, with: item)
     }
 
     /// Removes every item matching any of `filters`.
@@ -108,10 +124,14 @@ public final class LockedItemStore: ItemStore {
         try store.search(filters)
     }
 
+    @discardableResult
     public func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) {
-        try lock.withStoreLock { () throws(StoreError) in try store.replace(filters, where: isPrevious, with: item) }
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
+        try lock.withStoreLock { () throws(StoreError) -> Bool in
+            try store.replace(filters, ifNewest: condition, where: isPrevious, with: item)
+        }
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {

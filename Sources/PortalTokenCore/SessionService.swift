@@ -249,12 +249,9 @@ public final class SessionService {
         {
             return slid
         }
-        try lock.withLock {
-            guard case .present(let current) = try store.loadSession(authEnvironmentID: authEnvironmentID),
-                current.token == session.token
-            else { return }
-            try store.saveSession(slid)
-        }
+        // The check that the stored session still holds this token and the write are one step
+        // of the store, so a session another host removed meanwhile (a 401 there) stays removed.
+        try lock.withLock { _ = try store.slide(slid, holding: session.token) }
         return slid
     }
 

@@ -142,7 +142,22 @@ public final class Sessions {
 
     /// Stores `session` as the environment's only session.
     public func saveSession(_ session: PortalSession) throws(StoreError) {
-        try changing { () throws(StoreError) in
+        _ = try save(session, ifNewest: { _ in true })
+    }
+
+    /// Stores `session` (the same session, its expiry slid) only if the environment's newest
+    /// stored session still holds `token`, checked and written in one step of the store: a
+    /// session another process or host removed (or replaced) meanwhile stays removed. True when
+    /// it was written.
+    @discardableResult
+    public func slide(_ session: PortalSession, holding token: Secret) throws(StoreError) -> Bool {
+        try save(session) { newest in newest.flatMap(SessionItems.session(from:))?.token == token }
+    }
+
+    private func save(
+        _ session: PortalSession, ifNewest condition: (StoredItem?) -> Bool
+    ) throws(StoreError) -> Bool {
+        try changing { () throws(StoreError) -> Bool in
             let store = storeName()
             if let store {
                 copies?.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
@@ -150,8 +165,11 @@ public final class Sessions {
                 // Which copy is this store's is unknown: none of the environment's may outlive the change.
                 copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
             }
-            try items.replace(SessionItems.filter(session.authEnvironmentID), with: SessionItems.item(for: session))
-            if let store { keep(session, from: store) }
+            let written = try items.replace(
+                SessionItems.filter(session.authEnvironmentID), ifNewest: condition, where: { _ in true },
+                with: SessionItems.item(for: session))
+            if written, let store { keep(session, from: store) }
+            return written
         }
     }
 

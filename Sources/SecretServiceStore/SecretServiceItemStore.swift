@@ -33,12 +33,18 @@ public final class SecretServiceItemStore: ItemStore {
         return items.map(\.item)
     }
 
+    /// The check and the write are atomic only under the store lock (`LockedItemStore`), which
+    /// every writer of the keyring holds: the Secret Service itself has no conditional write.
+    @discardableResult
     public func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) {
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
         let operation = "writing to the keyring"
         let collection = try connection.unlockedDefaultCollection()
-        let previous = try loaded(filters, while: operation).filter { isPrevious($0.item) }
+        let matching = try loaded(filters, while: operation)
+        guard condition(matching.first?.item) else { return false }
+        let previous = matching.filter { isPrevious($0.item) }
         var attributes = item.attributes
         attributes[StoredItem.schemaAttribute] = nil
         let created = try connection.create(
@@ -48,6 +54,7 @@ public final class SecretServiceItemStore: ItemStore {
         for old in previous where old.found.objectPath != created {
             try connection.delete(old.found, while: "replacing an item in the keyring")
         }
+        return true
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {

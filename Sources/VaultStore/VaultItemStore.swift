@@ -64,14 +64,39 @@ public final class VaultItemStore: ItemStore {
         try found(filters).map(\.item)
     }
 
+    /// The check and the write are one check-and-set write against the version of the item
+    /// checked: when the newest item lives at the path `item` is written to (the same attributes,
+    /// as a session re-stored with its own token), no host can change or remove it between the
+    /// check and the write. A lost check-and-set reads again and checks again.
+    @discardableResult
     public func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) {
-        let previous = try found(filters).filter { isPrevious($0.item) }
-        let path = try write(item)
-        for old in previous where old.path != path {
-            _ = try remove(old) { $0.matches(any: filters) && isPrevious($0) }
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
+        let path = path(for: item.attributes)
+        for _ in 0..<Self.maximumConflicts {
+            let matching = try found(filters)
+            let newest = matching.first
+            guard condition(newest?.item) else { return false }
+            let version: Int64
+            let metadata: Metadata?
+            if let newest, newest.path == path {
+                version = newest.version
+                metadata = nil
+            } else {
+                metadata = try readMetadata(path)
+                version = metadata?.currentVersion ?? 0
+            }
+            guard
+                try write(
+                    item, at: path, over: version, writingMetadata: newest?.path != path && metadata?.attributes == nil)
+            else { continue }
+            for old in matching where old.path != path && isPrevious(old.item) {
+                _ = try remove(old) { $0.matches(any: filters) && isPrevious($0) }
+            }
+            return true
         }
+        throw conflicted(path)
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
@@ -180,31 +205,29 @@ public final class VaultItemStore: ItemStore {
 
     // MARK: Writing
 
-    /// Writes `item` at its path, over whatever version is there; returns the path.
-    func write(_ item: StoredItem) throws(StoreError) -> String {
-        let path = path(for: item.attributes)
-        for _ in 0..<Self.maximumConflicts {
-            let current = try readMetadata(path)
-            if current?.attributes == nil { try writeMetadata(path, attributes: item.attributes) }
-            var body = VaultClient.body { writer in
-                writer.beginObject()
-                writer.key("data")
-                VaultEntry.write(item, to: &writer)
-                writer.key("options")
-                writer.beginObject()
-                writer.key("cas")
-                writer.number(current?.currentVersion ?? 0)
-                writer.endObject()
-                writer.endObject()
-            }
-            defer { zeroize(&body) }
-            switch try client.send("POST", data(path), body: body) {
-            case .success: return path
-            case .casConflict: continue
-            case .notFound: throw StoreError(.failed, "\(client.server) has no KV version 2 mount at \(options.mount)/")
-            }
+    /// Writes `item` at `path` with check-and-set against `version` (0: no version yet); false
+    /// when another writer came first.
+    func write(
+        _ item: StoredItem, at path: String, over version: Int64, writingMetadata: Bool
+    ) throws(StoreError) -> Bool {
+        if writingMetadata { try writeMetadata(path, attributes: item.attributes) }
+        var body = VaultClient.body { writer in
+            writer.beginObject()
+            writer.key("data")
+            VaultEntry.write(item, to: &writer)
+            writer.key("options")
+            writer.beginObject()
+            writer.key("cas")
+            writer.number(version)
+            writer.endObject()
+            writer.endObject()
         }
-        throw conflicted(path)
+        defer { zeroize(&body) }
+        switch try client.send("POST", data(path), body: body) {
+        case .success: return true
+        case .casConflict: return false
+        case .notFound: throw StoreError(.failed, "\(client.server) has no KV version 2 mount at \(options.mount)/")
+        }
     }
 
     /// The key's settings: one version kept, and the attributes a search filters on.

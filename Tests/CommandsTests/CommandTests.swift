@@ -154,13 +154,19 @@ struct CommandTests {
         #expect(
             none.stderr
                 == """
-                portal-token: error: 'migrate' needs --to secret-service or --to file\nhint: see 'portal-token \
-                migrate --help'\n
+                portal-token: error: 'migrate' needs --to secret-service, --to file or --to vault\nhint: see \
+                'portal-token migrate --help'\n
                 """
         )
         let wrong = cli.run(["migrate", "--to", "floppy"])
         #expect(wrong.exitCode == 2)
-        #expect(wrong.stderr == "portal-token: error: --to must be secret-service or file\n")
+        #expect(wrong.stderr == "portal-token: error: --to must be secret-service, file or vault\n")
+        let wrongSource = cli.run(["migrate", "--to", "file", "--from", "floppy"])
+        #expect(wrongSource.exitCode == 2)
+        #expect(wrongSource.stderr == "portal-token: error: --from must be secret-service, file or vault\n")
+        let same = cli.run(["migrate", "--to", "vault", "--from", "vault"])
+        #expect(same.exitCode == 2)
+        #expect(same.stderr == "portal-token: error: --from and --to name the same store\n")
     }
 
     // MARK: Sign-in

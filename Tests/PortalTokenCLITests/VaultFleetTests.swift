@@ -72,7 +72,67 @@ struct VaultFleetTests {
         for host in hosts { #expect(try ProcessRunner.portalToken(["token"], environment: host).exitCode == 1) }
     }
 
-    @Test("a read-only host gets the token, and its store exits 4 naming the path the policy refused")
+    @Test("a host logs in with its AppRole role ID setting and secret ID file, and serves the session")
+    func appRoleHost() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        #expect(try portal.adopt(token: "token-A").exitCode == 0)
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: portal.git.directory)
+        var host = try Self.hosts(portal, count: 1)[0]
+        host["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = nil
+        host["PORTAL_TOKEN_VAULT_ROLE_ID"] = role.roleID
+        host["PORTAL_TOKEN_VAULT_SECRET_ID_FILE"] = role.secretIDFile
+        let token = try ProcessRunner.portalToken(["token"], environment: host)
+        #expect(token.exitCode == 0 && token.stdout == "token-A\n", "\(token.stderr)")
+        #expect(!token.stderr.contains(role.roleID))
+        // Its writes go through under the role's policy: a logout there ends the session for all.
+        #expect(try ProcessRunner.portalToken(["logout"], environment: host).exitCode == 0)
+        #expect(try portal.git.portalToken(["token"]).exitCode == 1)
+    }
+
+    @Test("migrate moves a host's file store into the Vault store, and --from vault moves it back")
+    func migrateFileIntoVaultAndBack() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        var file = portal.git.environment
+        file["PORTAL_TOKEN_BACKEND"] = "file"
+        var vault = portal.git.environment
+        vault["PORTAL_TOKEN_BACKEND"] = "vault"
+        let credential = "protocol=https\nhost=m.tld\nusername=u\npassword=moved-secret\n"
+        #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: file).exitCode == 0)
+        #expect(
+            try ProcessRunner.portalToken(
+                ["store"], stdin: portal.portalOrigin + "username=user-1\npassword=token-M\n", environment: file
+            ).exitCode == 0)
+        #expect(try ProcessRunner.portalToken(["token"], environment: vault).exitCode == 1)
+
+        let there = try ProcessRunner.portalToken(["migrate", "--to", "vault"], environment: vault)
+        #expect(there.exitCode == 0, "\(there.stderr)")
+        #expect(there.stderr.contains("portal-token: moved 2 items to the vault store; moved the encrypted file aside"))
+        #expect(!there.stderr.contains("moved-secret") && !there.stderr.contains("token-M"))
+        #expect(try ProcessRunner.portalToken(["token"], environment: vault).stdout == "token-M\n")
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=m.tld\n", environment: vault).stdout
+                == "username=u\npassword=moved-secret\n")
+        #expect(try ProcessRunner.portalToken(["token"], environment: file).exitCode == 1)
+
+        let back = try ProcessRunner.portalToken(["migrate", "--from", "vault", "--to", "file"], environment: file)
+        #expect(back.exitCode == 0, "\(back.stderr)")
+        #expect(
+            back.stderr.contains(
+                "portal-token: moved 2 items to the file store; deleted the 2 items it moved from the Vault store"),
+            "\(back.stderr)")
+        #expect(try ProcessRunner.portalToken(["token"], environment: file).stdout == "token-M\n")
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=m.tld\n", environment: file).stdout
+                == "username=u\npassword=moved-secret\n")
+        #expect(try ProcessRunner.portalToken(["token"], environment: vault).exitCode == 1)
+        #expect(
+            try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=m.tld\n", environment: vault).stdout
+                .isEmpty)
+    }
+
     func readOnlyHost() throws {
         let prefix = OpenBaoServer.freshPrefix()
         let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))

@@ -226,9 +226,10 @@ struct SessionCacheTests {
                 return try inner.search(filters)
             }
             func replace(
-                _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-            ) throws(StoreError) {
-                try inner.replace(filters, where: isPrevious, with: item)
+                _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+                where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+            ) throws(StoreError) -> Bool {
+                try inner.replace(filters, ifNewest: condition, where: isPrevious, with: item)
             }
             func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
                 try inner.delete(filters, where: isDoomed)

@@ -31,17 +31,22 @@ public final class InMemoryItemStore: ItemStore, @unchecked Sendable {
         }
     }
 
+    @discardableResult
     public func replace(
-        _ filters: [ItemAttributes], where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) {
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
         try check(writing: true)
-        state.withLock { state in
+        return state.withLock { state in
+            let newest = state.items.filter { $0.matches(any: filters) }.max { $0.sequence < $1.sequence }
+            guard condition(newest) else { return false }
             state.items.removeAll { $0.matches(any: filters) && isPrevious($0) }
             var item = item
             item.sequence = state.next
             item.id = String(state.next)
             state.items.append(item)
             state.next += 1
+            return true
         }
     }
 

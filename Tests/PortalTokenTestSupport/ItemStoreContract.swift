@@ -114,6 +114,40 @@ public enum ItemStoreContract {
                 Set(secrets(try items.search([filter(schema)]))) == ["new", "newest"],
                 "the accepted previous item stayed")
         },
+        .init(description: "a conditional write whose condition fails writes nothing") { store, schema in
+            let items = store.items
+            var seen: [String?] = []
+            try expect(
+                try items.replace(
+                    [filter(schema)],
+                    ifNewest: {
+                        seen.append($0?.secret.text); return false
+                    }, where: { _ in true },
+                    with: item(schema, ["k": "1"], secret: "refused")) == false,
+                "a refused write said it wrote")
+            try expect(seen.last == .some(nil), "the condition did not see that nothing is stored")
+            try expect(try items.search([filter(schema)]).isEmpty, "a refused write stored an item")
+            try items.replace([filter(schema)], with: item(schema, ["k": "1"], secret: "old"))
+            try items.replace([filter(schema, ["k": "2"])], with: item(schema, ["k": "2"], secret: "newest"))
+            defer { _ = try? items.delete([filter(schema)]) }
+            try expect(
+                try items.replace(
+                    [filter(schema)], ifNewest: { $0?.secret == Secret("old") }, where: { _ in true },
+                    with: item(schema, ["k": "1"], secret: "refused")) == false,
+                "a write on a condition about an older item said it wrote")
+            try expect(
+                Set(secrets(try items.search([filter(schema)]))) == ["old", "newest"],
+                "a write whose condition failed changed what is stored")
+            try expect(
+                try items.replace(
+                    [filter(schema)], ifNewest: { $0?.secret == Secret("newest") },
+                    where: { $0.secret != Secret("old") },
+                    with: item(schema, ["k": "2"], secret: "written")) == true,
+                "a write whose condition holds said it did not write")
+            try expect(
+                Set(secrets(try items.search([filter(schema)]))) == ["old", "written"],
+                "a write whose condition holds did not replace the newest item")
+        },
         .init(description: "delete removes what matches and its test accepts, and counts it") { store, schema in
             let items = store.items
             for name in ["a", "b", "c"] {

@@ -66,6 +66,32 @@ public enum OpenBaoServer {
         return path
     }
 
+    /// A new AppRole role under the `approle` auth mount (enabled on first use) whose tokens
+    /// carry only `policy` and live `tokenTTL`; its secret ID, usable `secretIDUses` times (0 for
+    /// any number), is written to a 0600 file under `directory`. Returns the role ID and that
+    /// file's path.
+    public static func appRole(
+        policy: String, directory: URL, tokenTTL: String = "1h", secretIDUses: Int = 0
+    ) throws -> (roleID: String, secretIDFile: String) {
+        let name = "portal-token-test-\(UInt32.random(in: 0...UInt32.max))"
+        if !(try bao(["auth", "list", "-format=json"]).stdout.contains("\"approle/\"")) {
+            // Another test may enable it at the same moment: what counts is that it is enabled.
+            _ = try? bao(["auth", "enable", "approle"])
+        }
+        try bao(["policy", "write", name, "-"], stdin: policy)
+        try bao([
+            "write", "auth/approle/role/\(name)", "token_policies=\(name)", "token_ttl=\(tokenTTL)",
+            "token_max_ttl=1h", "secret_id_num_uses=\(secretIDUses)",
+        ])
+        let roleID = try bao(["read", "-field=role_id", "auth/approle/role/\(name)/role-id"]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let secretID = try bao(["write", "-f", "-field=secret_id", "auth/approle/role/\(name)/secret-id"]).stdout
+        let path = directory.appendingPathComponent("\(name).secret-id").path
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(secretID.utf8), attributes: [.posixPermissions: 0o600])
+        return (roleID, path)
+    }
+
     /// Revokes the token in `tokenFile`, as an administrator or its expiry would.
     public static func revoke(tokenFile: String) throws {
         try bao(["token", "revoke", "-self"], tokenFile: tokenFile)

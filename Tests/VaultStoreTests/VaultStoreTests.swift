@@ -81,6 +81,52 @@ struct VaultStoreLayoutTests {
         #expect(try theirs.search(everything).isEmpty)
     }
 
+    @Test("a conditional write loses to a removal made between its check and its write, and writes nothing")
+    func conditionalWriteAfterRemoval() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let mine = try openVaultStore(prefix: prefix), theirs = try openVaultStore(prefix: prefix)
+        try mine.replace(everything, with: item(["k": "1"], secret: "token"))
+        var checks = 0
+        let written = try mine.replace(
+            everything,
+            ifNewest: { newest in
+                checks += 1
+                // The other host removes the item after this host's check, before its write.
+                if checks == 1 { #expect((try? theirs.delete(everything)) == 1) }
+                return newest?.secret == Secret("token")
+            }, where: { _ in true }, with: item(["k": "1"], secret: "token"))
+        #expect(written == false)
+        #expect(checks == 2)
+        #expect(try theirs.search(everything).isEmpty)
+    }
+
+    @Test("a session another host removes between this host's read and its slide stays removed")
+    func slideAfterRemoval() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let hostB = Sessions(try openVaultStore(prefix: prefix))
+        let token = Secret("portal-session-token")
+        let issued: Int64 = 1_700_000_000
+        let hostAItems = Interleaving(try openVaultStore(prefix: prefix))
+        let apiBase = try PortalAPIBase(apiHost: "api.portalhq.io")
+        let hostA = SessionService(
+            authEnvironmentID: "env-1", apiBase: apiBase, store: Sessions(hostAItems), lock: InProcessSessionLock(),
+            transport: ScriptedTransport(status: 200),
+            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: "test"),
+            sessionEnded: { _ in }, warn: { _ in }, now: { issued + 3600 })
+        try hostB.saveSession(
+            PortalSession(
+                token: token, endUserID: "user-1", authEnvironmentID: "env-1", issuedAt: issued, lastActivityAt: issued)
+        )
+        // Host A has read the session and is about to record that Portal accepted its token; host
+        // B hears a 401 for the same token just then and removes it.
+        hostAItems.beforeWriting = {
+            #expect((try? hostB.deleteSession(authEnvironmentID: "env-1", holding: token)) == true)
+        }
+        try hostA.approve(token: token, endUserID: "user-1")
+        #expect(hostAItems.beforeWriting == nil, "host A did not write")
+        #expect(try hostB.loadSession(authEnvironmentID: "env-1") == .absent)
+    }
+
     @Test("of two hosts removing one item, exactly one removes it")
     func exactRemoval() throws {
         let prefix = OpenBaoServer.freshPrefix()
@@ -130,6 +176,53 @@ struct VaultStoreLayoutTests {
         #expect(VaultTime.parse("2026-12-01T15:18:10.590010154Z")!.nanoseconds % 1_000_000_000 == 590_010_154)
         #expect(VaultTime.parse("2024-02-29T13:00:00+01:00")!.seconds == 1_709_208_000)
         #expect(VaultTime.parse("not a time") == nil)
+    }
+}
+
+/// A Vault store under `prefix` that logs in with an AppRole.
+private func openAppRoleStore(prefix: String, roleID: String, secretIDFile: String) -> VaultItemStore {
+    let options = VaultOptions(
+        address: (try? OpenBaoServer.address) ?? "", pathPrefix: prefix,
+        token: .appRole(roleID: roleID, secretIDFile: secretIDFile, mount: VaultOptions.defaultAppRoleMount),
+        http: HTTPTransportOptions(caBundlePath: try? OpenBaoServer.caFile))
+    return VaultItemStore(
+        options: options, transport: CurlTransport(options: options.http), environment: { _ in nil },
+        monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 })
+}
+
+@Suite("the Vault store's AppRole login")
+struct VaultStoreAppRoleTests {
+    @Test("a host logs in with its role ID and secret ID file, and works under the role's policy")
+    func logsIn() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("vault-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: directory)
+        let store = openAppRoleStore(prefix: prefix, roleID: role.roleID, secretIDFile: role.secretIDFile)
+        try store.replace(everything, with: item(["k": "1"], secret: "by-approle"))
+        #expect(try openVaultStore(prefix: prefix).search(everything).map(\.secret.text) == ["by-approle"])
+    }
+
+    @Test("a token past half its lease is renewed, not replaced by a new login")
+    func renewsNearExpiry() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("vault-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // The secret ID serves one login, and the token lives 6 seconds unless renewed: after 10
+        // seconds only renewals can have kept the store working.
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: directory, tokenTTL: "6s",
+            secretIDUses: 1)
+        let store = openAppRoleStore(prefix: prefix, roleID: role.roleID, secretIDFile: role.secretIDFile)
+        try store.replace(everything, with: item(["k": "1"], secret: "v0"))
+        for round in 1...3 {
+            sleep(4)
+            try store.replace(everything, with: item(["k": "1"], secret: "v\(round)"))
+        }
+        #expect(try store.search(everything).map(\.secret.text) == ["v3"])
     }
 }
 
@@ -225,5 +318,36 @@ struct VaultStoreErrorTests {
             (error as? StoreError)?.kind == .unavailable
                 && (error as? StoreError)?.hint?.contains("VAULT_CACERT") == true
         }
+    }
+}
+
+/// A host's Vault store that lets another host act once, between this host's check of what is
+/// stored and its write: the interleaving of a race, made deterministic.
+private final class Interleaving: ItemStore {
+    let store: VaultItemStore
+    var beforeWriting: (() -> Void)?
+
+    init(_ store: VaultItemStore) { self.store = store }
+
+    func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] { try store.search(filters) }
+
+    func replace(
+        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
+        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
+    ) throws(StoreError) -> Bool {
+        try store.replace(
+            filters,
+            ifNewest: { newest in
+                let accepted = condition(newest)
+                if let act = beforeWriting {
+                    beforeWriting = nil
+                    act()
+                }
+                return accepted
+            }, where: isPrevious, with: item)
+    }
+
+    func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+        try store.delete(filters, where: isDoomed)
     }
 }

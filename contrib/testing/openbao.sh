@@ -11,6 +11,8 @@
 #                                            VAULT_CACERT, VAULT_TOKEN_FILE (the root token in a
 #                                            0600 file, never on a command line of ours) and
 #                                            OPENBAO_PID
+#                                            (with OPENBAO_AUDIT_FILE set, the server also
+#                                            logs every request to that file)
 #   contrib/testing/openbao.sh stop DIR      stops the server started under DIR, by its PID
 #
 # TLS is verified end to end: the tests trust the test CA through VAULT_CACERT and nothing else.
@@ -62,6 +64,17 @@ listener "tcp" {
   tls_key_file  = "$tls/server.key"
 }
 HCL
+    # The benchmark counts the requests one command makes in the server's own audit log, which
+    # OpenBao lets only its configuration enable.
+    if [ -n "${OPENBAO_AUDIT_FILE:-}" ]; then
+        cat >>"$dir/server.hcl" <<HCL
+audit "file" "requests" {
+  options {
+    file_path = "$OPENBAO_AUDIT_FILE"
+  }
+}
+HCL
+    fi
     # The root token: random, in a file only this user reads, given to bao through its
     # environment rather than its command line.
     local token_file="$dir/root-token"

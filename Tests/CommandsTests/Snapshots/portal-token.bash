@@ -26,7 +26,7 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to --from"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -42,7 +42,7 @@ _portal_token_command_options() {
         redirect) printf '%s\n' --dbus-activated ;;
         status) printf '%s\n' --format ;;
         api) printf '%s\n' --method -X --data -d --header -H ;;
-        migrate) printf '%s\n' --to ;;
+        migrate) printf '%s\n' --to --from ;;
     esac
 }
 
@@ -55,7 +55,8 @@ _portal_token_words() {
         --format) echo "json" ;;
         --method) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
         -X) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
-        --to) echo "secret-service file" ;;
+        --to) echo "secret-service file vault" ;;
+        --from) echo "secret-service file vault" ;;
         *) return 1 ;;
     esac
 }

@@ -82,4 +82,5 @@ complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x 
 complete -c portal-token -n "__fish_seen_subcommand_from api" -a '/api/v3/clients/me' -d 'API path'
 
 # migrate
-complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file' -d 'The store to move every item into'
+complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file vault' -d 'The store to move every item into'
+complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l from -x -a 'secret-service file vault' -d 'The store to move them from (default: the file; the keyring for --to file)'
