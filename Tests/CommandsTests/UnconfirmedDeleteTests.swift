@@ -6,7 +6,7 @@ import Testing
 /// A store whose deletes are not confirmed in time, as a keyring daemon that stalls once it has
 /// the request: the delete happens (or not), then the caller hears a timeout that says the
 /// deletion may still take effect.
-final class UnconfirmedDeletes: ItemStore, @unchecked Sendable {
+final class UnconfirmedDeletes: ForwardingItemStore, @unchecked Sendable {
     enum Mode {
         /// Deletes, then times out.
         case afterDeleting
@@ -17,32 +17,24 @@ final class UnconfirmedDeletes: ItemStore, @unchecked Sendable {
         case stalled
     }
 
-    let inner: InMemoryItemStore
     let mode: Mode
     private var stalled = false
 
     init(_ inner: InMemoryItemStore, mode: Mode) {
-        self.inner = inner
         self.mode = mode
+        super.init(inner)
     }
 
     static let timeout = StoreError(
         .timedOut, "the Secret Service did not confirm a deletion within 800 ms: it may still take effect",
         outcomeUnknown: true)
 
-    func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+    override func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
         if stalled { throw StoreError(.timedOut, "the Secret Service did not answer within 800 ms") }
         return try inner.search(filters)
     }
 
-    func replace(
-        _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
-        where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-    ) throws(StoreError) -> Bool {
-        try inner.replace(filters, ifNewest: condition, where: isPrevious, with: item)
-    }
-
-    func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
+    override func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
         // Nothing to delete asks the store for nothing, so nothing can go unconfirmed.
         guard try !search(filters).filter(isDoomed).isEmpty else { return 0 }
         switch mode {

@@ -216,23 +216,12 @@ struct SessionCacheTests {
         let fixture = Fixture()
         try fixture.inner.saveSession(session())
         // A store whose second read (the one under the lock) finds the session gone.
-        final class Vanishing: ItemStore {
-            let inner: InMemoryItemStore
+        final class Vanishing: ForwardingItemStore {
             var reads = 0
-            init(_ inner: InMemoryItemStore) { self.inner = inner }
-            func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+            override func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
                 reads += 1
                 if reads == 2 { try inner.delete(filters) }
                 return try inner.search(filters)
-            }
-            func replace(
-                _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
-                where isPrevious: (StoredItem) -> Bool, with item: StoredItem
-            ) throws(StoreError) -> Bool {
-                try inner.replace(filters, ifNewest: condition, where: isPrevious, with: item)
-            }
-            func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
-                try inner.delete(filters, where: isDoomed)
             }
         }
         let store = Sessions(

@@ -323,19 +323,14 @@ struct VaultStoreErrorTests {
 
 /// A host's Vault store that lets another host act once, between this host's check of what is
 /// stored and its write: the interleaving of a race, made deterministic.
-private final class Interleaving: ItemStore {
-    let store: VaultItemStore
+private final class Interleaving: ForwardingItemStore {
     var beforeWriting: (() -> Void)?
 
-    init(_ store: VaultItemStore) { self.store = store }
-
-    func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] { try store.search(filters) }
-
-    func replace(
+    override func replace(
         _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
         where isPrevious: (StoredItem) -> Bool, with item: StoredItem
     ) throws(StoreError) -> Bool {
-        try store.replace(
+        try inner.replace(
             filters,
             ifNewest: { newest in
                 let accepted = condition(newest)
@@ -345,9 +340,5 @@ private final class Interleaving: ItemStore {
                 }
                 return accepted
             }, where: isPrevious, with: item)
-    }
-
-    func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
-        try store.delete(filters, where: isDoomed)
     }
 }
