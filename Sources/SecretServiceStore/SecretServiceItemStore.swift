@@ -11,23 +11,39 @@ public final class SecretServiceItemStore: ItemStore {
     /// Schemas built so far, by name and attribute names: libsecret wants one per item created,
     /// and refuses an attribute its schema does not list.
     private var schemas: [String: OpaquePointer] = [:]
+    /// The session bus this run holds (sd-bus), for reads that need no unlock; nil without one.
+    private let sessionBus: () -> (any SessionBusConnection)?
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
     ///   - promptPermission: whether the keyring may show an unlock prompt (allowed only when a
     ///     person is at a terminal and no setting rules prompts out); asked once, and only when
     ///     something is found locked.
-    public init(timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission) {
+    ///   - sessionBus: the session bus the run holds, asked for when a search is made: a search
+    ///     that needs no unlock reads over it, without libsecret (docs/storage.md, "Reading
+    ///     without libsecret"); libsecret reads when there is none, or when a lock is in the way.
+    public init(
+        timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission,
+        sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
+    ) {
         connection = SecretServiceConnection(
             timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission)
+        self.sessionBus = sessionBus
     }
 
     /// A store that may prompt (`allowPrompt`) or never does.
-    public convenience init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
-        self.init(timeoutMilliseconds: timeoutMilliseconds) { allowPrompt ? .allowed : .noTerminal }
+    public convenience init(
+        timeoutMilliseconds: Int = 3000, allowPrompt: Bool,
+        sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
+    ) {
+        self.init(
+            timeoutMilliseconds: timeoutMilliseconds, promptPermission: { allowPrompt ? .allowed : .noTerminal },
+            sessionBus: sessionBus)
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        if let bus = sessionBus(), let items = try bus.unlockedSecretServiceItems(filters) { return items }
+        // libsecret: it unlocks, with a prompt where one is allowed, or says what is locked.
         let items = try loaded(filters, while: "reading the keyring")
         // A locked collection finds nothing, exactly like one that holds nothing.
         if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
