@@ -9,9 +9,9 @@ import PortalTokenCore
 ///
 /// Two exchanges with the provider, each a few calls sent at once and answered together:
 ///
-/// 1. `OpenSession("plain")` (the secrets' transfer session; why `plain`: docs/storage.md,
-///    "The transfer session"), `ReadAlias("default")`, and `Service.SearchItems` with the
-///    attributes asked for;
+/// 1. `ReadAlias("default")`, `OpenSession("plain")` (the secrets' transfer session, once per
+///    connection; why `plain`: docs/storage.md, "The transfer session: `plain`"), and
+///    `Service.SearchItems` with the attributes asked for;
 /// 2. the default collection's `Locked` property, `GetSecrets` of every unlocked item found,
 ///    and each found item's properties (attributes, label, times).
 ///
@@ -31,14 +31,18 @@ extension SessionBus {
         guard !searches.isEmpty else { return [] }
 
         var first = [
-            try newCall(Self.secretServicePath, Self.serviceInterface, "OpenSession") { call in
-                call.append("s", "plain")
-                call.container("v", "s") { call.append("s", "") }
-            },
             try newCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias") { call in
                 call.append("s", "default")
-            },
+            }
         ]
+        let opensSession = secretTransferSession == nil
+        if opensSession {
+            first.append(
+                try newCall(Self.secretServicePath, Self.serviceInterface, "OpenSession") { call in
+                    call.append("s", "plain")
+                    call.container("v", "s") { call.append("s", "") }
+                })
+        }
         for attributes in searches {
             first.append(
                 try newCall(Self.secretServicePath, Self.serviceInterface, "SearchItems") { call in
@@ -53,11 +57,11 @@ extension SessionBus {
                 })
         }
         guard let firstReplies = try callAll(first, while: operation) else { return nil }
-        let session = try readObjectPath(firstReplies[0], skippingFirst: "v")
-        let collection = try readObjectPath(firstReplies[1])
-        guard collection != "/" else { return nil }
+        let collection = try readObjectPath(firstReplies[0])
+        if opensSession { secretTransferSession = try readObjectPath(firstReplies[1], skippingFirst: "v") }
+        guard collection != "/", let session = secretTransferSession else { return nil }
         var unlocked: [String] = []
-        for reply in firstReplies[2...] {
+        for reply in firstReplies[(opensSession ? 2 : 1)...] {
             let (found, locked) = try readSearchResult(reply)
             guard locked.isEmpty else { return nil }
             for path in found where !unlocked.contains(path) { unlocked.append(path) }
@@ -82,7 +86,11 @@ extension SessionBus {
                     })
             }
         }
-        guard let secondReplies = try callAll(second, while: operation) else { return nil }
+        guard let secondReplies = try callAll(second, while: operation) else {
+            // The session may be what failed (a provider that restarted); the next read opens another.
+            secretTransferSession = nil
+            return nil
+        }
         guard try !readLocked(secondReplies[0]) else { return nil }
         guard !unlocked.isEmpty else { return [] }
         let secrets = try readSecrets(secondReplies[1])

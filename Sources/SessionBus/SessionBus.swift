@@ -26,6 +26,9 @@ public final class SessionBus: SessionBusConnection {
     let bus: OpaquePointer
     let sd: SDBus
     public let timeoutMilliseconds: Int
+    /// The Secret Service session secrets are read in, once opened: the provider closes it when
+    /// this connection closes.
+    var secretTransferSession: String?
 
     /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
     /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
