@@ -41,13 +41,18 @@ public struct StoredItem: Sendable, Equatable {
     /// and not moved by every change, so they cannot order items (docs/storage.md, "Items").
     public static let sequenceAttribute = "portal-token:sequence"
 
-    /// An item as a store of attributes holds it: `sequenceAttribute` is taken out of the
+    /// The attributes KeePassXC adds to every item it exposes over the Secret Service (its
+    /// entry's fields). portal-token's schemas never use these names: they are the provider's,
+    /// never part of an item portal-token reads.
+    public static let providerAddedAttributes: Set<String> = ["Title", "UserName", "URL", "Notes", "Uuid", "Path"]
+
+    /// An item as a Secret Service provider holds it: `sequenceAttribute` is taken out of the
     /// attributes into `sequence` (0, the oldest, when it is missing or not a number: an item
-    /// that another program wrote).
+    /// that another program wrote), and the attributes the provider added are left out.
     public init(
         storedAttributes: ItemAttributes, label: String, secret: Secret, created: Int64?, modified: Int64?, id: String
     ) {
-        var attributes = storedAttributes
+        var attributes = storedAttributes.filter { !Self.providerAddedAttributes.contains($0.key) }
         let sequence = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) } ?? 0
         self.init(
             attributes: attributes, label: label, secret: secret, created: created, modified: modified,
