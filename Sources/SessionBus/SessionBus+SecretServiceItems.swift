@@ -157,8 +157,12 @@ extension SessionBus {
     private func callAll(_ calls: [MethodCall], while operation: String) throws(StoreError) -> [Reply]? {
         let pending = calls.map { _ in PendingReply() }
         var slots: [OpaquePointer?] = []
-        // Releasing a slot cancels its callback: nothing is left to call into freed memory.
-        defer { for slot in slots { _ = sd.slotUnref(slot) } }
+        // Releasing a slot cancels its callback: nothing is left to call into freed memory, and
+        // each callback's PendingReply lives until then.
+        defer {
+            for slot in slots { _ = sd.slotUnref(slot) }
+            withExtendedLifetime(pending) {}
+        }
         let usec = UInt64(max(timeoutMilliseconds, 1)) * 1000
         for (call, reply) in zip(calls, pending) {
             var slot: OpaquePointer?
