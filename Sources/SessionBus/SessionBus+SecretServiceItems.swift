@@ -56,7 +56,13 @@ extension SessionBus {
                     }
                 })
         }
-        guard let firstReplies = try callAll(first, while: operation) else { return nil }
+        let answered: [Reply]?
+        do {
+            answered = try callAll(first, while: operation)
+        } catch  where error.kind == .timedOut {
+            throw lockedInsteadOfTimeout(error)
+        }
+        guard let firstReplies = answered else { return nil }
         let collection = try readObjectPath(firstReplies[0])
         if opensSession { secretTransferSession = try readObjectPath(firstReplies[1], skippingFirst: "v") }
         guard collection != "/", let session = secretTransferSession else { return nil }
@@ -109,6 +115,21 @@ extension SessionBus {
             $0.element.sequence != $1.element.sequence
                 ? $0.element.sequence > $1.element.sequence : $0.offset < $1.offset
         }.map(\.element)
+    }
+
+    /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
+    /// before search", its default) answers a search in a locked database only once a person
+    /// unlocks it in the dialog it shows, and answers other calls meanwhile, so whether the
+    /// default collection is locked is asked within the bound; when it is not, the timeout stands.
+    private func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
+        guard (try? isDefaultCollectionLocked()) == true else { return timeout }
+        return StoreError(
+            .locked,
+            """
+            the default keyring is locked, and the Secret Service provider held the search for \
+            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
+            """,
+            hint: StoreError.keyringLockedHint)
     }
 
     /// The attribute sets to search for: one search when the filters differ only in their schema
