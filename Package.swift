@@ -81,7 +81,8 @@ let package = Package(
         .testTarget(
             name: "PortalTokenCoreTests", dependencies: ["Basics", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
-            name: "SecretServiceStoreTests", dependencies: ["Basics", "SecretServiceStore", "PortalTokenTestSupport"]),
+            name: "SecretServiceStoreTests",
+            dependencies: ["Basics", "SecretServiceStore", "SessionBus", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
         // The contracts against a real OpenBao server that contrib/test.sh starts (VAULT_ADDR).
         .testTarget(

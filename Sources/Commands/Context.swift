@@ -189,8 +189,11 @@ public final class Context {
         switch backend {
         case .secretService:
             if let keyringItemStore { return keyringItemStore }
+            // Reads go over the session bus the run holds for `auto` and the lock check, so a
+            // `get` makes one connection; a bus that cannot be had leaves them to libsecret.
             let store = LockedItemStore(
-                services.keyringItems(try keyringTimeout, askPromptPermission), lock: try storeLock())
+                services.keyringItems(try keyringTimeout, askPromptPermission) { [unowned self] in try? sessionBus() },
+                lock: try storeLock())
             keyringItemStore = store
             return store
         case .file:

@@ -10,9 +10,13 @@ public struct Services {
     /// The D-Bus session bus through sd-bus, bounded; nil when there is none.
     public var connectSessionBus: (_ timeoutMilliseconds: Int) throws(StoreError) -> (any SessionBusConnection)?
     /// The Secret Service as an item store, every call bounded; it asks `promptPermission`
-    /// before an unlock prompt, and only then.
+    /// before an unlock prompt, and only then, and reads through `sessionBus` (the run's one
+    /// connection) when no unlock is needed.
     public var keyringItems:
-        (_ timeoutMilliseconds: Int, _ promptPermission: @escaping () -> PromptPermission) -> any ItemStore
+        (
+            _ timeoutMilliseconds: Int, _ promptPermission: @escaping () -> PromptPermission,
+            _ sessionBus: @escaping () -> (any SessionBusConnection)?
+        ) -> any ItemStore
     /// What `doctor` asks the Secret Service.
     public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
     /// The encrypted file as an item store.
@@ -51,7 +55,10 @@ public struct Services {
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
-        keyringItems: @escaping (Int, @escaping () -> PromptPermission) -> any ItemStore,
+        keyringItems:
+            @escaping (
+                Int, @escaping () -> PromptPermission, @escaping () -> (any SessionBusConnection)?
+            ) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
         vaultItems: @escaping (VaultOptions) -> any ItemStore,

@@ -33,7 +33,7 @@ public enum Composition {
     public static var live: Services {
         Services(
             connectSessionBus: { timeout throws(StoreError) in try SessionBus.connect(timeoutMilliseconds: timeout) },
-            keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1) },
+            keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1, sessionBus: $2) },
             keyringDiagnosis: { SecretServiceDiagnosis(timeoutMilliseconds: $0) },
             fileItems: { options in
                 EncryptedFileStore(

@@ -74,7 +74,7 @@ final class InProcessCLI {
             procMountInfo = procMountInfo, programs = programs
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },
-            keyringItems: { _, _ in items },
+            keyringItems: { _, _, _ in items },
             keyringDiagnosis: { _ in FakeKeyringDiagnosis() },
             fileItems: { _ in items },
             vaultItems: { _ in items },
