@@ -1,3 +1,4 @@
+import AuditFileLog
 import Basics
 import CProcessHardening
 import Commands
@@ -78,6 +79,9 @@ public enum Composition {
                 (try? FileReading.contents(of: "/proc/self/mountinfo", limit: 4 << 20)).map {
                     String(decoding: $0, as: UTF8.self)
                 }
+            },
+            auditLog: { options in
+                AuditFileLog(directory: options.directory, maximumBytes: options.maximumBytes, warn: options.warn)
             })
     }
 }
