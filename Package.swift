@@ -95,6 +95,7 @@ let package = Package(
         .testTarget(
             name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
+        .testTarget(name: "AuditFileLogTests", dependencies: ["AuditFileLog", "PortalTokenCore", "Basics"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),

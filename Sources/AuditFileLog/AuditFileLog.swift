@@ -34,6 +34,9 @@ public final class AuditFileLog: AuditLog {
     /// Whether this process has said that the log cannot be written: once is enough.
     private static let hasWarned = Atomic<Bool>(false)
 
+    /// For tests: the next failure warns again.
+    static func resetWarning() { hasWarned.store(false, ordering: .relaxed) }
+
     /// How long a write waits for a rotation by another process; past it, the line is dropped
     /// with the warning.
     static let lockTimeoutMilliseconds: Int64 = 2000

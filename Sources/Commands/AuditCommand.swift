@@ -93,6 +93,7 @@ struct AuditCommand: Command {
         return [
             TerminalText.escaped(time), text(entry["operation"]), TerminalText.escaped(outcome),
             TerminalText.escaped(target ?? "-"), text(entry["endUserId"]), text(entry["tokenFingerprint"]),
+            entry["caller"]?["pid"]?.int64Value.map { String($0) } ?? "-",
             TerminalText.escaped(callerText(entry["caller"])),
         ]
     }
