@@ -44,8 +44,10 @@ public final class AuditFileLog: AuditLog {
     public func record(_ event: AuditEvent) {
         do {
             try prepareDirectory()
-            let key = try? readOrCreateKey()
-            let fingerprint = key.flatMap { key in event.token.map { AuditFingerprint.of($0, key: key) } }
+            // The key is read only for an event with a token: most `get`s for other hosts have none.
+            let fingerprint = event.token.flatMap { token in
+                (try? readOrCreateKey()).map { AuditFingerprint.of(token, key: $0) }
+            }
             let line = event.line(
                 time: event.time ?? Self.wallClockNanoseconds(), caller: event.caller ?? LocalCaller.current(),
                 fingerprint: fingerprint)
