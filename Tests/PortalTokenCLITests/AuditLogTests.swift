@@ -105,6 +105,12 @@ struct AuditLogTests {
             (["get"], "protocol=https\nhost=other.example.com\n", "get", "not-found", 0),
             (["erase"], generic, "erase", "erased", 0),
             (["login", "--with-token"], secondToken + "\n", "login", "signed-in", 0),
+            (["verify-totp", "123456"], nil, "verify-totp", "not-signed-in", 1),
+            // No redirect URL configured (exit 2), or not a redirect for the one configured (exit 7).
+            (
+                ["redirect", "http://127.0.0.1:9/elsewhere?token=x"], nil, "redirect", "failed",
+                portal.git.environment["PORTAL_REDIRECT_URL"] == nil ? 2 : 7
+            ),
             (["logout"], nil, "logout", "signed-out", 0),
             (["token"], nil, "token", "not-signed-in", 1),
             (["store"], origin + "username=user-a\npassword=\(token)\n", "store", "stored", 0),
@@ -207,6 +213,7 @@ struct AuditLogTests {
         #expect(!everything.lowercased().contains("new.user"), "the sign-in's email address")
         #expect(!everything.contains("team/repo"), "a credential's path")
         #expect(!everything.contains("\"ann\"") && !everything.contains("robot"), "a username")
+        #expect(try Self.validate([log.rotatedPath, log.path]) == log.lines().count)
     }
 
     @Test("50 concurrent processes leave 50 intact lines")
@@ -382,6 +389,8 @@ struct AuditLogTests {
         #expect(Set(prints[0...3]).count == 1, "one token, one fingerprint: \(prints)")
         #expect(Set(prints[4...5]).count == 1)
         #expect(prints[0] != prints[4], "a new sign-in, a new fingerprint")
+        let log = try Log(harness.environment)
+        #expect(try Self.validate([log.path]) == 6)
     }
 
     @Test("only the user's own config file turns the log off: not --config, PORTAL_TOKEN_CONFIG or a variable")
