@@ -19,16 +19,22 @@ public final class AuditFileLog: AuditLog {
     public let directory: String
     public let maximumBytes: Int
     private let warn: (_ message: String, _ hint: String?) -> Void
+    /// Given each line as well, written or not (the systemd journal's copy).
+    private let forward: ((_ line: [UInt8]) -> Void)?
 
     public var path: String { directory + "/" + Self.fileName }
     public var rotatedPath: String { path + ".1" }
     var keyPath: String { directory + "/" + Self.keyFileName }
 
     /// - Parameter warn: says once per process that the log cannot be written.
-    public init(directory: String, maximumBytes: Int, warn: @escaping (String, String?) -> Void) {
+    public init(
+        directory: String, maximumBytes: Int, warn: @escaping (String, String?) -> Void,
+        forward: ((_ line: [UInt8]) -> Void)? = nil
+    ) {
         self.directory = directory
         self.maximumBytes = maximumBytes
         self.warn = warn
+        self.forward = forward
     }
 
     /// Whether this process has said that the log cannot be written: once is enough.
@@ -42,22 +48,33 @@ public final class AuditFileLog: AuditLog {
     static let lockTimeoutMilliseconds: Int64 = 2000
 
     public func record(_ event: AuditEvent) {
+        var failure: Failure?
         do {
             try prepareDirectory()
-            // The key is read only for an event with a token: most `get`s for other hosts have none.
-            let fingerprint = event.token.flatMap { token in
-                (try? readOrCreateKey()).map { AuditFingerprint.of(token, key: $0) }
-            }
-            let line = event.line(
-                time: event.time ?? Self.wallClockNanoseconds(), caller: event.caller ?? LocalCaller.current(),
-                fingerprint: fingerprint)
-            try append(line)
         } catch {
-            guard Self.hasWarned.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged else {
-                return
-            }
-            warn("cannot write the audit log \(path): \(error.reason)", error.hint)
+            failure = error
         }
+        // The key is read only for an event with a token (most `get`s for other hosts have none),
+        // and only from a directory that passed its checks.
+        var fingerprint: String?
+        if let token = event.token, failure == nil, let key = try? readOrCreateKey() {
+            fingerprint = AuditFingerprint.of(token, key: key)
+        }
+        let line = event.line(
+            time: event.time ?? Self.wallClockNanoseconds(), caller: event.caller ?? LocalCaller.current(),
+            fingerprint: fingerprint)
+        forward?(line)
+        if failure == nil {
+            do {
+                try append(line)
+            } catch {
+                failure = error
+            }
+        }
+        guard let failure,
+            Self.hasWarned.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
+        else { return }
+        warn("cannot write the audit log \(path): \(failure.reason)", failure.hint)
     }
 
     public func lines() throws(AuditLogError) -> [String] {

@@ -87,6 +87,7 @@ extension Context {
             AuditLogOptions(
                 directory: stateHome + "/portal-token",
                 maximumBytes: (try? settings.auditLogMaxBytes()) ?? Settings.defaultAuditLogBytes,
+                journal: (try? settings.auditJournalEnabled()) ?? false,
                 warn: { message, hint in
                     streams.printError("portal-token: warning: \(message)")
                     if let hint { streams.printError("hint: \(hint)") }

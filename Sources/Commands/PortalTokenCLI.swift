@@ -143,6 +143,7 @@ public enum PortalTokenCLI {
         _ = try settings.bool(.trace)
         _ = try settings.auditLogEnabled()
         _ = try settings.auditLogMaxBytes()
+        _ = try settings.auditJournalEnabled()
     }
 
     static func command(named name: String) -> (any Command.Type)? {

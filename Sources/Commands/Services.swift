@@ -119,6 +119,8 @@ public struct AuditLogOptions {
     public var directory: String
     /// The size at which the log is rotated.
     public var maximumBytes: Int
+    /// Whether each line also goes to the systemd journal.
+    public var journal: Bool
     /// Says, once per process, that the log cannot be written, and how to fix it.
     public var warn: (_ message: String, _ hint: String?) -> Void
 }

@@ -121,6 +121,8 @@ public struct Setting: Sendable, Hashable {
     public static let auditLog = Setting(key: "audit-log")
     /// The size in bytes at which the log is rotated; default 10 MiB.
     public static let auditLogMaxBytes = Setting(key: "audit-log-max-bytes")
+    /// `on` to send each line to the systemd journal as well; `off` (the default).
+    public static let auditJournal = Setting(key: "audit-journal")
 
     /// Where the config file is; given by flag or environment only, never by the file itself.
     public static let configFile = Setting(
@@ -133,7 +135,7 @@ public struct Setting: Sendable, Hashable {
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
-        vaultSecretIDFile, vaultAppRoleMount, auditLog, auditLogMaxBytes,
+        vaultSecretIDFile, vaultAppRoleMount, auditLog, auditLogMaxBytes, auditJournal,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted
@@ -189,6 +191,19 @@ public struct Settings: Sendable {
         default:
             throw SettingError(
                 "audit-log in the config file must be on or off", hint: "set it to on or off, or remove it")
+        }
+    }
+
+    /// Whether each audit line also goes to the systemd journal: `audit-journal = on` in the
+    /// user's own config file.
+    public func auditJournalEnabled() throws(SettingError) -> Bool {
+        guard let text = userConfigFile[Setting.auditJournal.key] else { return false }
+        switch text.trimmingWhitespace.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw SettingError(
+                "audit-journal in the config file must be on or off", hint: "set it to on or off, or remove it")
         }
     }
 

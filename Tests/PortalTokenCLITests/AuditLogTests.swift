@@ -418,4 +418,48 @@ struct AuditLogTests {
         // What was written stays readable.
         #expect(try portal.git.portalToken(["audit", "--format", "json"]).stdout.split(separator: "\n").count == count)
     }
+
+    @Test("audit-journal = on sends each line to the journal as well (a journal socket of the test's own)")
+    func journalCopy() throws {
+        let portal = try PortalHarness(backend: .file)
+        let token = Self.canary("tok")
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        let config = try #require(portal.git.environment["XDG_CONFIG_HOME"]) + "/portal-token"
+        try FileManager.default.createDirectory(atPath: config, withIntermediateDirectories: true)
+        try "audit-journal = on\n".write(toFile: config + "/config", atomically: false, encoding: .utf8)
+        let scratch = try ScratchFolder("audit-journal")
+        // In a mount namespace of its own, an empty /run/systemd with a socket where journald's
+        // would be; a listener keeps the one datagram portal-token sends.
+        let listener = """
+            import socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.bind("/run/systemd/journal/socket")
+            open(sys.argv[1] + "/ready", "w").close()
+            s.settimeout(20)
+            open(sys.argv[1] + "/entry", "wb").write(s.recv(65536))
+            """
+        let script = """
+            mount -t tmpfs -o mode=0755 tmpfs /run/systemd || exit 90
+            mkdir /run/systemd/journal
+            /usr/bin/python3 -c "$LISTENER" "$OUT" &
+            listener=$!
+            while [ ! -e "$OUT/ready" ]; do sleep 0.05; done
+            "$BIN" token > "$OUT/token"
+            echo "token=$?"
+            wait $listener
+            """
+        var environment = portal.git.environment
+        environment["LISTENER"] = listener
+        environment["OUT"] = scratch.path
+        environment["BIN"] = ProcessRunner.portalTokenPath
+        let run = try ProcessRunner.run("/usr/bin/unshare", ["-m", "sh", "-c", script], environment: environment)
+        #expect(run.stdout == "token=0\n", "\(run.stderr)")
+        let entry = scratch.read("entry")
+        let fields = entry.split(separator: "\n").map(String.init)
+        #expect(fields.contains("SYSLOG_IDENTIFIER=portal-token") && fields.contains("PORTAL_TOKEN_AUDIT=1"))
+        let message = try #require(fields.first { $0.hasPrefix("MESSAGE=") }?.dropFirst("MESSAGE=".count))
+        let logged = try #require(try Log(portal.git.environment).lines().last)
+        #expect(String(message) == logged, "the journal gets the line the file got")
+        #expect(!entry.contains(token))
+    }
 }
