@@ -55,6 +55,8 @@ let package = Package(
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
         .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
+        // The audit log as a file: appends, rotation, the fingerprint key (libsodium's random bytes).
+        .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
@@ -66,7 +68,7 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore",
+                "CProcessHardening", "VaultStore", "AuditFileLog",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
@@ -94,6 +96,7 @@ let package = Package(
         .testTarget(
             name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
+        .testTarget(name: "AuditFileLogTests", dependencies: ["AuditFileLog", "PortalTokenCore", "Basics"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),

@@ -7,6 +7,7 @@ private func readRequest(_ context: Context) throws -> CredentialRequest {
     defer { zeroize(&bytes) }
     let request = try CredentialProtocol.parse(bytes)
     context.promptURL = PromptRules.credentialURL(request)
+    context.audit?.describe(request)
     return request
 }
 
@@ -21,6 +22,7 @@ private let protocolDetails = """
 
 struct GetCommand: Command {
     static let name = "get"
+    static let auditOperation: AuditOperation? = .get
     static let summary = "Print the stored credential that matches the request on stdin"
     static let details =
         protocolDetails + """
@@ -55,10 +57,14 @@ struct GetCommand: Command {
         if try context.isPortalOrigin(request) {
             answer = try portalAnswer(for: request, context)
         } else {
+            context.audit?.concernsPortalSession = false
             let helper = try helper(context)
             answer = try helper.get(request).map { helper.answer($0, to: request) }
         }
-        guard let answer else { return }
+        guard let answer else {
+            context.audit?.outcome = .notFound
+            return
+        }
         var output = try CredentialProtocol.format(answer)
         context.streams.write(output, to: context.streams.output)
         zeroize(&output)
@@ -99,6 +105,7 @@ struct GetCommand: Command {
 
 struct StoreCommand: Command {
     static let name = "store"
+    static let auditOperation: AuditOperation? = .store
     static let summary = "Store the credential given on stdin"
     static let details =
         protocolDetails + """
@@ -116,6 +123,7 @@ struct StoreCommand: Command {
     func run(in context: Context) throws {
         let request = try readRequest(context)
         guard try context.isPortalOrigin(request) else {
+            context.audit?.concernsPortalSession = false
             try helper(context).store(request)
             return
         }
@@ -141,6 +149,7 @@ struct StoreCommand: Command {
 
 struct EraseCommand: Command {
     static let name = "erase"
+    static let auditOperation: AuditOperation? = .erase
     static let summary = "Remove the stored credentials that match the request on stdin"
     static let details =
         protocolDetails + """
@@ -156,7 +165,8 @@ struct EraseCommand: Command {
     func run(in context: Context) throws {
         let request = try readRequest(context)
         guard try context.isPortalOrigin(request) else {
-            try helper(context).erase(request)
+            context.audit?.concernsPortalSession = false
+            if try helper(context).erase(request) == 0 { context.audit?.outcome = .notFound }
             return
         }
         let sessions = try context.sessionService()
@@ -164,10 +174,12 @@ struct EraseCommand: Command {
             // git sends the password (or git 2.46+'s credential) it just saw rejected: the
             // session ended (hook, exit 3). Another value is an older token, and changes nothing.
             if let ended = try sessions.invalidate(token: token) {
+                context.audit?.outcome = .invalidated
                 throw SessionError.ended(reason: .unauthorized, endUserID: ended.endUserID)
             }
-        } else {
-            try sessions.remove()
+            context.audit?.outcome = .notFound
+        } else if try !sessions.remove() {
+            context.audit?.outcome = .notFound
         }
     }
 }

@@ -47,6 +47,9 @@ public struct Services {
     /// call came (docs/signing-in.md, "Completing it: a custom scheme and the desktop handler").
     public var serveDesktopActivation:
         (_ streams: StandardStreams, _ accept: @escaping (Secret) throws -> DesktopSignIn) throws -> Bool
+    /// The audit log (docs/audit.md), opened only when a credential event is recorded or the
+    /// log is read.
+    public var auditLog: (AuditLogOptions) -> any AuditLog
     /// The clock, in seconds since the epoch.
     public var now: () -> Int64
     /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
@@ -72,8 +75,10 @@ public struct Services {
         renderQRCode: @escaping (Secret) throws(CLIError) -> Secret,
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
         now: @escaping () -> Int64,
-        procMountInfo: @escaping () -> String? = { nil }
+        procMountInfo: @escaping () -> String? = { nil },
+        auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() }
     ) {
+        self.auditLog = auditLog
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
         self.keyringDiagnosis = keyringDiagnosis
@@ -113,4 +118,16 @@ public struct FileStoreOptions {
     public var warn: (String) -> Void
     /// Called after the write that created the file.
     public var created: () -> Void
+}
+
+/// Where the audit log is and how it behaves (docs/audit.md).
+public struct AuditLogOptions {
+    /// `$XDG_STATE_HOME/portal-token`.
+    public var directory: String
+    /// The size at which the log is rotated.
+    public var maximumBytes: Int
+    /// Whether each line also goes to the systemd journal.
+    public var journal: Bool
+    /// Says, once per process, that the log cannot be written, and how to fix it.
+    public var warn: (_ message: String, _ hint: String?) -> Void
 }

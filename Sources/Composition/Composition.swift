@@ -1,3 +1,4 @@
+import AuditFileLog
 import Basics
 import CProcessHardening
 import Commands
@@ -27,6 +28,13 @@ public enum Composition {
         _ = portal_token_forbid_dumping()
         CoreFileLimit.forbid()
         return PortalTokenCLI.main(arguments: arguments, services: live)
+    }
+
+    /// The audit log's copy of a line in the systemd journal (docs/audit.md, "The journal"): the
+    /// line as MESSAGE, under portal-token's identifier; the log's own warning covers the file only.
+    static func journalCopy(_ line: [UInt8]) {
+        let text = String(decoding: line.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        Journal.send(["MESSAGE=" + text, "SYSLOG_IDENTIFIER=portal-token", "PRIORITY=6", "PORTAL_TOKEN_AUDIT=1"])
     }
 
     /// The real adapters.
@@ -78,6 +86,13 @@ public enum Composition {
                 (try? FileReading.contents(of: "/proc/self/mountinfo", limit: 4 << 20)).map {
                     String(decoding: $0, as: UTF8.self)
                 }
+            },
+            auditLog: { (options: AuditLogOptions) -> any AuditLog in
+                var forward: (([UInt8]) -> Void)?
+                if options.journal { forward = journalCopy }
+                return AuditFileLog(
+                    directory: options.directory, maximumBytes: options.maximumBytes, warn: options.warn,
+                    forward: forward)
             })
     }
 }
