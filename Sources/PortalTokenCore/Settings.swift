@@ -113,6 +113,10 @@ public struct Setting: Sendable, Hashable {
         key: "vault-secret-id-file", environment: "PORTAL_TOKEN_VAULT_SECRET_ID_FILE")
     public static let vaultAppRoleMount = Setting(
         key: "vault-approle-mount", environment: "PORTAL_TOKEN_VAULT_APPROLE_MOUNT")
+    /// How long a host serves its copy of a Vault session before it asks the server again, in
+    /// seconds; 0 keeps no copy (docs/storage.md, "Vault / OpenBao").
+    public static let vaultCacheSeconds = Setting(
+        key: "vault-cache-seconds", environment: "PORTAL_TOKEN_VAULT_CACHE_SECONDS")
 
     /// Where the config file is; given by flag or environment only, never by the file itself.
     public static let configFile = Setting(
@@ -125,7 +129,7 @@ public struct Setting: Sendable, Hashable {
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
-        vaultSecretIDFile, vaultAppRoleMount,
+        vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted

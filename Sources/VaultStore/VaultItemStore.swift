@@ -107,6 +107,19 @@ public final class VaultItemStore: ItemStore {
         return removed
     }
 
+    /// One request when the item last seen newest is still there: its key's data read again
+    /// (the current version, whatever host wrote it), and used when it is still live and still
+    /// matches. A removal there (a tombstone), or an item that no longer matches, means another
+    /// host changed the slot: the listing is searched as usual.
+    public func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        if id.hasPrefix(options.pathPrefix + "/"), let found = try read(id, createdAt: nil),
+            found.item.matches(any: filters)
+        {
+            return found.item
+        }
+        return try search(filters).first
+    }
+
     // MARK: Paths
 
     /// An item's path under the mount, from its attributes alone.
