@@ -225,15 +225,15 @@ final class VaultClient {
     }
 
     func failure(_ response: HTTPResponse, path: String) -> StoreError {
+        let detail = Self.errors(in: response).first.map { ": " + TerminalText.escaped(String($0.prefix(200))) }
         switch response.status {
         case 503:
             return StoreError(
                 .unavailable, "\(server) is sealed or has no active node (HTTP 503)",
                 hint: "unseal it, or wait for the cluster to elect a leader, and try again")
         case 429, 500..<600:
-            return StoreError(.unavailable, "\(server) answered HTTP \(response.status) for \(path)")
+            return StoreError(.unavailable, "\(server) answered HTTP \(response.status) for \(path)\(detail ?? "")")
         default:
-            let detail = Self.errors(in: response).first.map { ": " + TerminalText.escaped(String($0.prefix(200))) }
             return StoreError(.failed, "\(server) answered HTTP \(response.status) for \(path)\(detail ?? "")")
         }
     }
