@@ -148,7 +148,13 @@ private struct Exchange {
         try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
         try check(
             LibCurl.functions.setoptOffT(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
-        if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
+        if let path = options.caBundlePath {
+            if options.trustsCABundleOnly {
+                try trustOnly(caBundleAt: path)
+            } else {
+                try trustAdditionally(caBundleAt: path)
+            }
+        }
 
         let context = Unmanaged.passUnretained(accumulator).toOpaque()
         try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_WRITEFUNCTION, receiveBody))
@@ -230,6 +236,18 @@ private struct Exchange {
             throw .other(host: host, detail: "out of memory")
         }
         headerList = list
+    }
+
+    /// Trusts the bundle's CA certificates and no others: neither the system's bundle (which a
+    /// blob replaces) nor its directory of hashed certificates (`CURLOPT_CAPATH`, unset).
+    private mutating func trustOnly(caBundleAt path: String) throws(HTTPError) {
+        guard let bundle = readFile(path) else { throw .caBundleUnreadable(path: path) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bundle.count, 1), alignment: 1)
+        buffer.copyBytes(from: bundle)
+        caBlob = buffer
+        var blob = curl_blob(data: buffer.baseAddress, len: bundle.count, flags: UInt32(CURL_BLOB_NOCOPY))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAPATH, nil))
     }
 
     /// Trusts the system's CA certificates and the bundle's: libcurl's `CURLOPT_CAINFO` alone
