@@ -24,6 +24,11 @@ final class VaultClient {
     let options: VaultOptions
     let transport: any HTTPTransport
     let token: VaultToken
+    /// The newest storage index any answer of this run named (`X-Vault-Index`), sent with every
+    /// later request: a standby that serves reads from its own copy of the data answers only
+    /// once it has caught up with it, so the run reads its own writes and never goes back in
+    /// time (docs/storage.md, "Vault / OpenBao").
+    private(set) var consistencyIndex: (value: Int64, header: String)?
     /// The server, for messages: its host and port.
     let server: String
 
@@ -71,6 +76,9 @@ final class VaultClient {
                     continue
                 }
                 throw denied(path)
+            case 429 where consistencyIndex != nil:
+                // A standby that has not yet caught up with the index sent: it soon will.
+                try pause(before: deadline, failure(response, path: path), milliseconds: Self.catchUpPauseMilliseconds)
             case _ where Self.isLeaderChange(response):
                 try pause(before: deadline, failure(response, path: path))
             default:
@@ -81,14 +89,19 @@ final class VaultClient {
 
     /// Waits a moment before the next attempt while a cluster elects a leader; past the
     /// deadline, `error` is what the caller gets.
-    private func pause(before deadline: Int64, _ error: StoreError) throws(StoreError) {
+    private func pause(
+        before deadline: Int64, _ error: StoreError, milliseconds: Int64 = leaderChangePauseMilliseconds
+    ) throws(StoreError) {
         let remaining = deadline - MonotonicClock.milliseconds()
-        guard remaining > Self.leaderChangePauseMilliseconds else { throw error }
-        usleep(useconds_t(Self.leaderChangePauseMilliseconds * 1000))
+        guard remaining > milliseconds else { throw error }
+        usleep(useconds_t(milliseconds * 1000))
     }
 
     /// How long to wait between attempts while a cluster has no leader.
     static let leaderChangePauseMilliseconds: Int64 = 250
+    /// How long to wait for a standby to catch up with an index (it answers 429 meanwhile, and
+    /// asks for a whole second, which it never needs on a healthy cluster).
+    static let catchUpPauseMilliseconds: Int64 = 20
 
     /// An answer that says the cluster has no active node at the moment, as a standby says while
     /// a new leader is elected (503 "no active node", a 5xx of a forwarding that failed), never
@@ -136,6 +149,7 @@ final class VaultClient {
         var headers = [HTTPHeader("Accept", "application/json"), HTTPHeader("X-Vault-Request", "true")]
         if let body, !body.isEmpty { headers.append(HTTPHeader("Content-Type", "application/json")) }
         if let namespace = options.namespace { headers.append(HTTPHeader("X-Vault-Namespace", namespace)) }
+        if let consistencyIndex { headers.append(HTTPHeader("X-Vault-Index", consistencyIndex.header)) }
         let authorization = bearer.map { token in token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) } }
         for hop in 0...Self.maximumRedirects {
             let request = HTTPRequest(
@@ -150,6 +164,7 @@ final class VaultClient {
                 }
                 throw failure
             }
+            remember(indexOf: response)
             guard [307, 308].contains(response.status) else { return .answered(response) }
             guard let location = response.headers.value(for: "Location"),
                 let origin = Self.origin(of: location), location.dropFirst(origin.count) == Substring(target),
@@ -166,6 +181,17 @@ final class VaultClient {
         throw StoreError(
             .unavailable, "\(server) redirected \(method) \(path) more than \(Self.maximumRedirects) times",
             hint: "the cluster may be electing a leader: try again in a few seconds")
+    }
+
+    /// Keeps the answer's `X-Vault-Index` when it is newer than the one kept. The header is
+    /// base64 of `{"cluster": …, "value": "<index>"}`; one that does not read so is not kept.
+    private func remember(indexOf response: HTTPResponse) {
+        guard let header = response.headers.value(for: "X-Vault-Index"), header.utf8.count <= 512,
+            let decoded = Base64.decode(header.utf8), let value = try? JSONValue.parse(decoded),
+            let index = value["value"]?.stringValue.flatMap({ Int64($0) }) ?? value["value"]?.int64Value
+        else { return }
+        if let kept = consistencyIndex, kept.value >= index { return }
+        consistencyIndex = (index, header)
     }
 
     /// The active node's origin as the server in `VAULT_ADDR` names it (`sys/leader`'s
