@@ -221,3 +221,15 @@ public struct OpenBaoCluster: Sendable {
         ]
     }
 }
+
+extension OpenBaoCluster {
+    private static let inUse = NSLock()
+
+    /// Runs `body` while no other test of this process uses the cluster: one of them kills its
+    /// leader.
+    public static func exclusively<Result>(_ body: () throws -> Result) rethrows -> Result {
+        inUse.lock()
+        defer { inUse.unlock() }
+        return try body()
+    }
+}
