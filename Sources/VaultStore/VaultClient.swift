@@ -104,15 +104,18 @@ final class VaultClient {
     static let catchUpPauseMilliseconds: Int64 = 20
 
     /// An answer that says the cluster has no active node at the moment, as a standby says while
-    /// a new leader is elected (503 "no active node", a 5xx of a forwarding that failed), never
-    /// a sealed server's, which waiting does not cure.
+    /// a new leader is elected (503 "no active node"; 500 "local node not active but active
+    /// cluster node not found", which OpenBao 2.7 answers before it forwards anything; a 5xx of a
+    /// forwarding that failed), never a sealed server's, which waiting does not cure.
     static func isLeaderChange(_ response: HTTPResponse) -> Bool {
         guard [500, 502, 503, 504].contains(response.status) else { return false }
         let errors = Self.errors(in: response).map { $0.lowercased() }
         if errors.contains(where: { $0.firstByteRange(of: "sealed") != nil }) { return false }
         if response.status != 500 { return true }
         return errors.contains { error in
-            ["active node", "leader", "forward", "standby"].contains { error.firstByteRange(of: $0) != nil }
+            ["not active", "active node", "active cluster node", "leader", "forward", "standby"].contains {
+                error.firstByteRange(of: $0) != nil
+            }
         }
     }
 
