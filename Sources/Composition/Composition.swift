@@ -52,7 +52,7 @@ public enum Composition {
             },
             vaultItems: { options in
                 VaultItemStore(
-                    options: options, transport: CurlTransport(options: options.http),
+                    options: options, transport: CurlTransport(options: options.http, reusingConnections: true),
                     environment: { name in getenv(name).map { String(cString: $0) } },
                     monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 })
             },

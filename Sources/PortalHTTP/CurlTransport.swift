@@ -2,13 +2,18 @@ import Basics
 import CCurl
 import Glibc
 import PortalTokenCore
+import Synchronization
 
 /// The HTTP transport, over libcurl (the only module that imports it).
 ///
 /// Why libcurl and not URLSession: FoundationNetworking costs every invocation 6–12 ms of start-up
 /// even when it sends nothing, rounds timeouts to whole seconds and ignores a test CA bundle.
 ///
-/// Every request gets a fresh easy handle, so one transport may be used from several threads.
+/// Every request gets a fresh easy handle, so one transport may be used from several threads;
+/// or, for a transport made `reusingConnections`, one easy handle serves every request in turn
+/// (one at a time), and with it libcurl's cache of open connections: a run that sends several
+/// requests to one server (the Vault store's listing, metadata and data reads) opens one TCP
+/// connection and makes one TLS handshake, not one per request.
 /// The rules it enforces on every request, whatever the caller asks:
 /// - http and https only, and no redirect is ever followed: a 3xx comes back as it is;
 /// - TLS peer and host verification are always on;
@@ -25,9 +30,20 @@ import PortalTokenCore
 /// and wiped there before the list is freed; the request body buffer is wiped after the exchange.
 public final class CurlTransport: HTTPTransport {
     public let options: HTTPTransportOptions
+    private let reusesConnections: Bool
+    /// The easy handle kept between requests (its address; 0 before the first), when
+    /// connections are reused.
+    private let kept = Mutex<UInt>(0)
 
-    public init(options: HTTPTransportOptions = HTTPTransportOptions()) {
+    public init(options: HTTPTransportOptions = HTTPTransportOptions(), reusingConnections: Bool = false) {
         self.options = options
+        reusesConnections = reusingConnections
+    }
+
+    deinit {
+        if let handle = kept.withLock({ UnsafeMutableRawPointer(bitPattern: $0) }) {
+            LibCurl.functions.easyCleanup(handle)
+        }
     }
 
     /// Hosts that name this machine: `localhost` and its subdomains, 127.0.0.0/8 and `[::1]`.
@@ -48,7 +64,33 @@ public final class CurlTransport: HTTPTransport {
             throw .other(
                 host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
         }
-        guard Self.globalInitialisation == CURLE_OK, let handle = LibCurl.functions.easyInit() else {
+        guard Self.globalInitialisation == CURLE_OK else {
+            throw .other(host: host, detail: "libcurl could not be initialised")
+        }
+        if reusesConnections {
+            return try kept.withLock { address throws(HTTPError) -> HTTPResponse in
+                let handle: UnsafeMutableRawPointer
+                if let existing = UnsafeMutableRawPointer(bitPattern: address) {
+                    // Every option back to its default; open connections and TLS sessions stay.
+                    LibCurl.functions.easyReset(existing)
+                    handle = existing
+                } else {
+                    guard let created = LibCurl.functions.easyInit() else {
+                        throw .other(host: host, detail: "libcurl could not be initialised")
+                    }
+                    address = UInt(bitPattern: created)
+                    handle = created
+                }
+                var exchange = Exchange(handle: handle, host: host, options: options)
+                defer {
+                    // The handle lets go of the header list, body and CA blob before they are freed.
+                    LibCurl.functions.easyReset(handle)
+                    exchange.release()
+                }
+                return try perform(request, on: &exchange, lowered: lowered, host: host)
+            }
+        }
+        guard let handle = LibCurl.functions.easyInit() else {
             throw .other(host: host, detail: "libcurl could not be initialised")
         }
         var exchange = Exchange(handle: handle, host: host, options: options)
@@ -57,6 +99,12 @@ public final class CurlTransport: HTTPTransport {
             LibCurl.functions.easyCleanup(handle)
             exchange.release()
         }
+        return try perform(request, on: &exchange, lowered: lowered, host: host)
+    }
+
+    private func perform(_ request: HTTPRequest, on exchange: inout Exchange, lowered: String, host: String)
+        throws(HTTPError) -> HTTPResponse
+    {
         try exchange.configure(request)
         if lowered.hasPrefix("http://") || Self.isLoopback(host: host) { try exchange.disableProxy() }
         return try exchange.perform()
@@ -100,7 +148,13 @@ private struct Exchange {
         try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
         try check(
             LibCurl.functions.setoptOffT(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(options.maximumResponseBytes)))
-        if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
+        if let path = options.caBundlePath {
+            if options.trustsCABundleOnly {
+                try trustOnly(caBundleAt: path)
+            } else {
+                try trustAdditionally(caBundleAt: path)
+            }
+        }
 
         let context = Unmanaged.passUnretained(accumulator).toOpaque()
         try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_WRITEFUNCTION, receiveBody))
@@ -182,6 +236,18 @@ private struct Exchange {
             throw .other(host: host, detail: "out of memory")
         }
         headerList = list
+    }
+
+    /// Trusts the bundle's CA certificates and no others: neither the system's bundle (which a
+    /// blob replaces) nor its directory of hashed certificates (`CURLOPT_CAPATH`, unset).
+    private mutating func trustOnly(caBundleAt path: String) throws(HTTPError) {
+        guard let bundle = readFile(path) else { throw .caBundleUnreadable(path: path) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bundle.count, 1), alignment: 1)
+        buffer.copyBytes(from: bundle)
+        caBlob = buffer
+        var blob = curl_blob(data: buffer.baseAddress, len: bundle.count, flags: UInt32(CURL_BLOB_NOCOPY))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAPATH, nil))
     }
 
     /// Trusts the system's CA certificates and the bundle's: libcurl's `CURLOPT_CAINFO` alone

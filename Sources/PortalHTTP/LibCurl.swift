@@ -15,7 +15,8 @@ enum LibCurl {
 
     /// Addresses of functions in a library that is never unloaded: safe to share between threads.
     struct Functions: @unchecked Sendable {
-        let globalInitFunction, easyInitFunction, easyCleanupFunction, easyPerformFunction: UnsafeMutableRawPointer
+        let globalInitFunction, easyInitFunction, easyCleanupFunction, easyResetFunction: UnsafeMutableRawPointer
+        let easyPerformFunction: UnsafeMutableRawPointer
         let easyStrerrorFunction, slistAppendFunction, slistFreeAllFunction: UnsafeMutableRawPointer
         let setoptFunction, getinfoFunction: UnsafeMutableRawPointer
 
@@ -27,14 +28,15 @@ enum LibCurl {
             guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
             func resolve(_ name: String) -> UnsafeMutableRawPointer? { dlsym(library, name) }
             guard let globalInit = resolve("curl_global_init"), let easyInit = resolve("curl_easy_init"),
-                let easyCleanup = resolve("curl_easy_cleanup"), let easyPerform = resolve("curl_easy_perform"),
+                let easyCleanup = resolve("curl_easy_cleanup"), let easyReset = resolve("curl_easy_reset"),
+                let easyPerform = resolve("curl_easy_perform"),
                 let easyStrerror = resolve("curl_easy_strerror"), let slistAppend = resolve("curl_slist_append"),
                 let slistFreeAll = resolve("curl_slist_free_all"), let setopt = resolve("curl_easy_setopt"),
                 let getinfo = resolve("curl_easy_getinfo")
             else { return nil }
             return Functions(
                 globalInitFunction: globalInit, easyInitFunction: easyInit, easyCleanupFunction: easyCleanup,
-                easyPerformFunction: easyPerform, easyStrerrorFunction: easyStrerror,
+                easyResetFunction: easyReset, easyPerformFunction: easyPerform, easyStrerrorFunction: easyStrerror,
                 slistAppendFunction: slistAppend, slistFreeAllFunction: slistFreeAll,
                 setoptFunction: setopt, getinfoFunction: getinfo)
         }
@@ -42,6 +44,7 @@ enum LibCurl {
         func globalInit(_ flags: Int) -> CURLcode { portal_curl_global_init(globalInitFunction, flags) }
         func easyInit() -> UnsafeMutableRawPointer? { portal_curl_easy_init(easyInitFunction) }
         func easyCleanup(_ handle: UnsafeMutableRawPointer) { portal_curl_easy_cleanup(easyCleanupFunction, handle) }
+        func easyReset(_ handle: UnsafeMutableRawPointer) { portal_curl_easy_reset(easyResetFunction, handle) }
         func easyPerform(_ handle: UnsafeMutableRawPointer) -> CURLcode {
             portal_curl_easy_perform(easyPerformFunction, handle)
         }

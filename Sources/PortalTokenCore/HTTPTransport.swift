@@ -153,6 +153,9 @@ public struct HTTPTransportOptions: Sendable, Equatable {
     public var totalTimeoutMilliseconds: Int
     /// A PEM file of CA certificates trusted in addition to the system's.
     public var caBundlePath: String?
+    /// When set, the certificates of `caBundlePath` are the only ones trusted, as every Vault
+    /// client reads `VAULT_CACERT`; the system's are neither trusted nor parsed.
+    public var trustsCABundleOnly = false
     public var maximumResponseBytes: Int
 
     public init(

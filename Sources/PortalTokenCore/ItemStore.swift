@@ -108,9 +108,19 @@ public protocol ItemStore: AnyObject {
     /// Removes every item that matches any of `filters` and satisfies `isDoomed`; returns how
     /// many were removed.
     func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int
+    /// The newest item matching any of `filters`, when `id` named the newest one at an earlier
+    /// read. A store that can read one item by its `id` more cheaply than it searches (the Vault
+    /// store: one request instead of a listing and a read per key) reads that one again and
+    /// answers with it when it is still there and still matches; otherwise, and in every other
+    /// store, this is `search(filters).first`.
+    func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem?
 }
 
 extension ItemStore {
+    public func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        try search(filters).first
+    }
+
     /// Replaces every item matching any of `filters` with `item`.
     public func replace(_ filters: [ItemAttributes], with item: StoredItem) throws(StoreError) {
         try replace(filters, where: { _ in true }, with: item)
@@ -159,6 +169,10 @@ public final class LockedItemStore: ItemStore {
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
         try lock.withStoreLock { () throws(StoreError) in try store.delete(filters, where: isDoomed) }
+    }
+
+    public func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        try store.newest(filters, lastSeen: id)
     }
 }
 

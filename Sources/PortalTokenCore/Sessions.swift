@@ -23,6 +23,12 @@ import Basics
 ///   that the collection is still unlocked (`confirmUnlocked`), since a locked keyring must lock
 ///   its cached answers too. A locked collection drops every copy that came from it and is an
 ///   error (exit 4).
+/// - For a store other hosts change (the Vault store), a copy lives only `recheckSeconds` after
+///   the store last confirmed it; beside it, for as long as a copy of another store would live,
+///   the cache keeps where the session was found (the item's `id`, no secret). A read past the
+///   copy asks the store for that one item again (`ItemStore.newest(_:lastSeen:)`: one request
+///   to the server) and keeps a fresh copy. The read and the fill happen once, under the session
+///   lock.
 public final class Sessions {
     /// Where and how long copies are kept.
     public struct Cache {
@@ -33,6 +39,7 @@ public final class Sessions {
         let maximumSeconds: Int
         let now: () -> Int64
         let confirmUnlocked: (() throws(StoreError) -> Void)?
+        let recheckSeconds: Int?
 
         /// - Parameters:
         ///   - store: names the store behind the cache by what it is (the backend in use and its
@@ -45,10 +52,12 @@ public final class Sessions {
         ///     `timeoutSeconds`. 0 turns the cache off.
         ///   - confirmUnlocked: run before a copy is served; throws when the store behind it is
         ///     locked (or cannot say), nil for a store whose lock the cache does not bypass.
+        ///   - recheckSeconds: for a store other hosts change, how long a copy is served after the
+        ///     store last confirmed it (nil: as long as the timeouts allow). 0 turns the cache off.
         public init(
             _ cache: any SecretCache, lock: any SessionLock, store: @escaping () throws(StoreError) -> String,
             timeoutSeconds: Int, maximumSeconds: Int? = nil, now: @escaping () -> Int64,
-            confirmUnlocked: (() throws(StoreError) -> Void)? = nil
+            confirmUnlocked: (() throws(StoreError) -> Void)? = nil, recheckSeconds: Int? = nil
         ) {
             self.cache = cache
             self.lock = lock
@@ -57,6 +66,7 @@ public final class Sessions {
             self.maximumSeconds = maximumSeconds ?? timeoutSeconds
             self.now = now
             self.confirmUnlocked = confirmUnlocked
+            self.recheckSeconds = recheckSeconds
         }
 
         /// A cache in front of the store named `store`.
@@ -79,7 +89,9 @@ public final class Sessions {
 
     public init(_ items: any ItemStore, cache: Cache? = nil) {
         self.items = items
-        copies = cache.flatMap { $0.timeoutSeconds > 0 && $0.maximumSeconds > 0 ? $0 : nil }
+        copies = cache.flatMap {
+            $0.timeoutSeconds > 0 && $0.maximumSeconds > 0 && ($0.recheckSeconds ?? 1) > 0 ? $0 : nil
+        }
     }
 
     public static let namePrefix = SecretCacheNames.prefix + "session:"
@@ -94,6 +106,12 @@ public final class Sessions {
     /// environment.
     static func name(store: String, authEnvironmentID: String) -> String {
         namePrefix(store: store) + FNV1a.hex(authEnvironmentID)
+    }
+
+    /// Where a store that is rechecked last found the environment's session: the item's `id`.
+    /// Named so that whatever drops the environment's copies drops it too.
+    static func locationName(store: String, authEnvironmentID: String) -> String {
+        namePrefix + "at:" + FNV1a.hex(store) + ":" + FNV1a.hex(authEnvironmentID)
     }
 
     /// Whether `name` is a copy of the environment's session, from any store.
@@ -128,6 +146,7 @@ public final class Sessions {
                 observe?(session)
                 return .present(session)
             }
+            if copies.recheckSeconds != nil { return try recheck(authEnvironmentID, store: store, copies: copies) }
         }
         let stored = try read(authEnvironmentID)
         if let copies, let store, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
@@ -138,6 +157,37 @@ public final class Sessions {
         }
         if case .present(let session) = stored { observe?(session) }
         return stored
+    }
+
+    /// Past the copy of a store that is rechecked: the item last found is asked for again (one
+    /// request when it is still there), else the store is searched, and a fresh copy kept; all
+    /// under the session lock, so a fill never resurrects a session this host has just removed.
+    private func recheck(_ authEnvironmentID: String, store: String, copies: Cache) throws(StoreError)
+        -> StoredSession
+    {
+        try copies.lock.withStoreLock { () throws(StoreError) -> StoredSession in
+            let location = Self.locationName(store: store, authEnvironmentID: authEnvironmentID)
+            let filter = SessionItems.filter(authEnvironmentID)
+            let lastSeen = copies.cache.read(location).map { $0.withBytes { String(decoding: $0, as: UTF8.self) } }
+            let newest: StoredItem?
+            if let lastSeen {
+                newest = try items.newest(filter, lastSeen: lastSeen)
+            } else {
+                newest = try items.search(filter).first
+            }
+            guard let newest else {
+                copies.cache.drop(location)
+                return .absent
+            }
+            guard let session = SessionItems.session(from: newest) else { return .unreadable }
+            // Where it was found is kept again only when it moved: a recheck that finds it where
+            // it was keeps that no longer, so a search runs at least every key-cache-max however
+            // often the copy is rechecked.
+            if session.decision(at: copies.now()) == .handOut {
+                keep(session, from: store, id: newest.id == lastSeen ? nil : newest.id)
+            }
+            return .present(session)
+        }
     }
 
     private func read(_ authEnvironmentID: String) throws(StoreError) -> StoredSession {
@@ -166,6 +216,9 @@ public final class Sessions {
             let store = storeName()
             if let store {
                 copies?.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
+                // The item written may live elsewhere than the one found before: the next read
+                // past the copy searches.
+                copies?.cache.drop(Self.locationName(store: store, authEnvironmentID: session.authEnvironmentID))
             } else {
                 // Which copy is this store's is unknown: none of the environment's may outlive the change.
                 copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
@@ -223,14 +276,25 @@ public final class Sessions {
             hint: "try again")
     }
 
-    private func keep(_ session: PortalSession, from store: String) {
+    /// Keeps a copy of `session`; for a store that is rechecked, for `recheckSeconds` at most,
+    /// with where it was found (`id`) kept as long as a copy of another store would be.
+    private func keep(_ session: PortalSession, from store: String, id: String? = nil) {
         guard let copies, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - copies.now()
         guard remaining > 0 else { return }
         let maximum = Int(min(remaining, Int64(copies.maximumSeconds)))
-        copies.cache.store(
-            session.payload, as: Self.name(store: store, authEnvironmentID: session.authEnvironmentID),
-            idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
+        let name = Self.name(store: store, authEnvironmentID: session.authEnvironmentID)
+        guard let recheckSeconds = copies.recheckSeconds else {
+            copies.cache.store(
+                session.payload, as: name, idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
+            return
+        }
+        copies.cache.store(session.payload, as: name, forSeconds: min(recheckSeconds, maximum))
+        if let id {
+            copies.cache.store(
+                Secret(id), as: Self.locationName(store: store, authEnvironmentID: session.authEnvironmentID),
+                idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
+        }
     }
 
     /// Drops every session copy, of every store and environment: after a migration, which changed

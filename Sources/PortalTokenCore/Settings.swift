@@ -113,6 +113,10 @@ public struct Setting: Sendable, Hashable {
         key: "vault-secret-id-file", environment: "PORTAL_TOKEN_VAULT_SECRET_ID_FILE")
     public static let vaultAppRoleMount = Setting(
         key: "vault-approle-mount", environment: "PORTAL_TOKEN_VAULT_APPROLE_MOUNT")
+    /// How long a host serves its copy of a Vault session before it asks the server again, in
+    /// seconds; 0 keeps no copy (docs/storage.md, "Vault / OpenBao").
+    public static let vaultCacheSeconds = Setting(
+        key: "vault-cache-seconds", environment: "PORTAL_TOKEN_VAULT_CACHE_SECONDS")
 
     // The audit log (docs/audit.md, "Turning it off"): read from the user's own config file only
     // (`Settings.userConfigFile`), never from a flag, a variable or a file named by --config or
@@ -135,7 +139,7 @@ public struct Setting: Sendable, Hashable {
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
-        vaultSecretIDFile, vaultAppRoleMount, auditLog, auditLogMaxBytes, auditJournal,
+        vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, auditLog, auditLogMaxBytes, auditJournal,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted

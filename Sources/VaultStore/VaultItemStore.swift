@@ -1,5 +1,6 @@
 import Basics
 import CSodium
+import Glibc
 import PortalTokenCore
 
 /// The item store over KV version 2 of an OpenBao or HashiCorp Vault server (docs/storage.md,
@@ -45,7 +46,16 @@ public final class VaultItemStore: ItemStore {
     }
 
     /// How many times a write or removal reads again after another writer came first.
-    static let maximumConflicts = 8
+    static let maximumConflicts = 12
+
+    /// Waits before reading again after a lost check-and-set: 10 ms, doubling to 200 ms, with
+    /// jitter. A standby answers reads from its own copy of the data, a moment behind the leader
+    /// that refused the write; read again at once, it would still show the version that lost.
+    static func backOff(after conflicts: Int) {
+        let milliseconds = min(10 << min(conflicts, 5), 200)
+        usleep(useconds_t((milliseconds / 2 + Int.random(in: 0...(milliseconds / 2))) * 1000))
+    }
+
     /// Vault refuses a custom metadata value longer than this.
     static let customMetadataValueLimit = 512
 
@@ -74,7 +84,8 @@ public final class VaultItemStore: ItemStore {
         where isPrevious: (StoredItem) -> Bool, with item: StoredItem
     ) throws(StoreError) -> Bool {
         let path = path(for: item.attributes)
-        for _ in 0..<Self.maximumConflicts {
+        for conflicts in 0..<Self.maximumConflicts {
+            if conflicts > 0 { Self.backOff(after: conflicts - 1) }
             let matching = try found(filters)
             let newest = matching.first
             guard condition(newest?.item) else { return false }
@@ -105,6 +116,19 @@ public final class VaultItemStore: ItemStore {
             if try remove(doomed, while: { $0.matches(any: filters) && isDoomed($0) }) { removed += 1 }
         }
         return removed
+    }
+
+    /// One request when the item last seen newest is still there: its key's data read again
+    /// (the current version, whatever host wrote it), and used when it is still live and still
+    /// matches. A removal there (a tombstone), or an item that no longer matches, means another
+    /// host changed the slot: the listing is searched as usual.
+    public func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        if id.hasPrefix(options.pathPrefix + "/"), let found = try read(id, createdAt: nil),
+            found.item.matches(any: filters)
+        {
+            return found.item
+        }
+        return try search(filters).first
     }
 
     // MARK: Paths
@@ -258,7 +282,7 @@ public final class VaultItemStore: ItemStore {
     /// now. True when this call removed it.
     func remove(_ found: Found, while stillDoomed: (StoredItem) -> Bool) throws(StoreError) -> Bool {
         var version = found.version
-        for _ in 0..<Self.maximumConflicts {
+        for conflicts in 0..<Self.maximumConflicts {
             let body = VaultClient.body { writer in
                 writer.beginObject()
                 writer.key("data")
@@ -277,6 +301,7 @@ public final class VaultItemStore: ItemStore {
             case .success: return true
             case .notFound: return false
             case .casConflict:
+                Self.backOff(after: conflicts)
                 guard let now = try read(found.path, createdAt: nil), stillDoomed(now.item) else { return false }
                 version = now.version
             }

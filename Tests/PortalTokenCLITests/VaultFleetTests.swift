@@ -72,6 +72,54 @@ struct VaultFleetTests {
         for host in hosts { #expect(try ProcessRunner.portalToken(["token"], environment: host).exitCode == 1) }
     }
 
+    @Test("a host serves the session from its copy, then with one request, and sees another host's change")
+    func sessionCopyOnAHost() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        let hosts = try Self.hosts(portal, count: 2)
+        var host = hosts[0]
+        host["PORTAL_TOKEN_VAULT_CACHE_SECONDS"] = "3"
+        let other = hosts[1]
+        // Each host with a kernel keyring of its own, as two machines have.
+        let hostKeyring = try PrivateUserKeyring()
+        let otherKeyring = try PrivateUserKeyring()
+        /// The requests the server saw while `body` ran.
+        func requests(_ body: () throws -> Void) throws -> [OpenBaoServer.AuditedRequest] {
+            let before = try OpenBaoServer.auditedRequests(containing: prefix).count
+            try body()
+            return Array(try OpenBaoServer.auditedRequests(containing: prefix).dropFirst(before))
+        }
+        func token(_ expected: String) throws {
+            let token = try hostKeyring.portalToken(["token"], environment: host)
+            #expect(token.exitCode == 0 && token.stdout == expected + "\n", "\(token.stderr)")
+        }
+        let adopt = portal.portalOrigin + "username=user-1\npassword="
+        #expect(try otherKeyring.portalToken(["store"], stdin: adopt + "token-1\n", environment: other).exitCode == 0)
+
+        // Cold: a search, three requests over one connection.
+        let cold = try requests { try token("token-1") }
+        #expect(cold.map(\.operation) == ["list", "read", "read"], "\(cold)")
+        #expect(Set(cold.map(\.remotePort)).count == 1, "\(cold)")
+        let kept = ProcessRunner.monotonicSeconds()
+        // Warm: nothing asked of the server.
+        #expect(try requests { try token("token-1") }.isEmpty)
+
+        // Another host replaces the session; past the copy's 3 s, one read of its key finds it.
+        #expect(try otherKeyring.portalToken(["store"], stdin: adopt + "token-2\n", environment: other).exitCode == 0)
+        usleep(useconds_t(max(0, kept + 3.5 - ProcessRunner.monotonicSeconds()) * 1_000_000))
+        let recheck = try requests { try token("token-2") }
+        #expect(recheck.map(\.operation) == ["read"], "\(recheck)")
+        #expect(recheck.first?.path.contains("/data/\(prefix)/io.portalhq.PortalToken.Session/") == true)
+        let rechecked = ProcessRunner.monotonicSeconds()
+
+        // Another host ends it; past the copy, this host sees that it has ended.
+        #expect(try otherKeyring.portalToken(["logout"], environment: other).exitCode == 0)
+        usleep(useconds_t(max(0, rechecked + 3.5 - ProcessRunner.monotonicSeconds()) * 1_000_000))
+        let ended = try hostKeyring.portalToken(["token"], environment: host)
+        #expect(ended.exitCode == 1 && ended.stdout.isEmpty, "\(ended.stdout) \(ended.stderr)")
+        #expect(portal.hookRuns.isEmpty)
+    }
+
     @Test("a host logs in with its AppRole role ID setting and secret ID file, and serves the session")
     func appRoleHost() throws {
         let prefix = OpenBaoServer.freshPrefix()
@@ -133,6 +181,7 @@ struct VaultFleetTests {
                 .isEmpty)
     }
 
+    @Test("a host whose token only reads serves the session, is refused a write by path, and a revoked token says so")
     func readOnlyHost() throws {
         let prefix = OpenBaoServer.freshPrefix()
         let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
@@ -141,6 +190,8 @@ struct VaultFleetTests {
             policy: OpenBaoServer.readOnlyPolicy(prefix: prefix), directory: portal.git.directory)
         var reader = try Self.hosts(portal, count: 1)[0]
         reader["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = tokenFile
+        // Every command asks the server: a copy would answer for its lifetime after the revocation.
+        reader["PORTAL_TOKEN_VAULT_CACHE_SECONDS"] = "0"
         let token = try ProcessRunner.portalToken(["token"], environment: reader)
         #expect(token.exitCode == 0 && token.stdout == "token-R\n", "\(token.stderr)")
         let store = try ProcessRunner.portalToken(

@@ -253,3 +253,106 @@ struct SessionCacheTests {
         #expect(try other.loadSession(authEnvironmentID: "env-1") == .absent)
     }
 }
+
+/// A store other hosts change, as the Vault store is: counts its searches and its reads of the
+/// item last seen.
+final class RecheckedStore: ForwardingItemStore, @unchecked Sendable {
+    let searches = Locked(0)
+    let rereads = Locked<[String]>([])
+
+    override func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        searches.update { $0 += 1 }
+        return try inner.search(filters)
+    }
+
+    override func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        rereads.update { $0.append(id) }
+        if let same = try inner.search(filters).first(where: { $0.id == id }) { return same }
+        return try search(filters).first
+    }
+}
+
+@Suite("session cache of a store other hosts change")
+struct RecheckedSessionCacheTests {
+    let items = InMemoryItemStore()
+    let cache = InMemorySecretCache()
+
+    func sessions(_ store: RecheckedStore, recheckSeconds: Int = 5) -> Sessions {
+        Sessions(
+            store,
+            cache: Sessions.Cache(
+                cache, lock: InProcessSessionLock(), store: { () throws(StoreError) in "vault-test" },
+                timeoutSeconds: 900, maximumSeconds: 7200, now: { issued }, recheckSeconds: recheckSeconds))
+    }
+
+    /// What the kernel does once the copy's time is up: the copy goes, where it lived stays.
+    func copyExpires() {
+        cache.dropAll { !$0.contains(":at:") }
+    }
+
+    @Test("a copy lives recheck-seconds; where its session lives is kept as long as the key cache")
+    func lifetimes() throws {
+        try Sessions(items).saveSession(session())
+        let store = RecheckedStore(items)
+        #expect(try sessions(store).loadSession(authEnvironmentID: "env-1") == .present(session()))
+        #expect(store.searches.value == 1)
+        let copy = try #require(cache.names.first { !$0.contains(":at:") })
+        let location = try #require(cache.names.first { $0.contains(":at:") })
+        #expect(cache.lifetime(of: copy) == 5 && cache.maximumLifetime(of: copy) == 5)
+        #expect(cache.lifetime(of: location) == 900 && cache.maximumLifetime(of: location) == 7200)
+        // Everything kept is under the prefix `portal-token lock` drops.
+        #expect(cache.names.allSatisfy { $0.hasPrefix(SecretCacheNames.prefix) })
+        // Within its time the copy answers, and the store is not asked.
+        #expect(try sessions(store).loadSession(authEnvironmentID: "env-1") == .present(session()))
+        #expect(store.searches.value == 1 && store.rereads.value.isEmpty)
+    }
+
+    @Test("past the copy, the item last seen is read again instead of a search, and a fresh copy kept")
+    func pastTheCopy() throws {
+        try Sessions(items).saveSession(session())
+        let store = RecheckedStore(items)
+        _ = try sessions(store).loadSession(authEnvironmentID: "env-1")
+        let id = try #require(try items.search([[StoredItem.schemaAttribute: SessionItems.schema]]).first?.id)
+        copyExpires()
+        // Another host slid the session meanwhile: the read finds what is there now.
+        try Sessions(items).saveSession(session(lastActivityAt: issued + 60))
+        let newID = try #require(try items.search([[StoredItem.schemaAttribute: SessionItems.schema]]).first?.id)
+        #expect(
+            try sessions(store).loadSession(authEnvironmentID: "env-1")
+                == .present(session(lastActivityAt: issued + 60)))
+        #expect(store.rereads.value == [id])
+        if newID == id { #expect(store.searches.value == 1) }
+        #expect(try sessions(store).loadSession(authEnvironmentID: "env-1") != .absent)
+        #expect(store.rereads.value.count == 1, "the fresh copy was not kept")
+    }
+
+    @Test("past the copy, a session another host removed is absent, and nothing is kept")
+    func removedElsewhere() throws {
+        try Sessions(items).saveSession(session())
+        let store = RecheckedStore(items)
+        _ = try sessions(store).loadSession(authEnvironmentID: "env-1")
+        copyExpires()
+        try Sessions(items).deleteSession(authEnvironmentID: "env-1")
+        #expect(try sessions(store).loadSession(authEnvironmentID: "env-1") == .absent)
+        #expect(cache.names.isEmpty, "\(cache.names)")
+    }
+
+    @Test("ending the session on this host drops the copy and where it lived")
+    func endedHere() throws {
+        try Sessions(items).saveSession(session())
+        let store = RecheckedStore(items)
+        _ = try sessions(store).loadSession(authEnvironmentID: "env-1")
+        #expect(cache.names.count == 2)
+        #expect(try sessions(store).deleteSession(authEnvironmentID: "env-1", holding: Secret("token-1")))
+        #expect(cache.names.isEmpty, "\(cache.names)")
+    }
+
+    @Test("recheck-seconds at 0 keeps nothing")
+    func off() throws {
+        try Sessions(items).saveSession(session())
+        let store = RecheckedStore(items)
+        _ = try sessions(store, recheckSeconds: 0).loadSession(authEnvironmentID: "env-1")
+        _ = try sessions(store, recheckSeconds: 0).loadSession(authEnvironmentID: "env-1")
+        #expect(cache.names.isEmpty && store.searches.value == 2)
+    }
+}

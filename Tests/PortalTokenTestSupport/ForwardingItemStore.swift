@@ -21,4 +21,8 @@ open class ForwardingItemStore: ItemStore {
     open func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
         try inner.delete(filters, where: isDoomed)
     }
+
+    open func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
+        try inner.newest(filters, lastSeen: id)
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 
 /// The real OpenBao server `contrib/testing/openbao.sh start` runs for the suite, on loopback with
 /// TLS from a test CA; `PORTAL_TOKEN_TEST_OPENBAO` names the file it describes itself in. Without
@@ -123,5 +124,112 @@ public enum OpenBaoServer {
             "VAULT_TOKEN": nil, "PORTAL_TOKEN_VAULT_TOKEN_FILE": try tokenFile ?? rootTokenFile,
             "PORTAL_TOKEN_VAULT_PATH_PREFIX": prefix,
         ]
+    }
+}
+
+extension OpenBaoServer {
+    /// One request the server's audit log recorded (`contrib/testing/openbao.sh` enables it
+    /// with `OPENBAO_AUDIT_FILE`): what was asked, of which path, from which TCP port.
+    public struct AuditedRequest: Sendable, Equatable {
+        public var operation: String
+        public var path: String
+        public var remotePort: Int
+    }
+
+    /// Every request the audit log holds whose path contains `fragment` (a test's own prefix).
+    public static func auditedRequests(containing fragment: String) throws -> [AuditedRequest] {
+        guard let file = try settings()["OPENBAO_AUDIT_FILE"] else {
+            throw Unavailable(
+                description: "the OpenBao server keeps no audit log: start it with OPENBAO_AUDIT_FILE set")
+        }
+        let text = try String(contentsOfFile: file, encoding: .utf8)
+        var requests: [AuditedRequest] = []
+        for line in text.split(separator: "\n") where line.contains(fragment) && line.contains(#""type":"request""#) {
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let request = object["request"] as? [String: Any], let path = request["path"] as? String,
+                path.contains(fragment)
+            else { continue }
+            requests.append(
+                AuditedRequest(
+                    operation: request["operation"] as? String ?? "", path: path,
+                    remotePort: request["remote_port"] as? Int ?? 0))
+        }
+        return requests
+    }
+}
+
+/// The three-node OpenBao cluster with Raft storage that `contrib/testing/openbao-cluster.sh`
+/// runs for the suite on loopback (TLS with a test CA, between the nodes too);
+/// `PORTAL_TOKEN_TEST_OPENBAO_CLUSTER` names the file it describes itself in. Without it the
+/// cluster tests fail rather than skip.
+public struct OpenBaoCluster: Sendable {
+    public var addresses: [String]
+    public var caFile: String
+    /// A token holding only the policy of contrib/vault/portal-token-policy.hcl.
+    public var tokenFile: String
+    public var pids: [pid_t]
+
+    public init() throws {
+        guard let path = ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_OPENBAO_CLUSTER"], !path.isEmpty,
+            let text = try? String(contentsOfFile: path, encoding: .utf8)
+        else {
+            throw OpenBaoServer.Unavailable(
+                description:
+                    "no OpenBao cluster: run the suite with contrib/test.sh, or start one with "
+                    + "contrib/testing/openbao-cluster.sh start DIR and set PORTAL_TOKEN_TEST_OPENBAO_CLUSTER=DIR/env")
+        }
+        var values: [String: String] = [:]
+        for line in text.split(separator: "\n") {
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            values[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        addresses = (1...3).map { values["VAULT_ADDR_\($0)"] ?? "" }
+        pids = (1...3).map { pid_t(values["OPENBAO_PID_\($0)"] ?? "") ?? 0 }
+        caFile = values["VAULT_CACERT"] ?? ""
+        tokenFile = values["VAULT_TOKEN_FILE"] ?? ""
+    }
+
+    /// The nodes whose process still runs.
+    public var liveNodes: [Int] { (0..<3).filter { pids[$0] > 0 && Glibc.kill(pids[$0], 0) == 0 } }
+
+    /// The node the cluster names as its leader, asked of a live node.
+    public func leader() throws -> Int? {
+        for node in liveNodes {
+            let answer = try ProcessRunner.run(
+                "/usr/bin/curl",
+                ["--silent", "--max-time", "3", "--cacert", caFile, addresses[node] + "/v1/sys/leader"])
+            guard answer.exitCode == 0,
+                let object = try? JSONSerialization.jsonObject(with: Data(answer.stdout.utf8)) as? [String: Any],
+                let leader = object["leader_address"] as? String, !leader.isEmpty
+            else { continue }
+            return addresses.firstIndex(of: leader)
+        }
+        return nil
+    }
+
+    /// Kills a node at once (SIGKILL), as a crash or a pulled plug would.
+    public func kill(node: Int) {
+        _ = Glibc.kill(pids[node], SIGKILL)
+    }
+
+    /// The environment that makes portal-token use the cluster's node `node` under `prefix`
+    /// (which must lie under `portal-token/`, the policy's prefix).
+    public func environment(prefix: String, node: Int) -> [String: String?] {
+        [
+            "PORTAL_TOKEN_BACKEND": "vault", "VAULT_ADDR": addresses[node], "VAULT_CACERT": caFile,
+            "VAULT_TOKEN": nil, "PORTAL_TOKEN_VAULT_TOKEN_FILE": tokenFile, "PORTAL_TOKEN_VAULT_PATH_PREFIX": prefix,
+        ]
+    }
+}
+
+extension OpenBaoCluster {
+    private static let inUse = NSLock()
+
+    /// Runs `body` while no other test of this process uses the cluster: one of them kills its
+    /// leader.
+    public static func exclusively<Result>(_ body: () throws -> Result) rethrows -> Result {
+        inUse.lock()
+        defer { inUse.unlock() }
+        return try body()
     }
 }

@@ -163,3 +163,42 @@ func withDefaultSignals<Result>(flags: Int32 = 0, _ body: (inout posix_spawnattr
     posix_spawnattr_setflags(&attributes, Int16(Int32(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK) | flags))
     return body(&attributes)
 }
+
+/// A user keyring of its own, as another machine has: a process that holds a new user namespace
+/// (`unshare -Ur`, the caller mapped to root in it), whose user keyring every command run
+/// through `portalToken` shares and no other test sees. Stopped by its PID when released.
+public final class PrivateUserKeyring: @unchecked Sendable {
+    let holder: Process
+
+    public init() throws {
+        holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+        holder.arguments = ["--user", "--map-root-user", "/bin/sleep", "3600"]
+        try holder.run()
+        // The namespace exists once the holder runs sleep in it.
+        let deadline = ProcessRunner.monotonicSeconds() + 5
+        while (try? String(contentsOfFile: "/proc/\(holder.processIdentifier)/comm", encoding: .utf8)) != "sleep\n",
+            ProcessRunner.monotonicSeconds() < deadline
+        {
+            usleep(10_000)
+        }
+    }
+
+    deinit {
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+    }
+
+    /// Runs portal-token in the namespace, so with this keyring.
+    public func portalToken(
+        _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil, timeout: Double = 30
+    ) throws -> ProcessResult {
+        try ProcessRunner.run(
+            "/usr/bin/nsenter",
+            [
+                "--target", "\(holder.processIdentifier)", "--user", "--preserve-credentials", "--",
+                ProcessRunner.portalTokenPath,
+            ] + arguments,
+            stdin: stdin, environment: environment, timeout: timeout)
+    }
+}

@@ -342,3 +342,78 @@ private final class Interleaving: ForwardingItemStore {
             }, where: isPrevious, with: item)
     }
 }
+
+/// The transport of a host on a standby node that cannot forward: the first request for a KV path
+/// is answered 307 to `location`'s origin, as such a standby answers; every request the real
+/// transport sends is recorded (its origin, and whether it carried the token).
+final class RedirectingStandby: HTTPTransport, @unchecked Sendable {
+    let inner: CurlTransport
+    let location: String
+    let sent = Locked<[(origin: String, carriedToken: Bool)]>([])
+    let redirected = Locked(false)
+
+    init(_ inner: CurlTransport, redirectingTo location: String) {
+        self.inner = inner
+        self.location = location
+    }
+
+    func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        let path = request.url.firstRange(of: "/v1/").map { String(request.url[$0.lowerBound...]) } ?? ""
+        if path.hasPrefix("/v1/secret/"), !redirected.value {
+            redirected.update { $0 = true }
+            return HTTPResponse(
+                status: 307, headers: [HTTPHeader("Location", location + path)], effectiveURL: request.url)
+        }
+        let origin = VaultClient.origin(of: request.url) ?? ""
+        sent.update { $0.append((origin, request.authorization != nil)) }
+        return try inner.send(request)
+    }
+}
+
+@Suite("the Vault store on a Raft cluster's standby")
+struct VaultStandbyTests {
+    func store(_ cluster: OpenBaoCluster, node: Int, redirectingTo location: String) throws
+        -> (VaultItemStore, RedirectingStandby)
+    {
+        let options = VaultOptions(
+            address: cluster.addresses[node], pathPrefix: "portal-token/redirect-\(UInt32.random(in: 0...UInt32.max))",
+            token: .file(cluster.tokenFile),
+            http: HTTPTransportOptions(caBundlePath: cluster.caFile))
+        var http = options.http
+        http.trustsCABundleOnly = true
+        let transport = RedirectingStandby(CurlTransport(options: http), redirectingTo: location)
+        let store = VaultItemStore(
+            options: options, transport: transport, environment: { _ in nil }, monotonicNow: { 0 })
+        return (store, transport)
+    }
+
+    @Test("a standby's redirect is followed to the leader the cluster names, with the token, and nowhere else")
+    func redirects() throws {
+        try OpenBaoCluster.exclusively {
+            let cluster = try OpenBaoCluster()
+            let leader = try #require(try cluster.leader())
+            let standby = try #require(cluster.liveNodes.first { $0 != leader })
+            let leaderOrigin = cluster.addresses[leader]
+
+            // To the leader the cluster names: followed, token and all; the item is written there.
+            let (followed, toLeader) = try store(cluster, node: standby, redirectingTo: leaderOrigin)
+            try followed.replace(everything, with: item(["name": "redirected"], secret: "s3cret"))
+            #expect(toLeader.sent.value.contains { $0.origin == leaderOrigin && $0.carriedToken })
+            #expect(try followed.search(everything).map(\.secret.text) == ["s3cret"])
+
+            // To any other origin, or down to http: refused, and nothing is sent there.
+            for elsewhere in [
+                leaderOrigin.replacingOccurrences(of: "127.0.0.1", with: "127.0.0.2"),
+                leaderOrigin.replacingOccurrences(of: "https://", with: "http://"),
+            ] {
+                let (refused, transport) = try store(cluster, node: standby, redirectingTo: elsewhere)
+                #expect {
+                    _ = try refused.search(everything)
+                } throws: { error in
+                    (error as? StoreError)?.message.contains("does not name as its leader") == true
+                }
+                #expect(!transport.sent.value.contains { $0.origin == elsewhere }, "\(transport.sent.value)")
+            }
+        }
+    }
+}

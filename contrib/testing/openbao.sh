@@ -12,7 +12,8 @@
 #                                            0600 file, never on a command line of ours) and
 #                                            OPENBAO_PID
 #                                            (with OPENBAO_AUDIT_FILE set, the server also
-#                                            logs every request to that file)
+#                                            logs every request to that file, which DIR/env
+#                                            names as OPENBAO_AUDIT_FILE)
 #   contrib/testing/openbao.sh stop DIR      stops the server started under DIR, by its PID
 #
 # TLS is verified end to end: the tests trust the test CA through VAULT_CACERT and nothing else.
@@ -101,6 +102,9 @@ VAULT_TOKEN_FILE=$token_file
 OPENBAO_BIN=$bao
 OPENBAO_PID=$pid
 ENV
+                if [ -n "${OPENBAO_AUDIT_FILE:-}" ]; then
+                    echo "OPENBAO_AUDIT_FILE=$OPENBAO_AUDIT_FILE" >>"$dir/env"
+                fi
                 return 0
             fi
         fi

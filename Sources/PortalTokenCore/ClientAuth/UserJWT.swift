@@ -1,3 +1,5 @@
+import Basics
+
 /// Reading the end user out of the short-lived two-factor token (docs/portal-api.md, "The two-factor token").
 ///
 /// `POST /totps/validations` answers without an `endUserId`, so the session's end user comes
@@ -37,41 +39,11 @@ public enum UserJWT {
         guard let firstDot = token.firstIndex(of: UInt8(ascii: ".")) else { return .failure(.malformed) }
         let claimsStart = firstDot + 1
         let claimsEnd = token[claimsStart...].firstIndex(of: UInt8(ascii: ".")) ?? token.endIndex
-        guard let claims = decodeBase64URL(token[claimsStart..<claimsEnd]) else { return .failure(.notBase64URL) }
+        guard let claims = Base64.decode(token[claimsStart..<claimsEnd]) else { return .failure(.notBase64URL) }
         guard let value = try? JSONValue.parse(claims), case .object = value else { return .failure(.unreadableClaims) }
         guard let endUserID = value["endUserId"]?.stringValue, !endUserID.isBlank else {
             return .failure(.missingEndUserID)
         }
         return .success(endUserID)
-    }
-
-    /// Base64 in either alphabet (mixed too), trailing `=` ignored, leftover bits that make no
-    /// whole byte dropped. nil for any other character.
-    static func decodeBase64URL(_ text: Slice<UnsafeRawBufferPointer>) -> [UInt8]? {
-        var end = text.endIndex
-        while end > text.startIndex, text[end - 1] == UInt8(ascii: "=") { end -= 1 }
-        var output: [UInt8] = []
-        output.reserveCapacity((end - text.startIndex) * 3 / 4)
-        var accumulator: UInt32 = 0
-        var bits = 0
-        for index in text.startIndex..<end {
-            let byte = text[index]
-            let sextet: UInt32
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): sextet = UInt32(byte - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): sextet = UInt32(byte - UInt8(ascii: "a")) + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): sextet = UInt32(byte - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "+"), UInt8(ascii: "-"): sextet = 62
-            case UInt8(ascii: "/"), UInt8(ascii: "_"): sextet = 63
-            default: return nil
-            }
-            accumulator = (accumulator << 6 | sextet) & 0xFFFFFF
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
-            }
-        }
-        return output
     }
 }
