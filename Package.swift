@@ -57,6 +57,8 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
+        .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
         // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
@@ -93,6 +95,9 @@ let package = Package(
         .testTarget(
             name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
+        .testTarget(
+            name: "LocalHTTPServerTests",
+            dependencies: ["LocalHTTPServer", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),
