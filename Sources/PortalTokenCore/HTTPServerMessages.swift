@@ -112,6 +112,19 @@ public struct HTTPServerResponse: Sendable {
         case 503: return "Service Unavailable"
         case 504: return "Gateway Timeout"
         case 505: return "HTTP Version Not Supported"
+        // What the proxy answers itself or passes on from Portal.
+        case 201: return "Created"
+        case 202: return "Accepted"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 308: return "Permanent Redirect"
+        case 409: return "Conflict"
+        case 412: return "Precondition Failed"
+        case 422: return "Unprocessable Content"
+        case 429: return "Too Many Requests"
         default: return "Status \(status)"
         }
     }
