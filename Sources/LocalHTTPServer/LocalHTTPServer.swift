@@ -71,6 +71,10 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private let state: Mutex<State>
+    /// Set by the streaming mode's initialiser (StreamingExchange.swift); nil serves `handle`.
+    var streamHandler: Stream?
+    /// Whether `stop` was called, for the streaming mode.
+    var isStopping: Bool { state.withLock { $0.stopping } }
     /// Wakes `run`: written by `stop` and whenever a connection ends.
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -190,6 +194,10 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
 
     private func serve(_ descriptor: Int32, listenerIndex: Int) {
         guard let peer = acceptPeer(descriptor, listenerIndex) else { return }
+        if let streamHandler {
+            serveStreaming(descriptor, peer: peer, handler: streamHandler)
+            return
+        }
         let connection = Connection(
             descriptor: descriptor, writeDeadlineMilliseconds: options.writeDeadlineMilliseconds)
         var buffer: [UInt8] = []
