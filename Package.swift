@@ -68,7 +68,7 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore",
+                "CProcessHardening", "VaultStore", "LocalHTTPServer",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.

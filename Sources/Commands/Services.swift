@@ -48,6 +48,13 @@ public struct Services {
     /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
     /// read command lines (`ProcessListVisibility`).
     public var procMountInfo: () -> String?
+    /// The proxy's transport: bodies streamed both ways, no redirect, no proxy.
+    public var streamingTransport: (HTTPTransportOptions) -> any StreamingHTTPTransport
+    /// Binds a local server whose bodies stream; `admit` decides, from the kernel's word, who
+    /// may use a Unix socket (a caller it refuses is closed unanswered).
+    public var bindLocalServer:
+        (_ address: LocalListenAddress, _ admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
+            any LocalStreamingServer
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -65,7 +72,15 @@ public struct Services {
         renderQRCode: @escaping (Secret) throws(CLIError) -> Secret,
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
         now: @escaping () -> Int64,
-        procMountInfo: @escaping () -> String? = { nil }
+        procMountInfo: @escaping () -> String? = { nil },
+        streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
+            UnavailableStreamingTransport()
+        },
+        bindLocalServer:
+            @escaping (LocalListenAddress, @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
+            any LocalStreamingServer = { _, _ throws(CLIError) in
+                throw CLIError("this build cannot serve a local socket", exitCode: .usage)
+            }
     ) {
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
@@ -83,6 +98,8 @@ public struct Services {
         self.serveDesktopActivation = serveDesktopActivation
         self.now = now
         self.procMountInfo = procMountInfo
+        self.streamingTransport = streamingTransport
+        self.bindLocalServer = bindLocalServer
     }
 }
 
@@ -106,4 +123,15 @@ public struct FileStoreOptions {
     public var warn: (String) -> Void
     /// Called after the write that created the file.
     public var created: () -> Void
+}
+
+/// The streaming transport of a `Services` that has none (the in-process tests').
+public struct UnavailableStreamingTransport: StreamingHTTPTransport {
+    public init() {}
+
+    public func exchange(_ request: StreamedHTTPRequest, into sink: any HTTPResponseSink) throws(HTTPError)
+        -> StreamedHTTPOutcome
+    {
+        throw .other(host: HTTPError.hostForMessages(request.url) ?? "?", detail: "no streaming transport")
+    }
 }

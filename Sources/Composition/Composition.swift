@@ -78,6 +78,10 @@ public enum Composition {
                 (try? FileReading.contents(of: "/proc/self/mountinfo", limit: 4 << 20)).map {
                     String(decoding: $0, as: UTF8.self)
                 }
+            },
+            streamingTransport: { CurlStreamingTransport(options: $0) },
+            bindLocalServer: { address, admit throws(CLIError) in
+                try StreamingLocalServer.bind(address, admit: admit)
             })
     }
 }
