@@ -14,6 +14,8 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
     private let isUnixSocket: Bool
     private let admit: @Sendable (LocalCaller) -> Bool
     private let server = Mutex<LocalHTTPServer<LocalCaller>?>(nil)
+    /// Whether a background `run` has not returned yet.
+    private let running = Mutex(false)
 
     private init(descriptor: Int32, port: UInt16?, admit: @escaping @Sendable (LocalCaller) -> Bool) {
         self.descriptor = descriptor
@@ -62,7 +64,9 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
     }
 
     func start(_ handler: @escaping LocalStreamHandler) throws {
-        guard try make(handler).runInBackground() else {
+        running.withLock { $0 = true }
+        guard try make(handler).runInBackground(finished: { [self] in running.withLock { $0 = false } }) else {
+            running.withLock { $0 = false }
             throw CLIError("cannot start the server's thread", exitCode: .usage)
         }
     }
@@ -71,7 +75,14 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
         try make(handler).run()
     }
 
+    /// Stops, and waits for the requests in progress to end (a 401's hook included, which is
+    /// bounded), so a process that exits next leaves nothing half done.
     func stop() {
         server.withLock { $0 }?.stop()
+        let deadline = MonotonicClock.milliseconds() + Self.stopWaitMilliseconds
+        while running.withLock({ $0 }), MonotonicClock.milliseconds() < deadline { usleep(5000) }
     }
+
+    /// Longer than the hook's own bound.
+    static let stopWaitMilliseconds: Int64 = 40_000
 }

@@ -57,8 +57,12 @@ public struct PeerCredentials: Sendable, Equatable {
 }
 
 extension LocalHTTPServer {
-    /// Runs `run` on a detached thread of its own; false when the system refused a thread.
-    public func runInBackground() -> Bool {
-        ConnectionThread.start(stackBytes: options.threadStackBytes) { [self] in try? run() }
+    /// Runs `run` on a detached thread of its own, then `finished`; false when the system
+    /// refused a thread.
+    public func runInBackground(finished: @escaping @Sendable () -> Void) -> Bool {
+        ConnectionThread.start(stackBytes: options.threadStackBytes) { [self] in
+            try? run()
+            finished()
+        }
     }
 }
