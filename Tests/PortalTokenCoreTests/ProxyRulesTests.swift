@@ -186,7 +186,8 @@ struct ChunkedBodyDecoderTests {
     @Test("malformed chunked bodies are refused")
     func malformed() {
         for text in [
-            "5\nhello\r\n0\r\n\r\n", "5\r\nhelloX\r\n0\r\n\r\n", "g\r\n", "123456789\r\n", "5\r\nhello\r\n0\r\nbad\r\n\r\n",
+            "5\nhello\r\n0\r\n\r\n", "5\r\nhelloX\r\n0\r\n\r\n", "g\r\n", "123456789\r\n",
+            "5\r\nhello\r\n0\r\nbad\r\n\r\n",
             "5\rx\r\n", "-1\r\n",
         ] {
             #expect(throws: HTTPRequestError.self, "\(text.debugDescription)") {
