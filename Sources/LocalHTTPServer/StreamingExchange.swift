@@ -87,6 +87,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     /// The whole request body has been read.
     private(set) var bodyDone: Bool
     private var failed = false
+    /// Why reading the body failed, when it did: what the client is told if no answer began.
+    private var bodyFailure: HTTPRequestError?
 
     private var began = false
     private var chunked = false
@@ -174,6 +176,7 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
                         let consumed = try decoder.decode(buffer[...], into: &decoded)
                         explicitlyRemovePrefix(consumed)
                     } catch {
+                        bodyFailure = error
                         return try fail()
                     }
                     continue
@@ -182,7 +185,10 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
             let deadline = MonotonicClock.milliseconds() + idleMilliseconds
             switch connection.receive(into: &buffer, until: deadline) {
             case .received: continue
-            case .closed, .timedOut: return try fail()
+            case .closed: return try fail()
+            case .timedOut:
+                bodyFailure = HTTPRequestError(status: 408, "the request body did not arrive in time")
+                return try fail()
             }
         }
     }
@@ -208,7 +214,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     // MARK: The answer
 
     public func begin(status: Int, headers: [HTTPHeader], contentLength: Int?) throws {
-        guard !began else { throw Gone() }
+        // After a failed body read the server answers for it (400 or 408), or the client is gone.
+        guard !began, !failed else { throw Gone() }
         began = true
         bodyAllowed = !(isHead || status == 204 || status == 304 || status < 200)
         chunked = bodyAllowed && contentLength == nil && isHTTP11
@@ -260,9 +267,15 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
     private func finishAnswer() -> Bool {
         guard began else {
-            // The handler gave no answer: the client is told, and the connection ends.
-            _ = connection.send(
-                HTTPServerResponse.text(500, "the request could not be answered"), to: nil, keepAlive: false)
+            // The handler gave no answer: the client is told why, when it is still there, and
+            // the connection ends.
+            if let bodyFailure {
+                _ = connection.send(
+                    HTTPServerResponse.text(bodyFailure.status, bodyFailure.message), to: nil, keepAlive: false)
+            } else if !failed {
+                _ = connection.send(
+                    HTTPServerResponse.text(500, "the request could not be answered"), to: nil, keepAlive: false)
+            }
             return false
         }
         guard !failed else { return false }
