@@ -130,11 +130,12 @@ struct ProxyCommand: Command {
         passed back, never followed; http_proxy and the like are ignored.
 
         --listen 127.0.0.1:PORT (the default, PORT 0 for any free port) prints
-        PORTAL_API_HOST, PORTAL_TOKEN_PROXY_HEADER and PORTAL_TOKEN_PROXY_CREDENTIAL lines
-        on stdout. Every request must then carry Host 127.0.0.1:PORT (or localhost:PORT) and
-        the header Portal-Token-Proxy with the credential: without it the answer is 412, with
-        another value 403. --socket PATH serves on a Unix socket (0600, in a directory only
-        you can write) instead, to processes of your own user only.
+        PORTAL_API_HOST, PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER and
+        PORTAL_TOKEN_PROXY_CREDENTIAL lines on stdout. Every request must then carry Host
+        127.0.0.1:PORT (or localhost:PORT) and the header Portal-Token-Proxy with the
+        credential: without it the answer is 412, with another value 403. --socket PATH
+        serves on a Unix socket (0600, in a directory only you can write) instead, to
+        processes of your own user only.
 
         A 401 from Portal ends the session (the on-session-invalidated hook runs once) and is
         passed back; every accepted request slides the expiry, as api does. Runs until killed.
@@ -212,6 +213,7 @@ struct ProxyCommand: Command {
             var lines = Array(
                 """
                 PORTAL_API_HOST=127.0.0.1:\(port)
+                \(ProxyEnvironment.url)=http://127.0.0.1:\(port)
                 \(ProxyEnvironment.header)=\(ProxyRules.markerHeader)
                 \(ProxyEnvironment.credential)=\(credential.text)
 
