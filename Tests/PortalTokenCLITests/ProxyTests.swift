@@ -37,6 +37,8 @@ struct ProxyTests {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
 
+        var traced = portal.git.environment
+        traced["PORTAL_TOKEN_TRACE"] = "1"
         let result = try Self.exec(
             portal,
             """
@@ -49,8 +51,11 @@ struct ProxyTests {
                 "http://$PORTAL_API_HOST/api/v3/clients/me"
             c -o /dev/null -o /dev/null -w 'connects=%{num_connects}\\n' -H "$H" $J \\
                 "http://$PORTAL_API_HOST/api/v3/clients/me" "http://$PORTAL_API_HOST/api/v3/clients/me"
-            """)
+            """, environment: traced)
         #expect(result.exitCode == 0, "\(result.stderr)")
+        // The trace names each proxied request, never the token.
+        #expect(result.stderr.contains("proxy: GET /api/v3/clients/me -> HTTP 200"))
+        #expect(!result.stderr.contains(token) && !result.stdout.contains(token))
         #expect(result.stdout.contains("\"id\":\"client-1\""))
         #expect(result.stdout.contains("status=200"))
         #expect(result.stdout.contains("host=127.0.0.1:"))
