@@ -196,6 +196,52 @@ struct ChunkedBodyDecoderTests {
         }
     }
 
+    @Test("fuzzing: 100,000 random and mutated chunked bodies, cut at random, each end or fail, never hang")
+    func fuzz() {
+        var random = HTTPRequestParserTests.SplitMix(state: 0xC4_0A_4ED)
+        let seeds = [
+            "5;ext=1\r\nhello\r\n1\r\n \r\nA\r\n0123456789\r\n0\r\nTrailer: x\r\n\r\n",
+            "3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\n", "0\r\n\r\n",
+        ]
+        let alphabet = Array("0123456789abcdefABCDEF;=: \t\r\nxyz".utf8) + [0, 0x7F, 0xFF]
+        var outcomes = 0
+        for round in 0..<100_000 {
+            var bytes: [UInt8]
+            if round % 3 == 0 {
+                bytes = (0..<Int.random(in: 0...120, using: &random)).map { _ in
+                    alphabet.randomElement(using: &random)!
+                }
+            } else {
+                bytes = Array(seeds.randomElement(using: &random)!.utf8)
+                for _ in 0..<Int.random(in: 1...4, using: &random) where !bytes.isEmpty {
+                    let index = Int.random(in: 0..<bytes.count, using: &random)
+                    switch Int.random(in: 0..<3, using: &random) {
+                    case 0: bytes[index] = alphabet.randomElement(using: &random)!
+                    case 1: bytes.insert(alphabet.randomElement(using: &random)!, at: index)
+                    default: bytes.remove(at: index)
+                    }
+                }
+            }
+            var decoder = ChunkedBodyDecoder(maximumTrailerBytes: 64)
+            var body: [UInt8] = []
+            var offset = 0
+            do {
+                while offset < bytes.count, !decoder.isDone {
+                    let end = min(bytes.count, offset + Int.random(in: 1...16, using: &random))
+                    let consumed = try decoder.decode(bytes[offset..<end], into: &body)
+                    #expect(consumed > 0 || decoder.isDone)
+                    offset += consumed
+                    if consumed == 0 { break }
+                }
+                #expect(body.count <= bytes.count)
+            } catch {
+                #expect([400, 431].contains(error.status))
+            }
+            outcomes += 1
+        }
+        #expect(outcomes == 100_000)
+    }
+
     @Test("a streaming head leaves the body unread and reports its framing")
     func streamingHead() throws {
         let bytes = Array("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999\r\n\r\nabc".utf8)
