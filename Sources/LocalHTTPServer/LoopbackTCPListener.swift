@@ -45,6 +45,12 @@ public struct PeerCredentials: Sendable, Equatable {
 
     /// nil when the socket is not a Unix socket or the kernel would not say.
     public static func of(_ descriptor: Int32) -> PeerCredentials? {
+        // Other sockets answer too, with a made-up peer (pid 0, uid and gid -1).
+        var domain: Int32 = 0
+        var domainLength = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(descriptor, SOL_SOCKET, SO_DOMAIN, &domain, &domainLength) == 0, domain == AF_UNIX else {
+            return nil
+        }
         // struct ucred { pid_t pid; uid_t uid; gid_t gid; }, which Glibc exports only under _GNU_SOURCE.
         var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
         let size = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
@@ -52,6 +58,7 @@ public struct PeerCredentials: Sendable, Equatable {
         guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == size else {
             return nil
         }
+        guard credentials.1 != UInt32.max, credentials.2 != UInt32.max else { return nil }
         return PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
     }
 }

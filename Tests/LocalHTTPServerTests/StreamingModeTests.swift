@@ -152,3 +152,38 @@ struct StreamingModeTests {
         #expect(RawClient.status(of: RawClient.readAll(descriptor)) == 408)
     }
 }
+
+@Suite("the proxy's listeners")
+struct ProxyListenerTests {
+    @Test("the loopback listener binds 127.0.0.1 only, on the port asked or a free one")
+    func loopback() throws {
+        let (descriptor, port) = try LoopbackTCPListener.listen(port: 0)
+        defer { close(descriptor) }
+        #expect(port != 0)
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        #expect(UInt32(bigEndian: address.sin_addr.s_addr) == 0x7F00_0001)
+        #expect(UInt16(bigEndian: address.sin_port) == port)
+        #expect(throws: SystemCallError.self) { _ = try LoopbackTCPListener.listen(port: port) }
+    }
+
+    @Test("the kernel names the peer of a Unix socket: this process, this user")
+    func peerCredentials() throws {
+        var pair: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer {
+            close(pair[0])
+            close(pair[1])
+        }
+        let peer = try #require(PeerCredentials.of(pair[0]))
+        #expect(peer.pid == getpid())
+        #expect(peer.uid == getuid())
+        #expect(peer.gid == getgid())
+        let (tcp, _) = try LoopbackTCPListener.listen(port: 0)
+        defer { close(tcp) }
+        #expect(PeerCredentials.of(tcp) == nil)
+    }
+}
