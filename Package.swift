@@ -59,6 +59,8 @@ let package = Package(
         .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
+        .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
         // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
@@ -68,7 +70,7 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore", "AuditFileLog",
+                "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
@@ -97,6 +99,9 @@ let package = Package(
             name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
         .testTarget(name: "AuditFileLogTests", dependencies: ["AuditFileLog", "PortalTokenCore", "Basics"]),
+        .testTarget(
+            name: "LocalHTTPServerTests",
+            dependencies: ["LocalHTTPServer", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),

@@ -164,7 +164,21 @@ extension OptionSpec {
     static let since = OptionSpec(
         "since", value: "DURATION", completion: .words(["30m", "24h", "7d"]),
         help: "only the events of the last DURATION: 90s, 30m, 24h, 7d")
-    static let tokenVar = OptionSpec("token-var", value: "NAME", help: "environment variable for the token")
+    static let tokenVar = OptionSpec(
+        "token-var", value: "NAME", excludes: ["proxy"], help: "environment variable for the token")
+    static let proxy = OptionSpec(
+        "proxy", excludes: ["token-var"], help: "give COMMAND a proxy to the Portal API instead of the token")
+    static let listen = OptionSpec(
+        "listen", value: "127.0.0.1:PORT", excludes: ["socket"],
+        help: "listen on this loopback port (default 127.0.0.1:0: any free port)")
+    static let proxySocket = OptionSpec(
+        "socket", value: "PATH", completion: .file, excludes: ["listen"], help: "listen on a Unix socket instead")
+    static let allowPath = OptionSpec(
+        "allow-path", value: "PREFIX", repeatable: true,
+        help: "forward paths under PREFIX only (default /api/v3/clients/me)")
+    static let allowMethod = OptionSpec(
+        "allow-method", value: "METHOD", repeatable: true,
+        help: "forward this method only (default GET, HEAD, POST, PUT, PATCH, DELETE)")
     static let unset = OptionSpec("unset", help: "remove portal-token from the global git config")
     static let network = OptionSpec("network", help: "also check that the Portal API answers")
     static let email = OptionSpec(
@@ -217,7 +231,8 @@ public enum OptionTable {
             positionals: [
                 PositionalSpec("COMMAND", completion: .program, help: "the program to run, and its arguments")
             ],
-            options: [.tokenVar], usage: ["portal-token exec [--token-var NAME] [--] COMMAND [ARG...]"]),
+            options: [.tokenVar, .proxy],
+            usage: ["portal-token exec [--token-var NAME | --proxy] [--] COMMAND [ARG...]"]),
         CommandSpec("exec-credential", ExecCredentialCommand.summary),
         CommandSpec("list", ListCommand.summary, options: [.format]),
         CommandSpec("setup-git", SetupGitCommand.summary, options: [.unset]),
@@ -248,6 +263,12 @@ public enum OptionTable {
             positionals: [PositionalSpec("PATH", completion: .words(["/api/v3/clients/me"]), help: "API path")],
             options: [.method, .data, .header],
             usage: ["portal-token api [-X METHOD] PATH [--data JSON | --data @FILE] [-H 'Name: value']..."]),
+        CommandSpec(
+            "proxy", ProxyCommand.summary, options: [.listen, .proxySocket, .allowPath, .allowMethod],
+            usage: [
+                "portal-token proxy [--listen 127.0.0.1:PORT | --socket PATH] [--allow-path PREFIX]... "
+                    + "[--allow-method METHOD]..."
+            ]),
         CommandSpec("logout", LogoutCommand.summary),
         CommandSpec(
             "migrate", MigrateCommand.summary, options: [.migrateTo, .migrateFrom],

@@ -13,8 +13,8 @@ public enum PortalTokenCLI {
         TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
-        StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self, MigrateCommand.self,
-        LockCommand.self, AuditCommand.self,
+        StatusCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self, LogoutCommand.self,
+        MigrateCommand.self, LockCommand.self, AuditCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.

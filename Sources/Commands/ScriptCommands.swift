@@ -73,6 +73,14 @@ struct ExecCommand: Command {
         Every word from COMMAND on is COMMAND's, with or without '--': settings flags
         go before 'exec' (portal-token --env ID exec COMMAND).
 
+        With --proxy, COMMAND never gets the token. portal-token starts a proxy to the Portal
+        API on 127.0.0.1 for COMMAND alone (a random port and a random credential), runs
+        COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT, PORTAL_TOKEN_PROXY_URL,
+        PORTAL_TOKEN_PROXY_HEADER (Portal-Token-Proxy) and PORTAL_TOKEN_PROXY_CREDENTIAL in
+        its environment, and stops the proxy when COMMAND exits. Each request COMMAND sends
+        carries the header Portal-Token-Proxy: $PORTAL_TOKEN_PROXY_CREDENTIAL; the proxy adds
+        the bearer (see 'portal-token proxy --help'). SIGTERM and SIGHUP are passed on.
+
         """ + scriptSessionRules
 
     static let defaultTokenVariable = "PORTAL_CLIENT_SESSION_TOKEN"
@@ -82,6 +90,8 @@ struct ExecCommand: Command {
 
     let tokenVariable: String
     let command: [String]
+    /// `--proxy`: the command gets a proxy to the Portal API, never the token.
+    let useProxy: Bool
     /// The descriptors open when the command started: those the caller meant the child to have.
     /// Anything portal-token opens afterwards (a keyring connection, a lock) is closed at exec.
     let inheritedDescriptors: Set<Int32>
@@ -105,6 +115,7 @@ struct ExecCommand: Command {
                 hint: "choose another name, such as API_TOKEN")
         }
         tokenVariable = variable
+        useProxy = arguments.has(.proxy)
         command = arguments.operands
         guard !command.isEmpty, !command[0].isEmpty else {
             throw .usage("'exec' needs a command to run", hint: "portal-token exec [--] COMMAND [ARG...]")
@@ -123,6 +134,7 @@ struct ExecCommand: Command {
     }
 
     func run(in context: Context) throws {
+        if useProxy { try runWithProxy(in: context) }
         let session = try context.sessionService().usableSession()
         setenv(tokenVariable, session.token.text, 1)
         if let expiresAt = session.expiresAt {
@@ -156,7 +168,7 @@ struct ExecCommand: Command {
     }
 
     /// Marks close-on-exec every descriptor this process opened after the command started.
-    private func closeOwnDescriptorsOnExec() {
+    func closeOwnDescriptorsOnExec() {
         for descriptor in Self.openDescriptors() where descriptor > 2 && !inheritedDescriptors.contains(descriptor) {
             let flags = fcntl(descriptor, F_GETFD)
             if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }

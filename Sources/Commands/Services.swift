@@ -55,6 +55,13 @@ public struct Services {
     /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
     /// read command lines (`ProcessListVisibility`).
     public var procMountInfo: () -> String?
+    /// The proxy's transport: bodies streamed both ways, no redirect, no proxy.
+    public var streamingTransport: (HTTPTransportOptions) -> any StreamingHTTPTransport
+    /// Binds a local server whose bodies stream; `admit` decides, from the kernel's word, who
+    /// may use a Unix socket (a caller it refuses is closed unanswered).
+    public var bindLocalServer:
+        (_ address: LocalListenAddress, _ admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
+            any LocalStreamingServer
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -76,7 +83,15 @@ public struct Services {
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
         now: @escaping () -> Int64,
         procMountInfo: @escaping () -> String? = { nil },
-        auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() }
+        auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() },
+        streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
+            UnavailableStreamingTransport()
+        },
+        bindLocalServer:
+            @escaping (LocalListenAddress, @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
+            any LocalStreamingServer = { _, _ throws(CLIError) in
+                throw CLIError("this build cannot serve a local socket", exitCode: .usage)
+            }
     ) {
         self.auditLog = auditLog
         self.connectSessionBus = connectSessionBus
@@ -95,6 +110,8 @@ public struct Services {
         self.serveDesktopActivation = serveDesktopActivation
         self.now = now
         self.procMountInfo = procMountInfo
+        self.streamingTransport = streamingTransport
+        self.bindLocalServer = bindLocalServer
     }
 }
 
@@ -130,4 +147,15 @@ public struct AuditLogOptions {
     public var journal: Bool
     /// Says, once per process, that the log cannot be written, and how to fix it.
     public var warn: (_ message: String, _ hint: String?) -> Void
+}
+
+/// The streaming transport of a `Services` that has none (the in-process tests').
+public struct UnavailableStreamingTransport: StreamingHTTPTransport {
+    public init() {}
+
+    public func exchange(_ request: StreamedHTTPRequest, into sink: any HTTPResponseSink) throws(HTTPError)
+        -> StreamedHTTPOutcome
+    {
+        throw .other(host: HTTPError.hostForMessages(request.url) ?? "?", detail: "no streaming transport")
+    }
 }

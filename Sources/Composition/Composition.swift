@@ -93,6 +93,10 @@ public enum Composition {
                 return AuditFileLog(
                     directory: options.directory, maximumBytes: options.maximumBytes, warn: options.warn,
                     forward: forward)
+            },
+            streamingTransport: { CurlStreamingTransport(options: $0) },
+            bindLocalServer: { address, admit throws(CLIError) in
+                try StreamingLocalServer.bind(address, admit: admit)
             })
     }
 }

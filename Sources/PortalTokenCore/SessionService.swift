@@ -147,6 +147,22 @@ public final class SessionService {
         return response
     }
 
+    /// The session a request the caller sends itself goes with (the proxy's, whose bodies are
+    /// streamed): any stored one within its cap, as for `api`; the request itself is the check.
+    /// Its answer goes to `settle`.
+    public func sessionToSend() throws -> PortalSession { try liveOrChecked() }
+
+    /// Whether a URL may receive the session's bearer (docs/portal-api.md, "Portal hosts").
+    public func allowsBearer(_ url: String) -> Bool { requests.gate.allowsBearer(url) }
+
+    /// What the answer to a request that carried `session`'s token means for the session, as for
+    /// `api` (docs/sessions.md, "Sliding expiry"): a 401 from Portal ends it (the hook runs in
+    /// the one process that removed it, and this throws `ended`); a 2xx slides the expiry.
+    public func settle(_ session: PortalSession, status: Int, answeredBy url: String) throws {
+        try endIfRejected(session, status: status, answeredBy: url, carriedToken: true)
+        if (200..<300).contains(status) { _ = try slide(session) }
+    }
+
     /// The session to send with: any stored one within its cap (the request itself is the check).
     private func liveOrChecked() throws -> PortalSession {
         guard let session = try restore() else { throw SessionError.notSignedIn(authEnvironmentID: authEnvironmentID) }
@@ -169,10 +185,16 @@ public final class SessionService {
         // A 401 ends the session only when this request carried the token to Portal
         // (docs/portal-api.md, "When a 401 ends a session"): the answering URL must be Portal's.
         let answeredBy = response.effectiveURL.isEmpty ? url : response.effectiveURL
-        if response.status == 401, request.authorization != nil, requests.gate.isPortalOwned(answeredBy) {
+        try endIfRejected(
+            session, status: response.status, answeredBy: answeredBy, carriedToken: request.authorization != nil)
+        return response
+    }
+
+    /// Ends the session on a 401 that Portal gave a request carrying its token.
+    private func endIfRejected(_ session: PortalSession, status: Int, answeredBy: String, carriedToken: Bool) throws {
+        if status == 401, carriedToken, requests.gate.isPortalOwned(answeredBy) {
             try end(session, reason: .unauthorized)
         }
-        return response
     }
 
     /// The URL for a path, or an absolute URL on the configured API's origin; anything else is

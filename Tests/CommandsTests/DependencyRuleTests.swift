@@ -13,7 +13,7 @@ struct DependencyRuleTests {
     static let adapters: Set<String> = [
         "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
         "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils", "CSDBus",
-        "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "AuditFileLog",
+        "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "AuditFileLog", "LocalHTTPServer",
     ]
 
     /// What each module that is not an adapter may import besides the toolchain's own modules.

@@ -88,7 +88,7 @@ public final class FakePortalServer: Sendable {
 
     public typealias Handler = @Sendable (Request, FakePortalServer) -> Response
 
-    private struct Route: Sendable {
+    struct Route: Sendable {
         var method: String
         var path: String
         var bearer: BearerRule
@@ -97,7 +97,7 @@ public final class FakePortalServer: Sendable {
         var handler: Handler
     }
 
-    private struct State {
+    struct State {
         var routes: [Route] = []
         var requests: [Request] = []
         var violations: [Violation] = []
@@ -105,6 +105,8 @@ public final class FakePortalServer: Sendable {
         var liveTokens: [String: String] = [:]
         var behaviour: Behaviour = .normal
         var stopped = false
+        var connections = 0
+        var largeBodies = false
     }
 
     public let port: UInt16
@@ -112,7 +114,7 @@ public final class FakePortalServer: Sendable {
     /// benchmark's plain curl, that do not send portal-token's headers.
     public let isStrict: Bool
     private let listener: Int32
-    private let state = Mutex(State())
+    let state = Mutex(State())
 
     public var baseURL: String { "http://127.0.0.1:\(port)" }
 
@@ -201,13 +203,18 @@ public final class FakePortalServer: Sendable {
     // MARK: What happened
 
     public var requests: [Request] { state.withLock { $0.requests } }
+    /// Every connection accepted, whether a request came on it or not.
+    public var connectionCount: Int { state.withLock { $0.connections } }
+
+    /// Serves the large-body routes (FakePortalServer+LargeBodies.swift) from now on.
+    public func enableLargeBodies() { state.withLock { $0.largeBodies = true } }
     public var violations: [Violation] { state.withLock { $0.violations } }
 
     // MARK: Routes
 
     /// `GET /api/v3/clients/me` (docs/portal-api.md, "The session token's life"): the client as a top-level object, no
     /// `data` envelope.
-    private func clientsMe(_ request: Request) -> Response {
+    func clientsMe(_ request: Request) -> Response {
         guard let token = request.bearerToken,
             let clientID = state.withLock({ $0.liveTokens[token] })
         else {
@@ -239,7 +246,11 @@ public final class FakePortalServer: Sendable {
                 close(listener)
                 return
             }
-            if state.withLock({ $0.stopped }) {
+            let stopped = state.withLock { state in
+                state.connections += 1
+                return state.stopped
+            }
+            if stopped {
                 close(connection)
                 close(listener)
                 return
@@ -256,7 +267,15 @@ public final class FakePortalServer: Sendable {
     }
 
     private func serve(_ connection: Int32) {
-        guard let request = readRequest(connection) else {
+        guard let (head, rest) = readHead(connection) else {
+            write(.json(400, #"{"error":"fake server: unreadable request"}"#), to: connection)
+            return
+        }
+        if state.withLock({ $0.largeBodies }), Self.largeBodyPaths.contains(head.path) {
+            serveLargeBody(head, rest, connection)
+            return
+        }
+        guard let request = readBody(head, rest, connection) else {
             write(.json(400, #"{"error":"fake server: unreadable request"}"#), to: connection)
             return
         }
@@ -291,7 +310,7 @@ public final class FakePortalServer: Sendable {
     }
 
     /// The rules every request must keep; an empty list when it keeps them all.
-    private func check(_ request: Request, bearer: BearerRule) -> [String] {
+    func check(_ request: Request, bearer: BearerRule) -> [String] {
         var problems: [String] = []
         for name in ["Accept", "Content-Type", "X-Portal-Trace-Id", "User-Agent", "Authorization", "Content-Length"]
         where request.headerCount(name) > 1 {
@@ -328,7 +347,26 @@ public final class FakePortalServer: Sendable {
         return problems
     }
 
-    private func readRequest(_ connection: Int32) -> Request? {
+    private func readBody(_ head: Request, _ rest: [UInt8], _ connection: Int32) -> Request? {
+        var request = head
+        var body = rest
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        if let lengthText = request.headers.value(for: "Content-Length") {
+            guard let length = Int(lengthText), length >= 0, length <= 8_388_608 else { return nil }
+            while body.count < length {
+                let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return nil }
+                body += chunk[0..<count]
+            }
+            body = Array(body.prefix(length))
+        }
+        request.body = body
+        return request
+    }
+
+    /// Reads a request's head; the bytes after it (the start of the body) come back beside it.
+    func readHead(_ connection: Int32) -> (Request, [UInt8])? {
         var buffer: [UInt8] = []
         let terminator: [UInt8] = Array("\r\n\r\n".utf8)
         var headerEnd: Int?
@@ -364,21 +402,11 @@ public final class FakePortalServer: Sendable {
             guard let colon = line.firstIndex(of: ":") else { return nil }
             headers.append(HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingWhitespace))
         }
-        var body = Array(buffer[(headerEnd + 4)...])
-        if let lengthText = headers.value(for: "Content-Length") {
-            guard let length = Int(lengthText), length >= 0, length <= 8_388_608 else { return nil }
-            while body.count < length {
-                let count = chunk.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return nil }
-                body += chunk[0..<count]
-            }
-            body = Array(body.prefix(length))
-        }
-        return Request(method: String(requestLine[0]), path: path, query: query, headers: headers, body: body)
+        let rest = Array(buffer[(headerEnd + 4)...])
+        return (Request(method: String(requestLine[0]), path: path, query: query, headers: headers, body: []), rest)
     }
 
-    private func write(_ response: Response, to connection: Int32) {
+    func write(_ response: Response, to connection: Int32) {
         var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
         var headers = response.headers
         if headers.value(for: "Content-Type") == nil { headers.append(HTTPHeader("Content-Type", "application/json")) }

@@ -17,6 +17,7 @@ _portal_token_commands=(
     "status:show the Portal session: end user, environment, backend and expiry"
     "refresh:ask Portal whether the session is live, and slide its expiry"
     "api:send an authenticated request to the Portal API and print the response"
+    "proxy:serve the Portal API on a local port or socket, adding the session token"
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
     "lock:drop every cached key and session copy from the kernel keyring at once"
@@ -27,14 +28,14 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to --from --since"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
     case $1 in
         get) printf '%s\n' --format ;;
         token) printf '%s\n' --format ;;
-        exec) printf '%s\n' --token-var ;;
+        exec) printf '%s\n' --token-var --proxy ;;
         list) printf '%s\n' --format ;;
         setup-git) printf '%s\n' --unset ;;
         doctor) printf '%s\n' --format --network ;;
@@ -43,6 +44,7 @@ _portal_token_command_options() {
         redirect) printf '%s\n' --dbus-activated ;;
         status) printf '%s\n' --format ;;
         api) printf '%s\n' --method -X --data -d --header -H ;;
+        proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
         audit) printf '%s\n' --since --format ;;
     esac
@@ -67,6 +69,8 @@ _portal_token_words() {
 # Returns 0 when the option $1 does not go with an option already in "$2" (" --a -b ").
 _portal_token_excluded() {
     case $1 in
+        --token-var) [[ $2 == *" --proxy "* ]] ;;
+        --proxy) [[ $2 == *" --token-var "* ]] ;;
         --email) [[ $2 == *" --google "* || $2 == *" --apple "* || $2 == *" --with-token "* ]] ;;
         --google) [[ $2 == *" --email "* || $2 == *" --apple "* || $2 == *" --with-token "* ]] ;;
         --apple) [[ $2 == *" --email "* || $2 == *" --google "* || $2 == *" --with-token "* ]] ;;
@@ -77,6 +81,8 @@ _portal_token_excluded() {
         -d) [[ $2 == *" --data "* ]] ;;
         --header) [[ $2 == *" -H "* ]] ;;
         -H) [[ $2 == *" --header "* ]] ;;
+        --listen) [[ $2 == *" --socket "* ]] ;;
+        --socket) [[ $2 == *" --listen "* ]] ;;
         *) return 1 ;;
     esac
 }

@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate lock audit help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock audit help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -18,6 +18,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a verif
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show the Portal session: end user, environment, backend and expiry'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a refresh -d 'Ask Portal whether the session is live, and slide its expiry'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -d 'Send an authenticated request to the Portal API and print the response'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy -d 'Serve the Portal API on a local port or socket, adding the session token'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy from the kernel keyring at once'
@@ -43,7 +44,8 @@ complete -c portal-token -n "__fish_seen_subcommand_from get" -l format -x -a 'j
 complete -c portal-token -n "__fish_seen_subcommand_from token" -l format -x -a 'json' -d 'Print JSON'
 
 # exec
-complete -c portal-token -n "__fish_seen_subcommand_from exec" -l token-var -x -d 'Environment variable for the token'
+complete -c portal-token -n "__fish_seen_subcommand_from exec; and not __fish_contains_opt token-var proxy" -l token-var -x -d 'Environment variable for the token'
+complete -c portal-token -n "__fish_seen_subcommand_from exec; and not __fish_contains_opt proxy token-var" -l proxy -d 'Give COMMAND a proxy to the Portal API instead of the token'
 complete -c portal-token -n "__fish_seen_subcommand_from exec; and contains -- -- (commandline -opc)" -a '(__fish_complete_command)'
 
 # list
@@ -81,6 +83,12 @@ complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x 
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s d -l data -x -a '(__portal_token_data)' -d 'Request body: JSON, @FILE, or @- for stdin'
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s H -l header -x -d 'Add a request header: \'Name: value\''
 complete -c portal-token -n "__fish_seen_subcommand_from api" -a '/api/v3/clients/me' -d 'API path'
+
+# proxy
+complete -c portal-token -n "__fish_seen_subcommand_from proxy; and not __fish_contains_opt listen socket" -l listen -x -d 'Listen on this loopback port (default 127.0.0.1:0: any free port)'
+complete -c portal-token -n "__fish_seen_subcommand_from proxy; and not __fish_contains_opt socket listen" -l socket -r -F -d 'Listen on a Unix socket instead'
+complete -c portal-token -n "__fish_seen_subcommand_from proxy" -l allow-path -x -d 'Forward paths under PREFIX only (default /api/v3/clients/me)'
+complete -c portal-token -n "__fish_seen_subcommand_from proxy" -l allow-method -x -d 'Forward this method only (default GET, HEAD, POST, PUT, PATCH, DELETE)'
 
 # migrate
 complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file vault' -d 'The store to move every item into'

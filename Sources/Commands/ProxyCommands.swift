@@ -1,0 +1,324 @@
+import Basics
+import Glibc
+import PortalTokenCore
+import Synchronization
+
+/// The authenticating reverse proxy to the Portal API (docs/proxy.md): each request the rules
+/// allow goes to the configured API origin with the session's bearer added, and its answer comes
+/// back as it arrives; everything else is refused before any connection to Portal is made.
+final class PortalProxy: @unchecked Sendable {
+    let rules: ProxyRules
+    private let apiBase: PortalAPIBase
+    private let sessions: SessionService
+    private let transport: any StreamingHTTPTransport
+    private let trace: @Sendable (String) -> Void
+    private let warn: @Sendable (String) -> Void
+    /// The session is read, slid and ended by one request at a time in this process; other
+    /// processes are kept apart by the store's own lock, as for `api`.
+    private let sessionAccess = Mutex(())
+
+    init(rules: ProxyRules, context: Context, sessions: SessionService) throws {
+        self.rules = rules
+        self.apiBase = try context.apiBase()
+        self.sessions = sessions
+        self.transport = context.services.streamingTransport(try HTTPTransportOptions(settings: context.settings))
+        self.trace = context.trace
+        let streams = context.streams
+        self.warn = { streams.printError("portal-token: warning: \($0)") }
+    }
+
+    /// The value the proxy puts before a client's own `User-Agent`.
+    static var userAgent: String { "portal-token/\(PortalTokenCLI.version)" }
+
+    func handle(_ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: LocalCaller) {
+        switch rules.decide(request) {
+        case .refuse(let status, let reason):
+            trace("proxy: \(request.method) \(request.path) refused (\(status))")
+            try? exchange.answer(.text(status, "portal-token proxy: \(reason)"))
+        case .forward(let proxied):
+            forward(proxied, exchange)
+        }
+    }
+
+    private func forward(_ proxied: ProxiedRequest, _ exchange: any LocalExchange) {
+        let url = apiBase.url(path: proxied.target)
+        var session: PortalSession?
+        var authorization = proxied.clientAuthorization
+        if authorization == nil {
+            guard sessions.allowsBearer(url) else {
+                try? exchange.answer(
+                    .text(502, "portal-token proxy: the configured API host may not receive the session token"))
+                return
+            }
+            do {
+                let current = try sessionAccess.withLock { _ in try sessions.sessionToSend() }
+                session = current
+                authorization = current.token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) }
+            } catch {
+                answer(error, exchange)
+                return
+            }
+        }
+        var bodyLength: Int?
+        if case .length(let length) = proxied.body { bodyLength = length }
+        let upstream = StreamedHTTPRequest(
+            method: proxied.method, url: url, headers: proxied.headers, authorization: authorization,
+            body: proxied.body == .none ? nil : exchange, bodyLength: bodyLength)
+        let outcome: StreamedHTTPOutcome
+        do {
+            outcome = try transport.exchange(upstream, into: exchange)
+        } catch {
+            trace("proxy: \(proxied) failed: \(error.message)")
+            if !exchange.hasBegun {
+                let status: Int
+                switch error {
+                case .timedOut, .connectTimedOut: status = 504
+                default: status = 502
+                }
+                try? exchange.answer(.text(status, "portal-token proxy: \(error.message)"))
+            }
+            return
+        }
+        trace("proxy: \(proxied) -> HTTP \(outcome.status)")
+        // The client has its whole answer before a 401's hook runs.
+        exchange.complete()
+        guard let session else { return }
+        do {
+            try sessionAccess.withLock { _ in
+                try sessions.settle(session, status: outcome.status, answeredBy: outcome.effectiveURL)
+            }
+        } catch SessionError.ended {
+            // The 401 went back to the client; the hook has run, in this process or another.
+        } catch {
+            warn("the session could not be updated after a proxied request: \(CLIError(error).message)")
+        }
+    }
+
+    /// What the proxy answers when it cannot send a request with the session.
+    private func answer(_ error: any Error, _ exchange: any LocalExchange) {
+        let status: Int
+        switch error {
+        case let error as SessionError:
+            switch error {
+            case .notSignedIn, .ended: status = 401
+            case .network, .checkFailed: status = 502
+            case .foreignOrigin: status = 403
+            }
+        case is StoreError: status = 503
+        default: status = 500
+        }
+        try? exchange.answer(.text(status, "portal-token proxy: \(CLIError(error).message)"))
+    }
+}
+
+/// The variables `exec --proxy` gives its command (docs/proxy.md, "exec --proxy").
+enum ProxyEnvironment {
+    static let credential = "PORTAL_TOKEN_PROXY_CREDENTIAL"
+    static let header = "PORTAL_TOKEN_PROXY_HEADER"
+    static let url = "PORTAL_TOKEN_PROXY_URL"
+}
+
+struct ProxyCommand: Command {
+    static let name = "proxy"
+    static let summary = "Serve the Portal API on a local port or socket, adding the session token"
+    static let details = """
+        A reverse proxy to the configured API host: a request to it goes to the same path on
+        the API host, with Authorization: Bearer and the session token added when the request
+        carries no Authorization of its own (one it carries passes untouched). The token never
+        leaves portal-token. Only the methods and path prefixes allowed (default: GET, HEAD,
+        POST, PUT, PATCH and DELETE under /api/v3/clients/me) are forwarded; redirects are
+        passed back, never followed; http_proxy and the like are ignored.
+
+        --listen 127.0.0.1:PORT (the default, PORT 0 for any free port) prints
+        PORTAL_API_HOST, PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER and
+        PORTAL_TOKEN_PROXY_CREDENTIAL lines on stdout. Every request must then carry Host
+        127.0.0.1:PORT (or localhost:PORT) and the header Portal-Token-Proxy with the
+        credential: without it the answer is 412, with another value 403. --socket PATH
+        serves on a Unix socket (0600, in a directory only you can write) instead, to
+        processes of your own user only.
+
+        A 401 from Portal ends the session (the on-session-invalidated hook runs once) and is
+        passed back; every accepted request slides the expiry, as api does. Runs until killed.
+
+        """ + sessionSettings
+
+    let address: LocalListenAddress
+    let methods: [String]
+    let pathPrefixes: [String]
+
+    init(arguments: ParsedArguments) throws(CLIError) {
+        if let path = arguments.value(.proxySocket) {
+            guard path.hasPrefix("/") else { throw .usage("--socket takes an absolute path") }
+            address = .unixSocket(path: path)
+        } else {
+            address = .loopback(port: try Self.port(arguments.value(.listen) ?? "127.0.0.1:0"))
+        }
+        var methods: [String] = []
+        for method in arguments.values(.allowMethod) {
+            let upper = method.uppercased()
+            guard !upper.isEmpty, upper.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }),
+                upper != "CONNECT"
+            else {
+                throw .usage("--allow-method takes an HTTP method such as GET (never CONNECT)")
+            }
+            methods.append(upper)
+        }
+        self.methods = methods.isEmpty ? ProxyRules.defaultMethods : methods
+        var prefixes: [String] = []
+        for prefix in arguments.values(.allowPath) {
+            guard prefix.hasPrefix("/"), ProxyRules.isAllowed(path: prefix[...], prefixes: [prefix]) else {
+                throw .usage(
+                    "--allow-path takes a path such as /api/v3/clients/me, without dot segments or encoded slashes")
+            }
+            prefixes.append(prefix)
+        }
+        pathPrefixes = prefixes.isEmpty ? ProxyRules.defaultPathPrefixes : prefixes
+    }
+
+    /// `127.0.0.1:PORT`, `localhost:PORT` or `PORT`.
+    static func port(_ text: String) throws(CLIError) -> UInt16 {
+        var portText = Substring(text)
+        for prefix in ["127.0.0.1:", "localhost:"] where text.lowercased().hasPrefix(prefix) {
+            portText = text.dropFirst(prefix.count)
+        }
+        guard !portText.isEmpty, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let port = UInt16(portText)
+        else {
+            throw .usage(
+                "--listen takes 127.0.0.1:PORT (or PORT): the proxy listens on loopback only",
+                hint: "for example --listen 127.0.0.1:8787, or 127.0.0.1:0 for any free port")
+        }
+        return port
+    }
+
+    func run(in context: Context) throws {
+        let sessions = try context.sessionService()
+        let uid = getuid()
+        // The seam for callers on a Unix socket: the kernel's word on who connected. Only this
+        // user is served here; the agent decides by its rules instead.
+        let server = try context.services.bindLocalServer(address) { caller in caller.uid == uid }
+        var credential: Secret?
+        let listener: ProxyListenerKind
+        if let port = server.port {
+            listener = .loopback(port: port)
+            credential = ProxyRules.makeCredential()
+        } else {
+            listener = .unixSocket
+        }
+        let proxy = try PortalProxy(
+            rules: ProxyRules(
+                listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
+                userAgent: PortalProxy.userAgent),
+            context: context, sessions: sessions)
+        if let port = server.port, let credential {
+            var lines = Array(
+                """
+                PORTAL_API_HOST=127.0.0.1:\(port)
+                \(ProxyEnvironment.url)=http://127.0.0.1:\(port)
+                \(ProxyEnvironment.header)=\(ProxyRules.markerHeader)
+                \(ProxyEnvironment.credential)=\(credential.text)
+
+                """.utf8)
+            context.streams.write(lines, to: context.streams.output)
+            zeroize(&lines)
+        } else if case .unixSocket(let path) = address {
+            context.streams.printError("portal-token: proxy listening on \(path)")
+        }
+        try server.run(proxy.handle)
+    }
+}
+
+extension ExecCommand {
+    /// `exec --proxy`: the command runs as a child, with a proxy on 127.0.0.1 for it alone (a
+    /// random port and credential) that lives as long as it does; its environment names the
+    /// proxy and never holds the token (docs/proxy.md, "exec --proxy").
+    func runWithProxy(in context: Context) throws -> Never {
+        let sessions = try context.sessionService()
+        _ = try sessions.usableSession()
+        // Signals this process forwards or ignores are taken by sigwait below, so they are blocked
+        // before any thread starts; the command gets them back at their defaults.
+        var handled = sigset_t()
+        sigemptyset(&handled)
+        for signal in [SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGCHLD] { sigaddset(&handled, signal) }
+        pthread_sigmask(SIG_BLOCK, &handled, nil)
+
+        let server = try context.services.bindLocalServer(.loopback(port: 0)) { _ in false }
+        guard let port = server.port else { throw CLIError("the proxy has no port", exitCode: .usage) }
+        let credential = ProxyRules.makeCredential()
+        let proxy = try PortalProxy(
+            rules: ProxyRules(
+                listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
+            context: context, sessions: sessions)
+        try server.start(proxy.handle)
+
+        var environment = ProcessEnvironment.current()
+        environment.removeValue(forKey: Self.defaultTokenVariable)
+        environment.removeValue(forKey: "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT")
+        environment["PORTAL_API_HOST"] = "127.0.0.1:\(port)"
+        environment[ProxyEnvironment.url] = "http://127.0.0.1:\(port)"
+        environment[ProxyEnvironment.header] = ProxyRules.markerHeader
+        environment[ProxyEnvironment.credential] = credential.text
+        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = sessions.authEnvironmentID
+
+        closeOwnDescriptorsOnExec()
+        let child = try spawn(environment: environment, signals: handled)
+        let code = waitForChild(child, signals: handled)
+        server.stop()
+        exit(code)
+    }
+
+    private func spawn(environment: [String: String], signals: sigset_t) throws -> pid_t {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var defaults = signals
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp {
+                if let pointer { explicit_bzero(pointer, strlen(pointer)) }
+                free(pointer)
+            }
+        }
+        var child: pid_t = 0
+        var failure: Int32 = 0
+        // The command gets the caller's core-file limits, not portal-token's 0.
+        CoreFileLimit.withCallerLimits {
+            failure = posix_spawnp(&child, command[0], nil, &attributes, &argv, &envp)
+        }
+        guard failure == 0 else {
+            let name = String(command[0].prefix(256))
+            if failure == ENOENT || failure == ENOTDIR {
+                throw CLIError(
+                    "cannot run '\(name)': command not found", hint: "check the name and PATH",
+                    exitCode: .commandNotFound)
+            }
+            throw CLIError(
+                "cannot run '\(name)': \(String(cString: strerror(failure)))", exitCode: .commandNotExecutable)
+        }
+        return child
+    }
+
+    /// Waits for the command, passing on SIGTERM and SIGHUP; SIGINT and SIGQUIT from the terminal
+    /// reach it directly. Its exit status, or 128 + the signal that ended it, as a shell reports.
+    private func waitForChild(_ child: pid_t, signals: sigset_t) -> Int32 {
+        var set = signals
+        while true {
+            var status: Int32 = 0
+            let ended = waitpid(child, &status, WNOHANG)
+            if ended == child {
+                let signal = status & 0x7f
+                return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+            }
+            if ended < 0, errno != EINTR { return 1 }
+            var received: Int32 = 0
+            guard sigwait(&set, &received) == 0 else { continue }
+            if received == SIGTERM || received == SIGHUP { kill(child, received) }
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import Basics
+import Commands
+import Glibc
+import LocalHTTPServer
+import PortalTokenCore
+import Synchronization
+
+/// The streaming local server behind `Services.bindLocalServer`: `LocalHTTPServer` in its
+/// streaming mode, on a loopback TCP socket or a Unix socket. On a Unix socket each caller is
+/// named by the kernel (`SO_PEERCRED`) and `admit` decides before a byte is read.
+final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
+    let port: UInt16?
+    private let descriptor: Int32
+    private let isUnixSocket: Bool
+    private let admit: @Sendable (LocalCaller) -> Bool
+    private let server = Mutex<LocalHTTPServer<LocalCaller>?>(nil)
+    /// Whether a background `run` has not returned yet.
+    private let running = Mutex(false)
+
+    private init(descriptor: Int32, port: UInt16?, admit: @escaping @Sendable (LocalCaller) -> Bool) {
+        self.descriptor = descriptor
+        self.port = port
+        self.isUnixSocket = port == nil
+        self.admit = admit
+    }
+
+    static func bind(_ address: LocalListenAddress, admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError)
+        -> StreamingLocalServer
+    {
+        switch address {
+        case .loopback(let port):
+            do {
+                let (descriptor, bound) = try LoopbackTCPListener.listen(port: port)
+                return StreamingLocalServer(descriptor: descriptor, port: bound, admit: admit)
+            } catch {
+                throw CLIError(
+                    "cannot listen on 127.0.0.1:\(port): \(error.reason)", hint: "choose another port, or 0 for any",
+                    exitCode: .usage)
+            }
+        case .unixSocket(let path):
+            do {
+                let descriptor = try UnixSocketListener.listen(at: path)
+                return StreamingLocalServer(descriptor: descriptor, port: nil, admit: admit)
+            } catch {
+                throw CLIError(error.message, exitCode: .usage)
+            }
+        }
+    }
+
+    private func make(_ handler: @escaping LocalStreamHandler) throws -> LocalHTTPServer<LocalCaller> {
+        let isUnixSocket = self.isUnixSocket
+        let admit = self.admit
+        let made = try LocalHTTPServer<LocalCaller>(
+            listeners: [descriptor],
+            accept: { connection, _ in
+                guard isUnixSocket else { return LocalCaller() }
+                guard let peer = PeerCredentials.of(connection) else { return nil }
+                let caller = LocalCaller(pid: peer.pid, uid: peer.uid, gid: peer.gid)
+                return admit(caller) ? caller : nil
+            },
+            stream: { request, exchange, caller in handler(request, exchange, caller) })
+        server.withLock { $0 = made }
+        return made
+    }
+
+    func start(_ handler: @escaping LocalStreamHandler) throws {
+        running.withLock { $0 = true }
+        guard try make(handler).runInBackground(finished: { [self] in running.withLock { $0 = false } }) else {
+            running.withLock { $0 = false }
+            throw CLIError("cannot start the server's thread", exitCode: .usage)
+        }
+    }
+
+    func run(_ handler: @escaping LocalStreamHandler) throws {
+        try make(handler).run()
+    }
+
+    /// Stops, and waits for the requests in progress to end (a 401's hook included, which is
+    /// bounded), so a process that exits next leaves nothing half done.
+    func stop() {
+        server.withLock { $0 }?.stop()
+        let deadline = MonotonicClock.milliseconds() + Self.stopWaitMilliseconds
+        while running.withLock({ $0 }), MonotonicClock.milliseconds() < deadline { usleep(5000) }
+    }
+
+    /// Longer than the hook's own bound.
+    static let stopWaitMilliseconds: Int64 = 40_000
+}

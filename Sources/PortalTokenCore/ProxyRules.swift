@@ -1,0 +1,215 @@
+import Basics
+
+/// The proxy's decisions about one request, pure (docs/proxy.md): which requests it forwards to
+/// the Portal API origin, with which headers, and what it answers the rest. Nothing here does I/O,
+/// so every check is unit-tested without a socket.
+
+/// Where a proxy listens, which decides how a caller is recognised.
+public enum ProxyListenerKind: Sendable, Equatable {
+    /// `127.0.0.1:port`: any local process can connect, so the `Host` header, the marker header and
+    /// its credential are checked on every request.
+    case loopback(port: UInt16)
+    /// A Unix socket (0600 in a private directory): the kernel names the caller, checked when the
+    /// connection is accepted.
+    case unixSocket
+}
+
+/// What a request must be to be forwarded.
+public struct ProxyRules: Sendable {
+    /// The header every request to a loopback proxy carries, its value the proxy's credential
+    /// (as GCE's `Metadata-Flavor`, a header a browser's cross-site request cannot carry, and a
+    /// secret another local process does not know).
+    public static let markerHeader = "Portal-Token-Proxy"
+    /// The client API paths portal-token itself calls (docs/portal-api.md, "The session token's life").
+    public static let defaultPathPrefixes = ["/api/v3/clients/me"]
+    public static let defaultMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+    public var listener: ProxyListenerKind
+    /// Required as the marker header's value on a loopback listener.
+    public var credential: Secret?
+    public var methods: [String]
+    /// A path is allowed when it equals a prefix or continues it after a `/`.
+    public var pathPrefixes: [String]
+    /// `portal-token/VERSION`, put before the client's own User-Agent.
+    public var userAgent: String
+
+    public init(
+        listener: ProxyListenerKind, credential: Secret?, methods: [String] = defaultMethods,
+        pathPrefixes: [String] = defaultPathPrefixes, userAgent: String
+    ) {
+        self.listener = listener
+        self.credential = credential
+        self.methods = methods
+        self.pathPrefixes = pathPrefixes
+        self.userAgent = userAgent
+    }
+
+    /// A fresh credential: 32 random bytes from the system's CSPRNG, in hex.
+    public static func makeCredential() -> Secret {
+        var generator = SystemRandomNumberGenerator()
+        var bytes: [UInt8] = []
+        for _ in 0..<4 {
+            let word = generator.next() as UInt64
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> shift)) }
+        }
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        zeroize(&bytes)
+        defer { zeroize(&text) }
+        return Secret(bytes: text)
+    }
+
+    /// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1), and those the
+    /// proxy sets itself.
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer",
+        "transfer-encoding", "upgrade", "host", "content-length", "expect", "user-agent",
+    ]
+
+    /// Checks a request and, when it may go, the request to send upstream.
+    public func decide(_ request: HTTPServerRequest) -> ProxyDecision {
+        if case .loopback(let port) = listener {
+            // DNS rebinding: a page whose name now resolves to 127.0.0.1 still sends its own name.
+            guard let host = request.headers.value(for: "Host"), Self.isOwnHost(host, port: port) else {
+                return .refuse(status: 403, reason: "the Host header does not name this proxy")
+            }
+            guard let offered = request.headers.value(for: Self.markerHeader) else {
+                return .refuse(status: 412, reason: "the \(Self.markerHeader) header is missing")
+            }
+            guard let credential, Self.constantTimeEqual(Array(offered.utf8), credential) else {
+                return .refuse(
+                    status: 403, reason: "the \(Self.markerHeader) header does not hold this proxy's credential")
+            }
+        }
+        guard methods.contains(request.method) else {
+            return .refuse(status: 405, reason: "the method \(request.method) is not allowed through this proxy")
+        }
+        guard Self.isAllowed(path: request.path, prefixes: pathPrefixes) else {
+            return .refuse(status: 403, reason: "this path is not allowed through this proxy")
+        }
+        return .forward(forwarded(request))
+    }
+
+    /// The headers sent upstream: the client's, without the connection's own and the marker; the
+    /// client's `Authorization` kept apart, untouched; a trace id when the client sent none.
+    func forwarded(_ request: HTTPServerRequest) -> ProxiedRequest {
+        var named: Set<String> = Self.hopByHop
+        named.insert(Self.markerHeader.lowercased())
+        for header in request.headers where header.name.lowercased() == "connection" {
+            for option in header.value.split(separator: ",") { named.insert(option.trimmingWhitespace.lowercased()) }
+        }
+        var headers: [HTTPHeader] = []
+        var authorization: Secret?
+        var clientAgent: String?
+        var hasTrace = false
+        for header in request.headers {
+            let name = header.name.lowercased()
+            if name == "authorization" {
+                if authorization == nil { authorization = Secret(header.value) }
+                continue
+            }
+            if name == "user-agent" { clientAgent = header.value }
+            if named.contains(name) { continue }
+            if name == "x-portal-trace-id" { hasTrace = true }
+            headers.append(header)
+        }
+        headers.append(HTTPHeader("User-Agent", clientAgent.map { userAgent + " " + $0 } ?? userAgent))
+        if !hasTrace { headers.append(HTTPHeader("X-Portal-Trace-Id", TraceID.generate())) }
+        let framing: ProxiedRequest.BodyFraming
+        if request.headers.contains(where: { $0.name.lowercased() == "transfer-encoding" }) {
+            framing = .chunked
+        } else if let length = request.headers.value(for: "Content-Length").flatMap({ Int($0) }), length > 0 {
+            framing = .length(length)
+        } else {
+            framing = .none
+        }
+        return ProxiedRequest(
+            method: request.method, target: request.target, headers: headers, clientAuthorization: authorization,
+            body: framing)
+    }
+
+    /// The upstream answer's headers as the client gets them: the connection's own left out (the
+    /// proxy frames the body itself), and the length, when the upstream gave one.
+    public static func responseHeaders(_ headers: [HTTPHeader]) -> (headers: [HTTPHeader], contentLength: Int?) {
+        var named: Set<String> = [
+            "connection", "keep-alive", "proxy-connection", "proxy-authenticate", "te", "trailer", "transfer-encoding",
+            "upgrade", "content-length",
+        ]
+        for header in headers where header.name.lowercased() == "connection" {
+            for option in header.value.split(separator: ",") { named.insert(option.trimmingWhitespace.lowercased()) }
+        }
+        let chunked = headers.contains { $0.name.lowercased() == "transfer-encoding" }
+        let lengths = Set(headers.filter { $0.name.lowercased() == "content-length" }.map(\.value))
+        var length: Int?
+        if !chunked, lengths.count == 1, let text = lengths.first, text.utf8.count <= 18,
+            text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        {
+            length = Int(text)
+        }
+        return (headers.filter { !named.contains($0.name.lowercased()) }, length)
+    }
+
+    /// `127.0.0.1:PORT` or `localhost:PORT`, any case: the names this proxy is reached by.
+    static func isOwnHost(_ host: String, port: UInt16) -> Bool {
+        let lowered = host.lowercased()
+        return lowered == "127.0.0.1:\(port)" || lowered == "localhost:\(port)"
+    }
+
+    /// Whether `path` is one of the prefixes or below one. Paths another server could read as
+    /// something else are refused outright: dot segments, empty segments, backslashes, and
+    /// percent-encoded dots, slashes and backslashes (so `/api/v3/clients/me/../../auth` never
+    /// passes as a client API path).
+    public static func isAllowed(path: Substring, prefixes: [String]) -> Bool {
+        guard path.hasPrefix("/") else { return false }
+        let lowered = path.lowercased()
+        for forbidden in ["//", "\\", "%2e", "%2f", "%5c", "%00"] where lowered.contains(forbidden) { return false }
+        for segment in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        where segment == "." || segment == ".." {
+            return false
+        }
+        return prefixes.contains { prefix in
+            path == prefix
+                || (path.hasPrefix(prefix) && (prefix.hasSuffix("/") || path.dropFirst(prefix.count).first == "/"))
+        }
+    }
+
+    static func constantTimeEqual(_ offered: [UInt8], _ expected: Secret) -> Bool {
+        expected.withBytes { wanted in
+            guard offered.count == wanted.count else { return false }
+            var difference: UInt8 = 0
+            for index in 0..<offered.count { difference |= offered[index] ^ wanted[index] }
+            return difference == 0
+        }
+    }
+}
+
+/// What the proxy does with a request.
+public enum ProxyDecision: Sendable {
+    case forward(ProxiedRequest)
+    /// Answered by the proxy itself, with no upstream connection.
+    case refuse(status: Int, reason: String)
+}
+
+/// A request as the proxy sends it upstream, to the configured API origin.
+public struct ProxiedRequest: Sendable, CustomStringConvertible {
+    public enum BodyFraming: Sendable, Equatable {
+        case none
+        case length(Int)
+        case chunked
+    }
+
+    public var method: String
+    /// The path and query, as the client sent them.
+    public var target: String
+    /// Every header to send but `Authorization`.
+    public var headers: [HTTPHeader]
+    /// The client's own `Authorization`, sent as it came; nil means the session's bearer is added.
+    public var clientAuthorization: Secret?
+    public var body: BodyFraming
+
+    public var description: String { "\(method) \(target.prefix { $0 != "?" })" }
+}

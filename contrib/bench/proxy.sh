@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Benchmark of a request through `portal-token proxy` against the same request with
+# `portal-token api` and with `curl -s` and the token, on the fake Portal server over loopback (in
+# lenient mode, so that plain curl is served too), the session in the encrypted file (key cached).
+# One hyperfine run per round holds:
+#   1. `curl -s -H @headers URL` straight to the fake (the headers file holds the Authorization line);
+#   2. `curl -s -H @proxy.headers PROXY_URL`: the same request through a running `portal-token proxy`
+#      on 127.0.0.1 (the headers file holds the Portal-Token-Proxy credential line);
+#   3. `portal-token api --backend file /api/v3/clients/me`, a whole process per request.
+#   4. and 5. one curl process sending 100 such requests, straight and through the proxy (to the
+#      proxy over one kept-alive connection; the fake closes each of its own), so the difference
+#      divided by 100 is what the proxy adds per request without the noise of process start-up.
+# The run is cut into short rounds and the differences taken within each, since the machine's load
+# moves between commands. Prints each round's medians and the median and spread of what the proxy
+# adds per request over curl alone, both ways (goal: at most 1 ms), and the proxy's own CPU time per
+# request, which the load does not move.
+#
+# Usage: contrib/bench/proxy.sh     (needs hyperfine, curl and python3: contrib/deps.sh test;
+#                                    BENCH_ROUNDS=15 rounds of BENCH_RUNS=30 runs each)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+contrib/deps.sh test
+export PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
+export FAKE_SERVER=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
+export BENCH_SCRIPTS=$root/contrib/bench
+exec contrib/dev/run-in-keyring.sh bash -c '
+    set -euo pipefail
+    cd "$BENCH_WORK"
+    export PORTAL_TOKEN_BACKEND=file
+    export PORTAL_TOKEN_FILE=$BENCH_WORK/store PORTAL_TOKEN_PASSPHRASE_FILE=$BENCH_WORK/passphrase
+    export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
+    (umask 077 && printf "bench passphrase %s\n" "$RANDOM$RANDOM" > passphrase)
+    . "$BENCH_SCRIPTS/fake-portal.sh"
+    printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
+        "$PORTAL_TOKEN_BIN" store 2>/dev/null
+    (umask 077 && printf "Authorization: Bearer %s\n" "$token" > curl.headers)
+    url="http://127.0.0.1:$port/api/v3/clients/me"
+
+    "$PORTAL_TOKEN_BIN" proxy --listen 127.0.0.1:0 > proxy.env 2> proxy.log &
+    proxy=$!
+    trap "kill $proxy; kill $fake" EXIT
+    for _ in $(seq 50); do grep -q CREDENTIAL proxy.env 2>/dev/null && break; sleep 0.1; done
+    proxy_host=$(sed -n "s/^PORTAL_API_HOST=//p" proxy.env)
+    (umask 077 && printf "Portal-Token-Proxy: %s\n" "$(sed -n "s/^PORTAL_TOKEN_PROXY_CREDENTIAL=//p" proxy.env)" \
+        > proxy.headers)
+    proxied="http://$proxy_host/api/v3/clients/me"
+
+    # Each must really answer, or the timing means nothing.
+    curl -s -H @curl.headers "$url" | grep -q "\"id\":\"client-1\""
+    curl -s -H @proxy.headers "$proxied" | grep -q "\"id\":\"client-1\""
+    "$PORTAL_TOKEN_BIN" api /api/v3/clients/me | grep -q "\"id\":\"client-1\""
+
+    for _ in $(seq 100); do
+        printf "url = \"%s\"\noutput = \"/dev/null\"\n" "$url" >> direct.curl
+        printf "url = \"%s\"\noutput = \"/dev/null\"\n" "$proxied" >> proxied.curl
+    done
+
+    rounds=${BENCH_ROUNDS:-15}
+    for round in $(seq "$rounds"); do
+        hyperfine -N --style none --warmup 5 --runs "${BENCH_RUNS:-30}" --export-csv "round-$round.csv" \
+            --command-name "curl -s, the token" "curl -s -H @curl.headers $url" \
+            --command-name "curl -s through the proxy" "curl -s -H @proxy.headers $proxied" \
+            --command-name "portal-token api (file)" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
+            --command-name "curl, 100 requests" "curl -s -H @curl.headers -K direct.curl" \
+            --command-name "curl, 100 requests through the proxy" "curl -s -H @proxy.headers -K proxied.curl"
+    done
+    python3 - "$rounds" <<"PY"
+import csv, statistics, sys
+rounds = int(sys.argv[1])
+def medians(path):
+    return {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(path))}
+print("milliseconds, in this order: " + "; ".join(medians("round-1.csv")))
+added, added_hundred, times = [], [], {}
+for round in range(1, rounds + 1):
+    m = medians(f"round-{round}.csv")
+    for name, value in m.items():
+        times.setdefault(name, []).append(value)
+    print(f"round {round:2}: " + ", ".join(f"{value:.2f}" for value in m.values()))
+    added.append(m["curl -s through the proxy"] - m["curl -s, the token"])
+    added_hundred.append((m["curl, 100 requests through the proxy"] - m["curl, 100 requests"]) / 100)
+print(f"medians over {rounds} rounds:")
+for name, values in times.items():
+    print(f"  {name:28} {statistics.median(values):6.2f} ms")
+print(f"the proxy adds per request, a curl process each: {statistics.median(added):.2f} ms "
+      f"({min(added):.2f} to {max(added):.2f}); goal <= 1 ms")
+print(f"the proxy adds per request, 100 in one curl: {statistics.median(added_hundred):.2f} ms "
+      f"({min(added_hundred):.2f} to {max(added_hundred):.2f}); goal <= 1 ms")
+PY
+    # What the proxy itself spends, which the load of the machine does not move: its CPU time
+    # (user and system, from /proc) over 1000 requests.
+    ticks() { awk "{print \$14 + \$15}" "/proc/$proxy/stat"; }
+    before=$(ticks)
+    for _ in $(seq 10); do curl -s -H @proxy.headers -K proxied.curl; done
+    echo "CPU time of the proxy per request: $(( ($(ticks) - before) * 1000000 / $(getconf CLK_TCK) / 1000 )) us"
+'
