@@ -57,6 +57,10 @@ let package = Package(
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        // Headers only: pidfd_open and pidfd_send_signal, SO_PEERCRED's fields, SO_PEERPIDFD.
+        .systemLibrary(name: "CPeerCredentials"),
+        // Who is on the other end of a Unix socket, from the kernel.
+        .target(name: "PeerCredentials", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
         // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
         .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
@@ -97,7 +101,7 @@ let package = Package(
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
         .testTarget(
             name: "LocalHTTPServerTests",
-            dependencies: ["LocalHTTPServer", "PortalTokenCore", "PortalTokenTestSupport"]),
+            dependencies: ["LocalHTTPServer", "PeerCredentials", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),

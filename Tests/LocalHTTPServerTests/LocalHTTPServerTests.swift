@@ -2,6 +2,7 @@ import Basics
 import Dispatch
 import Glibc
 import LocalHTTPServer
+import PeerCredentials
 import PortalTokenCore
 import Synchronization
 import Testing
@@ -302,5 +303,37 @@ struct LocalHTTPServerTests {
         ) {
             try UnixSocketListener.listen(at: open + "/x.sock")
         }
+    }
+}
+
+@Suite("who is on the other end of a socket")
+struct PeerCredentialsTests {
+    @Test("a client of this process is this process: its uid, pid, user namespace, cgroup and executable")
+    func identifiesItself() throws {
+        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template))
+        let path = directory + "/peer.sock"
+        let listener = try UnixSocketListener.listen(at: path)
+        defer {
+            close(listener)
+            unlink(path)
+            rmdir(directory)
+        }
+        let client = try #require(RawClient.connect(path))
+        defer { close(client) }
+        var readable = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        _ = poll(&readable, 1, 5000)
+        let accepted = accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        defer { close(accepted) }
+        let identity = try #require(PeerCredentials.identify(accepted))
+        #expect(identity.uid == getuid())
+        #expect(identity.gid == getgid())
+        #expect(identity.pid == getpid())
+        #expect(identity.pidVerified)
+        #expect(identity.sameUserNamespace == true)
+        #expect(identity.cgroup?.hasPrefix("/") == true)
+        let executable = try #require(identity.executable)
+        #expect(executable.hasSuffix(".xctest") || executable.contains("portal-token"))
     }
 }
