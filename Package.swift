@@ -63,6 +63,8 @@ let package = Package(
         .target(name: "PeerCredentials", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
         // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
         .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
+        // Client mode: one bounded HTTP exchange with the agent over its Unix socket.
+        .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
         // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
@@ -72,7 +74,7 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore",
+                "CProcessHardening", "VaultStore", "LocalHTTPServer", "PeerCredentials", "AgentClient",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.

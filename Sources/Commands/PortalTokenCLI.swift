@@ -14,7 +14,7 @@ public enum PortalTokenCLI {
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self, MigrateCommand.self,
-        LockCommand.self,
+        LockCommand.self, AgentCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.

@@ -1,3 +1,4 @@
+import AgentClient
 import Basics
 import CProcessHardening
 import Commands
@@ -78,6 +79,11 @@ public enum Composition {
                 (try? FileReading.contents(of: "/proc/self/mountinfo", limit: 4 << 20)).map {
                     String(decoding: $0, as: UTF8.self)
                 }
-            })
+            },
+            serveAgent: { options, handle in try AgentServing.serve(options, handle) },
+            agentExchange: { path, request, timeout throws(HTTPError) in
+                try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
+            },
+            agentSecretCache: { AgentServing.secretCache })
     }
 }

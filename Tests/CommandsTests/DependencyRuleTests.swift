@@ -14,7 +14,7 @@ struct DependencyRuleTests {
         "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
         "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils", "CSDBus",
         "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "LocalHTTPServer",
-        "PeerCredentials", "CPeerCredentials",
+        "PeerCredentials", "CPeerCredentials", "AgentClient",
     ]
 
     /// What each module that is not an adapter may import besides the toolchain's own modules.
