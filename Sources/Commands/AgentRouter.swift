@@ -1,5 +1,4 @@
 import Basics
-import Dispatch
 import Glibc
 import PortalTokenCore
 import Synchronization
@@ -302,10 +301,15 @@ enum CapturedRun {
         StandardStreams().write(input, to: inputPipe[1])
         _ = close(inputPipe[1])
 
+        // Two readers, so a command that prints more than a pipe holds never waits on this
+        // thread; each writes a byte to `finished` once it has read to the end.
+        guard let finished = CompletionPipe() else {
+            for descriptor in [outputPipe[0], outputPipe[1], errorPipe[0], errorPipe[1]] { _ = close(descriptor) }
+            return failure()
+        }
         let collected = Mutex<([UInt8], [UInt8])>(([], []))
-        let group = DispatchGroup()
         for (index, descriptor) in [outputPipe[0], errorPipe[0]].enumerated() {
-            DispatchQueue.global().async(group: group) {
+            let started = DetachedThread.start(stackBytes: 256 * 1024) {
                 var bytes: [UInt8] = []
                 var chunk = [UInt8](repeating: 0, count: 16_384)
                 while true {
@@ -318,6 +322,11 @@ enum CapturedRun {
                 collected.withLock { if index == 0 { $0.0 = bytes } else { $0.1 = bytes } }
                 zeroize(&bytes)
                 _ = close(descriptor)
+                finished.signal()
+            }
+            if !started {
+                _ = close(descriptor)
+                finished.signal()
             }
         }
         var streams = StandardStreams()
@@ -328,7 +337,15 @@ enum CapturedRun {
         _ = close(outputPipe[1])
         _ = close(errorPipe[1])
         // A program the command started (a hook) may still hold the pipes; not for long.
-        _ = group.wait(timeout: .now() + .seconds(2))
+        var ended = 0
+        let giveUpAt = MonotonicClock.milliseconds() + 2000
+        while ended < 2, case let left = giveUpAt - MonotonicClock.milliseconds(), left > 0 {
+            var readable = pollfd(fd: finished.read, events: Int16(POLLIN), revents: 0)
+            guard poll(&readable, 1, Int32(left)) > 0 else { continue }
+            var bytes = [UInt8](repeating: 0, count: 2)
+            let count = read(finished.read, &bytes, 2 - ended)
+            if count > 0 { ended += count }
+        }
         let (output, error) = collected.withLock { value in
             defer {
                 zeroize(&value.0)
@@ -337,6 +354,30 @@ enum CapturedRun {
             return (value.0, value.1)
         }
         return Result(exitCode: exitCode, output: output, error: error)
+    }
+
+    /// The pipe the readers say they are done on; closed when the last of them (or the waiting
+    /// thread, if they outlive its wait) lets go of it, so no write ever lands on a reused number.
+    final class CompletionPipe: @unchecked Sendable {
+        let read: Int32
+        let write: Int32
+
+        init?() {
+            var descriptors: [Int32] = [-1, -1]
+            guard pipe(&descriptors) == 0 else { return nil }
+            for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+            (read, write) = (descriptors[0], descriptors[1])
+        }
+
+        func signal() {
+            var byte: UInt8 = 1
+            _ = Glibc.write(write, &byte, 1)
+        }
+
+        deinit {
+            _ = close(read)
+            _ = close(write)
+        }
     }
 
     private static func failure() -> Result {

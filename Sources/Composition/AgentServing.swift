@@ -1,6 +1,5 @@
 import Basics
 import Commands
-import Dispatch
 import Glibc
 import KernelKeyring
 import LocalHTTPServer
@@ -66,8 +65,7 @@ enum AgentServing {
             handle: { request, peer in handle(request, peer.0, peer.1) })
         let log = options.log
         let waitedSignals = stopSignals
-        let waiter = DispatchQueue(label: "portal-token.agent.signals")
-        waiter.async {
+        DetachedThread.start {
             var number: Int32 = 0
             var set = waitedSignals
             sigwait(&set, &number)
