@@ -68,8 +68,18 @@ struct AgentCommand: Command {
                 String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("0::") }
                     .map { String($0.dropFirst(3)) }
             })
+        // The settings flags the agent was started with hold for every request it runs, the
+        // Docker helper's included (which reads no flags): as their environment variables.
+        var requestEnvironment = environment
+        for setting in Setting.flagged where setting != .agentSocket && setting.option?.value != nil {
+            if let flag = setting.flag, let value = context.settings.flags[flag], let name = setting.environment {
+                requestEnvironment[name] = value
+            }
+        }
         let router = AgentRouter(
-            rules: rules, environment: environment, services: context.services, agentUID: getuid(),
+            rules: rules, environment: requestEnvironment,
+            defaultEnvironmentID: context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
+            services: context.services, agentUID: getuid(),
             agentPlacement: placement, verbose: context.isTracing, log: log)
         try context.services.serveAgent(
             AgentServeOptions(

@@ -15,6 +15,9 @@ final class AgentRouter: Sendable {
     let rules: AgentRules
     /// The environment every command runs with: the agent's own, prompts ruled out.
     let environment: [String: String]
+    /// The environment a request without `?env=` gets: the agent's own setting (flag,
+    /// variable or config file), which the rules judge `allow token` against.
+    let defaultEnvironmentID: String
     let agentUID: UInt32
     let agentPlacement: CgroupPlacement
     let verbose: Bool
@@ -30,10 +33,11 @@ final class AgentRouter: Sendable {
     }
 
     init(
-        rules: AgentRules, environment: [String: String], services: Services, agentUID: UInt32,
-        agentPlacement: CgroupPlacement, verbose: Bool, log: @escaping @Sendable (String) -> Void
+        rules: AgentRules, environment: [String: String], defaultEnvironmentID: String?, services: Services,
+        agentUID: UInt32, agentPlacement: CgroupPlacement, verbose: Bool, log: @escaping @Sendable (String) -> Void
     ) {
         self.rules = rules
+        self.defaultEnvironmentID = defaultEnvironmentID ?? ""
         var environment = environment
         // A request never prompts (no one is at the agent's terminal for it), and the agent
         // never forwards to an agent.
@@ -92,10 +96,10 @@ final class AgentRouter: Sendable {
         if let environmentID = query["env"] { arguments += ["--env", environmentID] }
         switch endpoint {
         case .token:
-            operation = .token(environment: query["env"] ?? environment["PORTAL_AUTH_ENVIRONMENT_ID"] ?? "")
+            operation = .token(environment: query["env"] ?? defaultEnvironmentID)
             arguments += ["token", "--format", "json"]
         case .execCredential:
-            operation = .token(environment: query["env"] ?? environment["PORTAL_AUTH_ENVIRONMENT_ID"] ?? "")
+            operation = .token(environment: query["env"] ?? defaultEnvironmentID)
             arguments += ["exec-credential"]
             if let version = query["apiVersion"] {
                 guard Self.isSafeWord(version) else {
