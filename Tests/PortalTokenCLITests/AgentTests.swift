@@ -416,6 +416,22 @@ struct AgentTests {
         #expect(try harness.client(["token"]).exitCode == 1)
     }
 
+    @Test("a use through the agent past the idle window asks Portal once and slides the expiry for local uses too")
+    func slideThroughAgent() throws {
+        let hour: Int64 = 3600
+        let harness = try AgentHarness(clockShift: 25 * hour)
+        harness.portal.server.registerLiveToken("token-slides")
+        #expect(try harness.portal.adopt(token: "token-slides").exitCode == 0)
+        let result = try harness.client(["token"])
+        #expect(result.exitCode == 0 && result.stdout == "token-slides\n")
+        #expect(harness.portal.requests(to: "/api/v3/clients/me").count == 1)
+        // 47 h after adoption, 22 h after the agent's check: the slid expiry needs no request.
+        let later = try harness.portal.portalToken(["token"], clockShift: 47 * hour)
+        #expect(later.exitCode == 0 && later.stdout == "token-slides\n")
+        #expect(harness.portal.requests(to: "/api/v3/clients/me").count == 1)
+        #expect(harness.portal.hookRuns.isEmpty)
+    }
+
     @Test("the agent refuses a runtime directory others may write, and a rules file others may write")
     func unsafeFiles() throws {
         let harness = try AgentHarness(start: false)
