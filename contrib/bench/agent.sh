@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Benchmark of the agent (docs/agent.md) inside a private gnome-keyring, the session under the
-# default backend (auto) with its cache, in one hyperfine run:
-#   1. `portal-token token` in client mode (PORTAL_TOKEN_AGENT_SOCK), answered by the agent;
+# default backend (auto) with its cache. Each round is one hyperfine run, no shell, each command
+# given its stdin by contrib/bench/feed.c (whose own median is subtracted):
+#   1. `portal-token --agent-socket … token`: client mode, answered by the agent;
 #   2. `portal-token token` locally;
 #   3. git's C helper `git-credential-libsecret get` of a stored credential;
-#   4. a raw `curl --unix-socket … /v1/token` round trip.
-# Then the agent's resident memory idle, and its peak while 200 clients are connected at once.
-# Prints the medians, the ratios (goal: client mode <= the local path) and the memory figures.
+#   4. a raw `curl -s --unix-socket … /v1/token` round trip.
+# The ratios are taken within each round (the machine's load moves between rounds) and printed as
+# the median over the rounds with their spread (goal: client mode <= the local path). Then the
+# agent's resident memory idle, with 200 clients connected at once, and its peak after answering
+# them.
+#
+# Usage: contrib/bench/agent.sh    (BENCH_ROUNDS=10 rounds of BENCH_RUNS=40 runs each)
 set -euo pipefail
 . "$(dirname "$0")/with-c-helper.sh"
+FEED=$helpers/feed
+cc -O2 -static -o "$FEED" contrib/bench/feed.c
+export FEED
 exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
@@ -32,12 +40,18 @@ exec contrib/dev/run-in-keyring.sh bash -c '
     "$C_HELPER" get < c.request | grep -q "^password=c-helper-secret$"
     curl -s --unix-socket "$socket" http://localhost/v1/token | grep -q "\"token\":\"$token\""
 
-    hyperfine --shell sh --warmup 10 --runs "${BENCH_RUNS:-200}" --export-json agent.json \
-        -n "portal-token token (client mode, through the agent)" \
-            "PORTAL_TOKEN_AGENT_SOCK=$socket $PORTAL_TOKEN_BIN token" \
-        -n "portal-token token (local, auto, cached)" "$PORTAL_TOKEN_BIN token" \
-        -n "git-credential-libsecret get" "$C_HELPER get < c.request" \
-        -n "curl --unix-socket /v1/token" "curl -s --unix-socket $socket http://localhost/v1/token"
+    printf "" > empty.request
+    rounds=${BENCH_ROUNDS:-10}
+    for round in $(seq "$rounds"); do
+        hyperfine -N --style none --warmup 5 --runs "${BENCH_RUNS:-40}" --export-csv "round-$round.csv" \
+            --command-name "feeder alone" "$FEED empty.request" \
+            --command-name "portal-token token (client mode, through the agent)" \
+                "$FEED empty.request $PORTAL_TOKEN_BIN --agent-socket $socket token" \
+            --command-name "portal-token token (local, auto, cached)" "$FEED empty.request $PORTAL_TOKEN_BIN token" \
+            --command-name "git-credential-libsecret get" "$FEED c.request $C_HELPER get" \
+            --command-name "curl --unix-socket /v1/token" \
+                "$FEED empty.request /usr/bin/curl -s --unix-socket $socket http://localhost/v1/token" >&2
+    done
 
     idle=$(sed -n "s/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p" /proc/$agent/status)
     # 200 clients connect at once, all before any sends its request, then all ask for the token.
@@ -71,16 +85,25 @@ good = sum(1 for a in answers if a.startswith(b"HTTP/1.1 200") and token.encode(
 print(connected, rss("VmHWM:"), good)
 PY
     read -r connected peak good < crowd.txt
-    python3 - "$idle" "$connected" "$peak" "$good" <<"PY"
-import json, sys
-idle, connected, peak, good = (int(v) for v in sys.argv[1:])
-results = json.load(open("agent.json"))["results"]
-for r in results:
-    name, median = r["command"], r["median"] * 1000
-    print(f"median {name}: {median:.2f} ms")
-client, local, c, curl = (r["median"] for r in results)
-print(f"ratio client mode / local token: {client / local:.2f} (goal <= 1.0)")
-print(f"ratio client mode / C helper get: {client / c:.2f}")
+    python3 - "$rounds" "$idle" "$connected" "$peak" "$good" <<"PY"
+import csv, statistics, sys
+rounds, idle, connected, peak, good = (int(v) for v in sys.argv[1:])
+client, local = "portal-token token (client mode, through the agent)", "portal-token token (local, auto, cached)"
+helper, curl = "git-credential-libsecret get", "curl --unix-socket /v1/token"
+per_round = []
+for number in range(1, rounds + 1):
+    medians = {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(f"round-{number}.csv"))}
+    feeder = medians.pop("feeder alone")
+    per_round.append({name: value - feeder for name, value in medians.items()})
+for name in (client, local, helper, curl):
+    values = [r[name] for r in per_round]
+    print(f"median {name}: {statistics.median(values):.2f} ms (rounds {min(values):.2f}-{max(values):.2f})")
+def ratio(a, b, goal=""):
+    values = [r[a] / r[b] for r in per_round]
+    print(f"ratio {a} / {b}: {statistics.median(values):.2f} (rounds {min(values):.2f}-{max(values):.2f}){goal}")
+ratio(client, local, " (goal <= 1.0)")
+ratio(client, helper)
+ratio(client, curl)
 print(f"agent RSS idle: {idle / 1024:.1f} MB; with 200 clients connected: {connected / 1024:.1f} MB; "
       f"peak (VmHWM) after answering them: {peak / 1024:.1f} MB; answered correctly: {good}/200")
 PY
