@@ -153,4 +153,6 @@ public struct FileStoreOptions {
     public var warn: (String) -> Void
     /// Called after the write that created the file.
     public var created: () -> Void
+    /// Where derived keys are cached: the run's secret cache (`Services.secretCache`).
+    public var keyCache: any SecretCache
 }

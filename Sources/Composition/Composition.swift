@@ -41,7 +41,7 @@ public enum Composition {
                     path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
-                    warn: options.warn, created: options.created)
+                    warn: options.warn, created: options.created, keyCache: options.keyCache)
             },
             vaultItems: { options in
                 VaultItemStore(

@@ -47,11 +47,15 @@ final class AgentHarness: @unchecked Sendable {
         return environment
     }
 
-    func start(clockShift: Int64? = nil, arguments: [String] = []) throws {
+    func start(
+        clockShift: Int64? = nil, arguments: [String] = [], wrapper: [String] = [],
+        environmentChanges: [String: String?] = [:]
+    ) throws {
         let rules = FileManager.default.fileExists(atPath: rulesPath) ? ["--rules", rulesPath] : []
-        let agent = try RunningProcess(
-            ProcessRunner.portalTokenPath, ["agent"] + rules + arguments,
-            environment: try agentEnvironment(clockShift: clockShift))
+        var environment = try agentEnvironment(clockShift: clockShift)
+        for (name, value) in environmentChanges { environment[name] = value }
+        let command = wrapper + [ProcessRunner.portalTokenPath, "agent"] + rules + arguments
+        let agent = try RunningProcess(command[0], Array(command.dropFirst()), environment: environment)
         try agent.waitForStderr(containing: "listening on")
         self.agent = agent
     }
@@ -430,6 +434,26 @@ struct AgentTests {
         #expect(later.exitCode == 0 && later.stdout == "token-slides\n")
         #expect(harness.portal.requests(to: "/api/v3/clients/me").count == 1)
         #expect(harness.portal.hookRuns.isEmpty)
+    }
+
+    @Test("where the kernel refuses keyrings to the agent, it keeps the file's key and the session in its memory")
+    func keysInMemory() throws {
+        let harness = try AgentHarness(start: false)
+        let token = try harness.signIn()
+        let passphraseFile = harness.scratch + "/passphrase"
+        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        chmod(passphraseFile, 0o600)
+        try harness.start(
+            wrapper: [try AgentHarness.denyKeyctl()],
+            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let first = try harness.client(["token"])
+        #expect(first.exitCode == 0 && first.stdout == token + "\n", "\(first.stderr)")
+        // With the passphrase gone and no kernel keyring, only the agent's memory can answer.
+        unlink(passphraseFile)
+        let second = try harness.client(["token"])
+        #expect(second.exitCode == 0 && second.stdout == token + "\n", "\(second.stderr)")
+        let credential = try harness.client(["get"], stdin: "protocol=https\nhost=nothing.example\n")
+        #expect(credential.exitCode == 0, "\(credential.stderr)")
     }
 
     @Test("the agent refuses a runtime directory others may write, and a rules file others may write")
