@@ -55,6 +55,8 @@ let package = Package(
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
         .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
+        // The audit log as a file: appends, rotation, the fingerprint key (libsodium's random bytes).
+        .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
         // Headers only: pidfd_open and pidfd_send_signal, SO_PEERCRED's fields, SO_PEERPIDFD.
@@ -74,7 +76,8 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore", "LocalHTTPServer", "PeerCredentials", "AgentClient",
+                "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
+                "AgentClient",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
@@ -89,7 +92,8 @@ let package = Package(
         .testTarget(
             name: "PortalTokenCoreTests", dependencies: ["Basics", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
-            name: "SecretServiceStoreTests", dependencies: ["Basics", "SecretServiceStore", "PortalTokenTestSupport"]),
+            name: "SecretServiceStoreTests",
+            dependencies: ["Basics", "SecretServiceStore", "SessionBus", "PortalTokenTestSupport"]),
         .testTarget(name: "EncryptedFileStoreTests", dependencies: ["EncryptedFileStore", "PortalTokenTestSupport"]),
         // The contracts against a real OpenBao server that contrib/test.sh starts (VAULT_ADDR).
         .testTarget(
@@ -101,6 +105,7 @@ let package = Package(
         .testTarget(
             name: "HookRunnerTests", dependencies: ["HookRunner", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(name: "TerminalQRCodeTests", dependencies: ["TerminalQRCode", "PortalTokenCore"]),
+        .testTarget(name: "AuditFileLogTests", dependencies: ["AuditFileLog", "PortalTokenCore", "Basics"]),
         .testTarget(
             name: "LocalHTTPServerTests",
             dependencies: ["LocalHTTPServer", "PeerCredentials", "PortalTokenCore", "PortalTokenTestSupport"]),

@@ -1,3 +1,5 @@
+import PortalTokenCore
+
 /// A subcommand: its name and help, how it reads its arguments, and what it does.
 protocol Command: SendableMetatype {
     static var name: String { get }
@@ -6,11 +8,17 @@ protocol Command: SendableMetatype {
     /// What `portal-token NAME --help` prints after the usage.
     static var details: String { get }
 
+    /// What the audit log calls it; nil for a command that hands out, takes in or removes no
+    /// credential (docs/audit.md, "When a line is written").
+    static var auditOperation: AuditOperation? { get }
+
     init(arguments: ParsedArguments) throws(CLIError)
     func run(in context: Context) throws
 }
 
 extension Command {
+    static var auditOperation: AuditOperation? { nil }
+
     /// The command's entry in the option table.
     static var spec: CommandSpec? { OptionTable.command(named: name) }
 

@@ -28,6 +28,8 @@ public final class Context {
     var promptURL: String?
     /// Whether a setting rules every prompt out, once asked (Prompting.swift).
     var decidedPromptRuling: String??
+    /// This run's audit line, for a command that records one (AuditRecording.swift).
+    var audit: AuditDraft?
 
     init(
         streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
@@ -189,8 +191,11 @@ public final class Context {
         switch backend {
         case .secretService:
             if let keyringItemStore { return keyringItemStore }
+            // Reads go over the session bus the run holds for `auto` and the lock check, so a
+            // `get` makes one connection; a bus that cannot be had leaves them to libsecret.
             let store = LockedItemStore(
-                services.keyringItems(try keyringTimeout, askPromptPermission), lock: try storeLock())
+                services.keyringItems(try keyringTimeout, askPromptPermission) { [unowned self] in try? sessionBus() },
+                lock: try storeLock())
             keyringItemStore = store
             return store
         case .file:
@@ -307,6 +312,13 @@ public final class Context {
     /// out a token another host has seen end (docs/storage.md, "Vault / OpenBao").
     func sessions() throws -> Sessions {
         let choice = try backendChoice()
+        let sessions = try sessions(choice)
+        // Every session read or written is the one the audit line names (docs/audit.md, "Fields").
+        if let audit { sessions.observe = { [weak audit] in audit?.session = $0 } }
+        return sessions
+    }
+
+    private func sessions(_ choice: BackendChoice) throws -> Sessions {
         guard choice.backend != .vault else { return Sessions(try items(.vault)) }
         let filePath = choice.backend == .file ? try storeFilePath() : ""
         return Sessions(

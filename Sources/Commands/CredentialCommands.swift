@@ -11,6 +11,7 @@ private func readRequest(_ context: Context, forwardingTo endpoint: String? = ni
     defer { zeroize(&bytes) }
     let request = try CredentialProtocol.parse(bytes)
     context.promptURL = PromptRules.credentialURL(request)
+    context.audit?.describe(request)
     // A get with no attribute is script mode, which asks the agent for the session itself.
     if let endpoint, let agent = context.agent(), request.hasAttributes || endpoint != "/v1/git/get" {
         try agent.relay(try agent.call("POST", endpoint, body: bytes))
@@ -30,6 +31,7 @@ private let protocolDetails = """
 
 struct GetCommand: Command {
     static let name = "get"
+    static let auditOperation: AuditOperation? = .get
     static let summary = "Print the stored credential that matches the request on stdin"
     static let details =
         protocolDetails + """
@@ -65,10 +67,14 @@ struct GetCommand: Command {
         if try context.isPortalOrigin(request) {
             answer = try portalAnswer(for: request, context)
         } else {
+            context.audit?.concernsPortalSession = false
             let helper = try helper(context)
             answer = try helper.get(request).map { helper.answer($0, to: request) }
         }
-        guard let answer else { return }
+        guard let answer else {
+            context.audit?.outcome = .notFound
+            return
+        }
         var output = try CredentialProtocol.format(answer)
         context.streams.write(output, to: context.streams.output)
         zeroize(&output)
@@ -109,6 +115,7 @@ struct GetCommand: Command {
 
 struct StoreCommand: Command {
     static let name = "store"
+    static let auditOperation: AuditOperation? = .store
     static let summary = "Store the credential given on stdin"
     static let details =
         protocolDetails + """
@@ -127,6 +134,7 @@ struct StoreCommand: Command {
         let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/store")
         if forwarded { return }
         guard try context.isPortalOrigin(request) else {
+            context.audit?.concernsPortalSession = false
             try helper(context).store(request)
             return
         }
@@ -152,6 +160,7 @@ struct StoreCommand: Command {
 
 struct EraseCommand: Command {
     static let name = "erase"
+    static let auditOperation: AuditOperation? = .erase
     static let summary = "Remove the stored credentials that match the request on stdin"
     static let details =
         protocolDetails + """
@@ -168,7 +177,8 @@ struct EraseCommand: Command {
         let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/erase")
         if forwarded { return }
         guard try context.isPortalOrigin(request) else {
-            try helper(context).erase(request)
+            context.audit?.concernsPortalSession = false
+            if try helper(context).erase(request) == 0 { context.audit?.outcome = .notFound }
             return
         }
         let sessions = try context.sessionService()
@@ -176,10 +186,12 @@ struct EraseCommand: Command {
             // git sends the password (or git 2.46+'s credential) it just saw rejected: the
             // session ended (hook, exit 3). Another value is an older token, and changes nothing.
             if let ended = try sessions.invalidate(token: token) {
+                context.audit?.outcome = .invalidated
                 throw SessionError.ended(reason: .unauthorized, endUserID: ended.endUserID)
             }
-        } else {
-            try sessions.remove()
+            context.audit?.outcome = .notFound
+        } else if try !sessions.remove() {
+            context.audit?.outcome = .notFound
         }
     }
 }

@@ -24,14 +24,18 @@ enum DockerCredentialHelper {
     static func main(
         _ arguments: [String], streams: StandardStreams, environment: [String: String], services: Services
     ) -> Int32 {
+        let invocation = PortalTokenCLI.Invocation()
         do {
-            try run(arguments, streams: streams, environment: environment, services: services)
+            try run(arguments, streams: streams, environment: environment, services: services, invocation: invocation)
+            invocation.context?.recordAudit(error: nil, exitCode: 0)
             return 0
         } catch let exit as SilentExit {
             return exit.code.rawValue
         } catch let failure as Failure {
+            invocation.context?.recordAudit(error: failure, exitCode: 1)
             streams.print(failure.message)
         } catch {
+            invocation.context?.recordAudit(error: error, exitCode: 1)
             // Store and setting errors: their message, on the one line Docker shows, whatever
             // it quotes (docs/security.md, "Hardening rules").
             streams.print(TerminalText.escaped(CLIError(error).message))
@@ -39,8 +43,14 @@ enum DockerCredentialHelper {
         return 1
     }
 
+    /// What the audit log calls each operation.
+    static let auditOperations: [String: AuditOperation] = [
+        "get": .dockerGet, "store": .dockerStore, "erase": .dockerErase, "list": .dockerList,
+    ]
+
     static func run(
-        _ arguments: [String], streams: StandardStreams, environment: [String: String], services: Services
+        _ arguments: [String], streams: StandardStreams, environment: [String: String], services: Services,
+        invocation: PortalTokenCLI.Invocation
     ) throws {
         guard arguments.count == 1, let operation = arguments.first else {
             throw Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
@@ -57,6 +67,8 @@ enum DockerCredentialHelper {
         let context = Context(
             streams: streams, environment: environment, settings: settings, programName: programName,
             services: services)
+        context.audit = auditOperations[operation].map(AuditDraft.init)
+        invocation.context = context
         var input = operation == "list" ? [] : streams.readAll(limit: maximumInputBytes)
         defer { zeroize(&input) }
         guard input.count <= maximumInputBytes else { throw Failure(message: "the request on stdin is too large") }
@@ -82,8 +94,11 @@ enum DockerCredentialHelper {
     // MARK: Operations
 
     private static func get(serverURL: String, _ context: Context) throws {
+        let request = try request(for: serverURL)
+        context.audit?.describe(request)
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard let credential = try helper.get(try request(for: serverURL)) else {
+        guard let credential = try helper.get(request) else {
+            context.audit?.outcome = .notFound
             throw Failure(message: notFoundMessage)
         }
         var bytes = Array(
@@ -110,6 +125,7 @@ enum DockerCredentialHelper {
         }
         guard let secret = object["Secret"]?.stringValue else { throw Failure(message: "no credentials secret") }
         var request = try request(for: serverURL.trimmingWhitespace)
+        context.audit?.describe(request)
         // The stored secret is packed line by line (SecretPacking): a line break in the Secret would
         // add `authtype=` or `credential=` lines that git then reads as fields the client never sent.
         // git refuses such a value in any field; so does this store.
@@ -127,8 +143,11 @@ enum DockerCredentialHelper {
     /// Removes what `get` answers for the same server URL, and only that: a registry's URL names
     /// a host, where git may keep credentials for other paths and users that Docker never stored.
     private static func erase(serverURL: String, _ context: Context) throws {
+        let request = try request(for: serverURL)
+        context.audit?.describe(request)
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard try helper.eraseAnswer(to: try request(for: serverURL)) > 0 else {
+        guard try helper.eraseAnswer(to: request) > 0 else {
+            context.audit?.outcome = .notFound
             throw Failure(message: notFoundMessage)
         }
     }

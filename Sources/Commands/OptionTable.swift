@@ -161,6 +161,9 @@ public struct CommandSpec: Sendable {
 /// Every option of every command, declared once; commands read their values by these names.
 extension OptionSpec {
     static let format = OptionSpec("format", value: "json", completion: .words(["json"]), help: "print JSON")
+    static let since = OptionSpec(
+        "since", value: "DURATION", completion: .words(["30m", "24h", "7d"]),
+        help: "only the events of the last DURATION: 90s, 30m, 24h, 7d")
     static let tokenVar = OptionSpec("token-var", value: "NAME", help: "environment variable for the token")
     static let unset = OptionSpec("unset", help: "remove portal-token from the global git config")
     static let network = OptionSpec("network", help: "also check that the Portal API answers")
@@ -262,6 +265,7 @@ public enum OptionTable {
             "migrate", MigrateCommand.summary, options: [.migrateTo, .migrateFrom],
             usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
         CommandSpec("lock", LockCommand.summary),
+        CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),
         CommandSpec(
             "agent", AgentCommand.summary,
             options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit]),

@@ -14,7 +14,7 @@ public enum PortalTokenCLI {
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, LogoutCommand.self, MigrateCommand.self,
-        LockCommand.self, AgentCommand.self,
+        LockCommand.self, AuditCommand.self, AgentCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.
@@ -46,14 +46,27 @@ public enum PortalTokenCLI {
         _ arguments: [String], isGitHelper: Bool = false, streams: StandardStreams,
         environment: [String: String], services: Services
     ) -> Int32 {
+        let invocation = Invocation()
         do {
-            try run(arguments, isGitHelper: isGitHelper, streams: streams, environment: environment, services: services)
+            try run(
+                arguments, isGitHelper: isGitHelper, streams: streams, environment: environment, services: services,
+                invocation: invocation)
+            invocation.context?.recordAudit(error: nil, exitCode: ExitCode.success.rawValue)
             return ExitCode.success.rawValue
         } catch let exit as SilentExit {
+            invocation.context?.recordAudit(error: exit, exitCode: exit.code.rawValue)
             return exit.code.rawValue
         } catch {
+            // The audit line first, so the error and its hint are the last lines the user sees.
+            invocation.context?.recordAudit(error: error, exitCode: CLIError(error).exitCode.rawValue)
             return report(error, streams: streams).exitCode.rawValue
         }
+    }
+
+    /// What the funnel needs of a run once it ends: its context, once there is one, to write the
+    /// audit line from the outcome (docs/audit.md, "When a line is written").
+    final class Invocation {
+        var context: Context?
     }
 
     /// The one place an error becomes `portal-token: error: …` and `hint: …` on stderr, and an
@@ -68,7 +81,7 @@ public enum PortalTokenCLI {
 
     static func run(
         _ arguments: [String], isGitHelper: Bool, streams: StandardStreams,
-        environment: [String: String], services: Services
+        environment: [String: String], services: Services, invocation: Invocation
     ) throws {
         var global = ParsedArguments(command: nil)
         let commandLine = try global.readGlobal(arguments[...])
@@ -118,6 +131,8 @@ public enum PortalTokenCLI {
             streams: streams, environment: environment, settings: settings,
             programName: isGitHelper ? gitHelperName : "portal-token", services: services)
         context.settingsError = settingsError
+        context.audit = commandType.auditOperation.map(AuditDraft.init)
+        invocation.context = context
         try command.run(in: context)
     }
 
@@ -126,6 +141,9 @@ public enum PortalTokenCLI {
     static func checkSettingValues(_ settings: Settings) throws {
         _ = try Context.requestedBackend(settings)
         _ = try settings.bool(.trace)
+        _ = try settings.auditLogEnabled()
+        _ = try settings.auditLogMaxBytes()
+        _ = try settings.auditJournalEnabled()
     }
 
     static func command(named name: String) -> (any Command.Type)? {
@@ -141,7 +159,8 @@ public enum PortalTokenCLI {
         } else {
             configHome = (environment["HOME"] ?? "") + "/.config"
         }
-        let path = explicitPath ?? configHome + "/portal-token/config"
+        let userPath = configHome + "/portal-token/config"
+        let path = explicitPath ?? userPath
         var values: [String: String] = [:]
         do {
             let bytes = try FileReading.contents(of: path, ownOnly: true)
@@ -155,7 +174,20 @@ public enum PortalTokenCLI {
         } catch let failure as FileReading.Failure {
             throw CLIError.usage("cannot read the config file \(path): \(describe(failure))")
         }
-        return Settings(flags: flags, environment: environment, configFile: values, configPath: path)
+        // The audit log's settings come from the user's own file only (docs/audit.md, "Turning it
+        // off"): when another file is in use, that one is read for them alone, and a file there that
+        // cannot be read leaves the log on.
+        var userValues = values
+        if path != userPath {
+            userValues = [:]
+            if let bytes = try? FileReading.contents(of: userPath, ownOnly: true),
+                let parsed = try? Settings.parseConfigFile(String(decoding: bytes, as: UTF8.self), path: userPath)
+            {
+                userValues = parsed
+            }
+        }
+        return Settings(
+            flags: flags, environment: environment, configFile: values, configPath: path, userConfigFile: userValues)
     }
 
     static func describe(_ failure: FileReading.Failure, limit: Int = FileReading.defaultLimit) -> String {

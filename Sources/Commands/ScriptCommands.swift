@@ -38,6 +38,7 @@ private let scriptSessionRules = """
 
 struct TokenCommand: Command {
     static let name = "token"
+    static let auditOperation: AuditOperation? = .token
     static let summary = "Print the Portal session token, for scripts (never reads stdin)"
     static let details = """
         Prints the token alone on one line: TOKEN=$(portal-token token). With --format json,
@@ -60,6 +61,7 @@ struct TokenCommand: Command {
 
 struct ExecCommand: Command {
     static let name = "exec"
+    static let auditOperation: AuditOperation? = .exec
     static let summary = "Run a command with the session token in its environment"
     static let details = """
         Replaces itself with COMMAND (found on PATH, as execvp does), whose environment gains
@@ -130,6 +132,9 @@ struct ExecCommand: Command {
         }
         setenv("PORTAL_AUTH_ENVIRONMENT_ID", session.authEnvironmentID, 1)
         setenv("PORTAL_END_USER_ID", session.endUserID, 1)
+        // Written now: COMMAND replaces this process, and its exit code is its own.
+        context.audit?.program = String(command[0].split(separator: "/").last ?? "")
+        context.recordAudit(error: nil, exitCode: nil)
         closeOwnDescriptorsOnExec()
         var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
         // The command gets the caller's core-file limits, not portal-token's 0 (docs/security.md,
@@ -175,6 +180,7 @@ struct ExecCommand: Command {
 
 struct ExecCredentialCommand: Command {
     static let name = "exec-credential"
+    static let auditOperation: AuditOperation? = .execCredential
     static let summary = "Print the token as a Kubernetes ExecCredential (client-go credential plugin)"
     static let details = """
         Prints {"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",

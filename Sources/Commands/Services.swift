@@ -10,9 +10,13 @@ public struct Services {
     /// The D-Bus session bus through sd-bus, bounded; nil when there is none.
     public var connectSessionBus: (_ timeoutMilliseconds: Int) throws(StoreError) -> (any SessionBusConnection)?
     /// The Secret Service as an item store, every call bounded; it asks `promptPermission`
-    /// before an unlock prompt, and only then.
+    /// before an unlock prompt, and only then, and reads through `sessionBus` (the run's one
+    /// connection) when no unlock is needed.
     public var keyringItems:
-        (_ timeoutMilliseconds: Int, _ promptPermission: @escaping () -> PromptPermission) -> any ItemStore
+        (
+            _ timeoutMilliseconds: Int, _ promptPermission: @escaping () -> PromptPermission,
+            _ sessionBus: @escaping () -> (any SessionBusConnection)?
+        ) -> any ItemStore
     /// What `doctor` asks the Secret Service.
     public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
     /// The encrypted file as an item store.
@@ -43,6 +47,9 @@ public struct Services {
     /// call came (docs/signing-in.md, "Completing it: a custom scheme and the desktop handler").
     public var serveDesktopActivation:
         (_ streams: StandardStreams, _ accept: @escaping (Secret) throws -> DesktopSignIn) throws -> Bool
+    /// The audit log (docs/audit.md), opened only when a credential event is recorded or the
+    /// log is read.
+    public var auditLog: (AuditLogOptions) -> any AuditLog
     /// The clock, in seconds since the epoch.
     public var now: () -> Int64
     /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
@@ -61,7 +68,10 @@ public struct Services {
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
-        keyringItems: @escaping (Int, @escaping () -> PromptPermission) -> any ItemStore,
+        keyringItems:
+            @escaping (
+                Int, @escaping () -> PromptPermission, @escaping () -> (any SessionBusConnection)?
+            ) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
         vaultItems: @escaping (VaultOptions) -> any ItemStore,
@@ -82,8 +92,10 @@ public struct Services {
         agentExchange: @escaping (String, HTTPRequest, Int) throws(HTTPError) -> HTTPResponse = {
             path, _, _ throws(HTTPError) in throw .cannotConnect(host: "the agent at \(path)")
         },
-        agentSecretCache: (() -> any SecretCache)? = nil
+        agentSecretCache: (() -> any SecretCache)? = nil,
+        auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() }
     ) {
+        self.auditLog = auditLog
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
         self.keyringDiagnosis = keyringDiagnosis
@@ -155,4 +167,16 @@ public struct FileStoreOptions {
     public var created: () -> Void
     /// Where derived keys are cached: the run's secret cache (`Services.secretCache`).
     public var keyCache: any SecretCache
+}
+
+/// Where the audit log is and how it behaves (docs/audit.md).
+public struct AuditLogOptions {
+    /// `$XDG_STATE_HOME/portal-token`.
+    public var directory: String
+    /// The size at which the log is rotated.
+    public var maximumBytes: Int
+    /// Whether each line also goes to the systemd journal.
+    public var journal: Bool
+    /// Says, once per process, that the log cannot be written, and how to fix it.
+    public var warn: (_ message: String, _ hint: String?) -> Void
 }

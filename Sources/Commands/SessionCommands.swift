@@ -122,6 +122,7 @@ struct StatusCommand: Command {
 
 struct LogoutCommand: Command {
     static let name = "logout"
+    static let auditOperation: AuditOperation? = .logout
     static let summary = "Delete the stored Portal session (never runs the hook)"
     static let details = """
         Also forgets what sign-ins left behind: a waiting two-factor step, and the memory of
@@ -153,6 +154,7 @@ struct LogoutCommand: Command {
         if removed {
             context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
         } else {
+            context.audit?.outcome = .notFound
             context.streams.printError("portal-token: no session was stored for environment '\(environmentID)'")
         }
     }
@@ -160,6 +162,7 @@ struct LogoutCommand: Command {
 
 struct RefreshCommand: Command {
     static let name = "refresh"
+    static let auditOperation: AuditOperation? = .refresh
     static let summary = "Ask Portal whether the session is live, and slide its expiry"
     static let details = """
         Sends one authenticated GET /api/v3/clients/me. On success the expiry slides; on a 401
@@ -170,7 +173,9 @@ struct RefreshCommand: Command {
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
+        context.audit?.method = "GET"
         let (session, response) = try context.sessionService().refresh()
+        context.audit?.httpStatus = response.status
         guard response.isSuccess else { throw rejection(response, method: "GET", path: SessionService.validationPath) }
         let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
         context.streams.printError("portal-token: the session of \(session.endUserID) is live; it expires at \(expiry)")
@@ -179,6 +184,7 @@ struct RefreshCommand: Command {
 
 struct APICommand: Command {
     static let name = "api"
+    static let auditOperation: AuditOperation? = .api
     static let summary = "Send an authenticated request to the Portal API and print the response"
     static let details = """
         PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
@@ -249,7 +255,9 @@ struct APICommand: Command {
     func run(in context: Context) throws {
         let body = try data.map { try readBody($0, context) }
         let sessions = try context.sessionService()
+        context.audit?.method = method
         let response = try sessions.api(method: method, path: path, body: body, headers: headers)
+        context.audit?.httpStatus = response.status
         context.streams.write(response.body, to: context.streams.output)
         // Like gh api: the output ends with a newline, so a shell prompt starts on its own line.
         if let last = response.body.last, last != UInt8(ascii: "\n") {

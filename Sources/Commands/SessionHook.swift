@@ -46,6 +46,8 @@ struct SessionHook {
     }
 
     func run(_ event: SessionEndedEvent) {
+        // This process removed the session: its audit line says so (docs/audit.md, "Fields").
+        context.audit?.endedSession = true
         guard let executable else { return }
         let outcome = context.services.hookLauncher(context.environment).run(
             executable: executable, variables: event.environment)

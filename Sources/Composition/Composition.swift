@@ -1,4 +1,5 @@
 import AgentClient
+import AuditFileLog
 import Basics
 import CProcessHardening
 import Commands
@@ -30,11 +31,18 @@ public enum Composition {
         return PortalTokenCLI.main(arguments: arguments, services: live)
     }
 
+    /// The audit log's copy of a line in the systemd journal (docs/audit.md, "The journal"): the
+    /// line as MESSAGE, under portal-token's identifier; the log's own warning covers the file only.
+    static func journalCopy(_ line: [UInt8]) {
+        let text = String(decoding: line.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        Journal.send(["MESSAGE=" + text, "SYSLOG_IDENTIFIER=portal-token", "PRIORITY=6", "PORTAL_TOKEN_AUDIT=1"])
+    }
+
     /// The real adapters.
     public static var live: Services {
         Services(
             connectSessionBus: { timeout throws(StoreError) in try SessionBus.connect(timeoutMilliseconds: timeout) },
-            keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1) },
+            keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1, sessionBus: $2) },
             keyringDiagnosis: { SecretServiceDiagnosis(timeoutMilliseconds: $0) },
             fileItems: { options in
                 EncryptedFileStore(
@@ -84,6 +92,13 @@ public enum Composition {
             agentExchange: { path, request, timeout throws(HTTPError) in
                 try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
             },
-            agentSecretCache: { AgentServing.secretCache })
+            agentSecretCache: { AgentServing.secretCache },
+            auditLog: { (options: AuditLogOptions) -> any AuditLog in
+                var forward: (([UInt8]) -> Void)?
+                if options.journal { forward = journalCopy }
+                return AuditFileLog(
+                    directory: options.directory, maximumBytes: options.maximumBytes, warn: options.warn,
+                    forward: forward)
+            })
     }
 }

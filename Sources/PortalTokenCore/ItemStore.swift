@@ -36,6 +36,29 @@ public struct StoredItem: Sendable, Equatable {
 
     public var schema: String { attributes[Self.schemaAttribute] ?? "" }
 
+    /// The attribute under which a store that keeps nothing but attributes (the Secret Service)
+    /// keeps `sequence`: a provider's own times are whole seconds, missing on some providers,
+    /// and not moved by every change, so they cannot order items (docs/storage.md, "Items").
+    public static let sequenceAttribute = "portal-token:sequence"
+
+    /// The attributes KeePassXC adds to every item it exposes over the Secret Service (its
+    /// entry's fields). portal-token's schemas never use these names: they are the provider's,
+    /// never part of an item portal-token reads.
+    public static let providerAddedAttributes: Set<String> = ["Title", "UserName", "URL", "Notes", "Uuid", "Path"]
+
+    /// An item as a Secret Service provider holds it: `sequenceAttribute` is taken out of the
+    /// attributes into `sequence` (0, the oldest, when it is missing or not a number: an item
+    /// that another program wrote), and the attributes the provider added are left out.
+    public init(
+        storedAttributes: ItemAttributes, label: String, secret: Secret, created: Int64?, modified: Int64?, id: String
+    ) {
+        var attributes = storedAttributes.filter { !Self.providerAddedAttributes.contains($0.key) }
+        let sequence = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) } ?? 0
+        self.init(
+            attributes: attributes, label: label, secret: secret, created: created, modified: modified,
+            sequence: sequence, id: id)
+    }
+
     /// Whether the item carries every attribute of `filter` with the same value.
     public func matches(_ filter: ItemAttributes) -> Bool {
         filter.allSatisfy { attributes[$0.key] == $0.value }

@@ -73,6 +73,9 @@ public final class Sessions {
 
     private let items: any ItemStore
     private let copies: Cache?
+    /// Told of every session read or written, for the audit log's environment, end user and
+    /// token fingerprint (docs/audit.md, "Fields").
+    public var observe: ((PortalSession) -> Void)?
 
     public init(_ items: any ItemStore, cache: Cache? = nil) {
         self.items = items
@@ -122,6 +125,7 @@ public final class Sessions {
                     if error.kind == .locked { copies.cache.dropAll(withPrefix: Self.namePrefix(store: store)) }
                     throw error
                 }
+                observe?(session)
                 return .present(session)
             }
         }
@@ -132,6 +136,7 @@ public final class Sessions {
                 if case .present(let current) = try read(authEnvironmentID) { keep(current, from: store) }
             }
         }
+        if case .present(let session) = stored { observe?(session) }
         return stored
     }
 
@@ -169,6 +174,7 @@ public final class Sessions {
                 SessionItems.filter(session.authEnvironmentID), ifNewest: condition, where: { _ in true },
                 with: SessionItems.item(for: session))
             if written, let store { keep(session, from: store) }
+            if written { observe?(session) }
             return written
         }
     }

@@ -114,6 +114,16 @@ public struct Setting: Sendable, Hashable {
     public static let vaultAppRoleMount = Setting(
         key: "vault-approle-mount", environment: "PORTAL_TOKEN_VAULT_APPROLE_MOUNT")
 
+    // The audit log (docs/audit.md, "Turning it off"): read from the user's own config file only
+    // (`Settings.userConfigFile`), never from a flag, a variable or a file named by --config or
+    // PORTAL_TOKEN_CONFIG, so nothing a repository or a caller's environment sets can turn it off.
+    /// `on` (the default) or `off`.
+    public static let auditLog = Setting(key: "audit-log")
+    /// The size in bytes at which the log is rotated; default 10 MiB.
+    public static let auditLogMaxBytes = Setting(key: "audit-log-max-bytes")
+    /// `on` to send each line to the systemd journal as well; `off` (the default).
+    public static let auditJournal = Setting(key: "audit-journal")
+
     /// Where the config file is; given by flag or environment only, never by the file itself.
     public static let configFile = Setting(
         key: "config", flag: Flag("config", value: "PATH", isFile: true, help: "config file"),
@@ -133,7 +143,7 @@ public struct Setting: Sendable, Hashable {
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
-        vaultSecretIDFile, vaultAppRoleMount,
+        vaultSecretIDFile, vaultAppRoleMount, auditLog, auditLogMaxBytes, auditJournal,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted
@@ -160,15 +170,61 @@ public struct Settings: Sendable {
     public var configFile: [String: String]
     /// Where the config file was read from, for messages.
     public var configPath: String?
+    /// The config file at its default place, `$XDG_CONFIG_HOME/portal-token/config`: the same as
+    /// `configFile` unless --config or PORTAL_TOKEN_CONFIG names another. The only source of the
+    /// audit log's settings.
+    public var userConfigFile: [String: String]
 
     public init(
         flags: [String: String] = [:], environment: [String: String] = [:],
-        configFile: [String: String] = [:], configPath: String? = nil
+        configFile: [String: String] = [:], configPath: String? = nil, userConfigFile: [String: String]? = nil
     ) {
         self.flags = flags
         self.environment = environment
         self.configFile = configFile
         self.configPath = configPath
+        self.userConfigFile = userConfigFile ?? configFile
+    }
+
+    /// The smallest rotation size: a few lines.
+    public static let minimumAuditLogBytes = 4096
+    public static let defaultAuditLogBytes = 10 << 20
+
+    /// Whether the audit log is written: only `audit-log = off` in the user's own config file
+    /// turns it off.
+    public func auditLogEnabled() throws(SettingError) -> Bool {
+        guard let text = userConfigFile[Setting.auditLog.key] else { return true }
+        switch text.trimmingWhitespace.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw SettingError(
+                "audit-log in the config file must be on or off", hint: "set it to on or off, or remove it")
+        }
+    }
+
+    /// Whether each audit line also goes to the systemd journal: `audit-journal = on` in the
+    /// user's own config file.
+    public func auditJournalEnabled() throws(SettingError) -> Bool {
+        guard let text = userConfigFile[Setting.auditJournal.key] else { return false }
+        switch text.trimmingWhitespace.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw SettingError(
+                "audit-journal in the config file must be on or off", hint: "set it to on or off, or remove it")
+        }
+    }
+
+    /// The size at which the audit log is rotated, from the user's own config file.
+    public func auditLogMaxBytes() throws(SettingError) -> Int {
+        guard let text = userConfigFile[Setting.auditLogMaxBytes.key] else { return Self.defaultAuditLogBytes }
+        guard let bytes = Int(text.trimmingWhitespace), bytes >= Self.minimumAuditLogBytes, bytes <= 1 << 30 else {
+            throw SettingError(
+                "audit-log-max-bytes in the config file must be a whole number of bytes between "
+                    + "\(Self.minimumAuditLogBytes) and \(1 << 30)")
+        }
+        return bytes
     }
 
     /// The value by precedence; an empty environment variable counts as unset, as in most tools.

@@ -11,6 +11,12 @@ public protocol SessionBusConnection: AnyObject {
     /// The bus's own unique ID (`org.freedesktop.DBus.GetId`), the same however its address is
     /// spelled: what names the keyring on it in the session cache.
     func busID() throws(StoreError) -> String
+    /// The items of the Secret Service matching any of `filters`, with their secrets, newest
+    /// first, read over this connection without libsecret (docs/storage.md, "Reading without
+    /// libsecret"). nil when only libsecret can answer: the default collection or an item found
+    /// is locked (an unlock may need a prompt), or the provider answered in a way this read does
+    /// not handle. A provider that does not answer in time is an error.
+    func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]?
 }
 
 /// What `doctor` asks the Secret Service through libsecret.

@@ -439,9 +439,10 @@ struct FoundItem {
         return String(cString: path)
     }
 
-    var order: ItemOrder {
+    /// Created and modified, in whole seconds, as the provider keeps them.
+    var times: (created: Int64, modified: Int64) {
         let lib = LibSecret.functions
-        return ItemOrder(modified: lib.itemGetModified(pointer), created: lib.itemGetCreated(pointer), path: objectPath)
+        return (Int64(lib.itemGetCreated(pointer)), Int64(lib.itemGetModified(pointer)))
     }
 
     /// The secret, or nil when it was not loaded (the item is locked).
@@ -452,21 +453,5 @@ struct FoundItem {
         var length: gsize = 0
         let bytes = lib.valueGet(value, &length)
         return Secret(bytes: Array(UnsafeRawBufferPointer(start: bytes, count: Int(length))))
-    }
-}
-
-/// Recency of an item: modification time, then creation time (both in whole seconds, as the
-/// Secret Service keeps them), then the item's object path, which gnome-keyring numbers in order
-/// of creation. Together they make "the most recently stored" deterministic.
-struct ItemOrder: Comparable {
-    var modified: UInt
-    var created: UInt
-    var path: String
-
-    static func < (lhs: ItemOrder, rhs: ItemOrder) -> Bool {
-        if lhs.modified != rhs.modified { return lhs.modified < rhs.modified }
-        if lhs.created != rhs.created { return lhs.created < rhs.created }
-        if lhs.path.utf8.count != rhs.path.utf8.count { return lhs.path.utf8.count < rhs.path.utf8.count }
-        return lhs.path < rhs.path
     }
 }

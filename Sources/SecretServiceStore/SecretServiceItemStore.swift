@@ -1,4 +1,5 @@
 import CLibSecret
+import Glibc
 import PortalTokenCore
 
 /// The item-store port on the freedesktop Secret Service: items in the default collection, every
@@ -10,23 +11,39 @@ public final class SecretServiceItemStore: ItemStore {
     /// Schemas built so far, by name and attribute names: libsecret wants one per item created,
     /// and refuses an attribute its schema does not list.
     private var schemas: [String: OpaquePointer] = [:]
+    /// The session bus this run holds (sd-bus), for reads that need no unlock; nil without one.
+    private let sessionBus: () -> (any SessionBusConnection)?
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
     ///   - promptPermission: whether the keyring may show an unlock prompt (allowed only when a
     ///     person is at a terminal and no setting rules prompts out); asked once, and only when
     ///     something is found locked.
-    public init(timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission) {
+    ///   - sessionBus: the session bus the run holds, asked for when a search is made: a search
+    ///     that needs no unlock reads over it, without libsecret (docs/storage.md, "Reading
+    ///     without libsecret"); libsecret reads when there is none, or when a lock is in the way.
+    public init(
+        timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission,
+        sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
+    ) {
         connection = SecretServiceConnection(
             timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission)
+        self.sessionBus = sessionBus
     }
 
     /// A store that may prompt (`allowPrompt`) or never does.
-    public convenience init(timeoutMilliseconds: Int = 3000, allowPrompt: Bool) {
-        self.init(timeoutMilliseconds: timeoutMilliseconds) { allowPrompt ? .allowed : .noTerminal }
+    public convenience init(
+        timeoutMilliseconds: Int = 3000, allowPrompt: Bool,
+        sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
+    ) {
+        self.init(
+            timeoutMilliseconds: timeoutMilliseconds, promptPermission: { allowPrompt ? .allowed : .noTerminal },
+            sessionBus: sessionBus)
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
+        if let bus = sessionBus(), let items = try bus.unlockedSecretServiceItems(filters) { return items }
+        // libsecret: it unlocks, with a prompt where one is allowed, or says what is locked.
         let items = try loaded(filters, while: "reading the keyring")
         // A locked collection finds nothing, exactly like one that holds nothing.
         if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
@@ -47,6 +64,12 @@ public final class SecretServiceItemStore: ItemStore {
         let previous = matching.filter { isPrevious($0.item) }
         var attributes = item.attributes
         attributes[StoredItem.schemaAttribute] = nil
+        // After every item it replaces, and after every earlier write on this host by the clock.
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let sequence = max(
+            Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec), (matching.first?.item.sequence ?? 0) + 1)
+        attributes[StoredItem.sequenceAttribute] = String(sequence)
         let created = try connection.create(
             in: collection, schema: schema(item.schema, attributes: attributes.keys),
             attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
@@ -64,30 +87,36 @@ public final class SecretServiceItemStore: ItemStore {
         return doomed.count
     }
 
-    /// The items matching any filter, each once, newest first, with their secrets. An item whose
-    /// secret did not load is locked (an error) or was deleted since the search (left out).
+    /// The items matching any filter, each once, newest first by the sequence each write
+    /// stamps (items without one, written by another program, after them in the provider's
+    /// order), with their secrets. An item whose secret did not load is locked (an error) or
+    /// was deleted since the search (left out).
     private typealias Loaded = (found: FoundItem, item: StoredItem)
     private func loaded(_ filters: [ItemAttributes], while operation: String) throws(StoreError) -> [Loaded] {
-        var found: [String: FoundItem] = [:]
+        var found: [FoundItem] = []
         for filter in filters {
             let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            for item in try connection.search(query, loadSecrets: true, while: operation).items {
-                found[item.objectPath] = item
+            for item in try connection.search(query, loadSecrets: true, while: operation).items
+            where !found.contains(where: { $0.objectPath == item.objectPath }) {
+                found.append(item)
             }
         }
         var items: [Loaded] = []
-        for item in found.values.sorted(by: { $0.order > $1.order }) {
+        for item in found {
             guard let secret = item.secret else {
                 try connection.ensureItemIsGone(item)
                 continue
             }
-            let (created, modified) = (Int64(item.order.created), Int64(item.order.modified))
+            let (created, modified) = item.times
             let stored = StoredItem(
-                attributes: item.attributes, label: item.label, secret: secret, created: created, modified: modified,
-                id: item.objectPath)
+                storedAttributes: item.attributes, label: item.label, secret: secret, created: created,
+                modified: modified, id: item.objectPath)
             items.append((item, stored))
         }
-        return items
+        return items.enumerated().sorted {
+            $0.element.item.sequence != $1.element.item.sequence
+                ? $0.element.item.sequence > $1.element.item.sequence : $0.offset < $1.offset
+        }.map(\.element)
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {

@@ -42,6 +42,22 @@ public struct SDBus: @unchecked Sendable {
         ) -> Int32
     public let errorFree: @convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void
 
+    // Several calls in flight at once, and their arguments and replies
+    public let callAsync:
+        @convention(c) (
+            Bus?, UnsafeMutablePointer<OpaquePointer?>?, Message?, sd_bus_message_handler_t?,
+            UnsafeMutableRawPointer?, UInt64
+        ) -> Int32
+    public let slotUnref: @convention(c) (OpaquePointer?) -> OpaquePointer?
+    public let messageRef: @convention(c) (Message?) -> Message?
+    public let messageGetError: @convention(c) (Message?) -> UnsafePointer<sd_bus_error>?
+    public let messageOpenContainer: @convention(c) (Message?, CChar, Text) -> Int32
+    public let messageCloseContainer: @convention(c) (Message?) -> Int32
+    public let messageExitContainer: @convention(c) (Message?) -> Int32
+    public let messageReadArray:
+        @convention(c) (Message?, CChar, UnsafeMutablePointer<UnsafeRawPointer?>?, UnsafeMutablePointer<Int>?) -> Int32
+    public let messageSkip: @convention(c) (Message?, Text) -> Int32
+
     // Serving an object
     public let addObject:
         @convention(c) (
@@ -100,6 +116,28 @@ public struct SDBus: @unchecked Sendable {
                 ) -> Int32).self),
             let errorFree = resolve(
                 "sd_bus_error_free", as: (@convention(c) (UnsafeMutablePointer<sd_bus_error>?) -> Void).self),
+            let callAsync = resolve(
+                "sd_bus_call_async",
+                as: (@convention(c) (
+                    Bus?, UnsafeMutablePointer<OpaquePointer?>?, Message?, sd_bus_message_handler_t?,
+                    UnsafeMutableRawPointer?, UInt64
+                ) -> Int32).self),
+            let slotUnref = resolve("sd_bus_slot_unref", as: (@convention(c) (OpaquePointer?) -> OpaquePointer?).self),
+            let messageRef = resolve("sd_bus_message_ref", as: (@convention(c) (Message?) -> Message?).self),
+            let messageGetError = resolve(
+                "sd_bus_message_get_error", as: (@convention(c) (Message?) -> UnsafePointer<sd_bus_error>?).self),
+            let messageOpenContainer = resolve(
+                "sd_bus_message_open_container", as: (@convention(c) (Message?, CChar, Text) -> Int32).self),
+            let messageCloseContainer = resolve(
+                "sd_bus_message_close_container", as: (@convention(c) (Message?) -> Int32).self),
+            let messageExitContainer = resolve(
+                "sd_bus_message_exit_container", as: (@convention(c) (Message?) -> Int32).self),
+            let messageReadArray = resolve(
+                "sd_bus_message_read_array",
+                as: (@convention(c) (
+                    Message?, CChar, UnsafeMutablePointer<UnsafeRawPointer?>?, UnsafeMutablePointer<Int>?
+                ) -> Int32).self),
+            let messageSkip = resolve("sd_bus_message_skip", as: (@convention(c) (Message?, Text) -> Int32).self),
             let addObject = resolve(
                 "sd_bus_add_object",
                 as: (@convention(c) (
@@ -133,7 +171,11 @@ public struct SDBus: @unchecked Sendable {
             messageNewMethodCall: messageNewMethodCall, messageUnref: messageUnref,
             messageAppendBasic: messageAppendBasic, messageReadBasic: messageReadBasic,
             messageEnterContainer: messageEnterContainer, call: call, getPropertyTrivial: getPropertyTrivial,
-            errorFree: errorFree, addObject: addObject, requestName: requestName, releaseName: releaseName,
+            errorFree: errorFree, callAsync: callAsync, slotUnref: slotUnref, messageRef: messageRef,
+            messageGetError: messageGetError, messageOpenContainer: messageOpenContainer,
+            messageCloseContainer: messageCloseContainer, messageExitContainer: messageExitContainer,
+            messageReadArray: messageReadArray, messageSkip: messageSkip, addObject: addObject,
+            requestName: requestName, releaseName: releaseName,
             process: process, wait: wait, isMethodCall: isMethodCall, readStrv: readStrv,
             replyMethodError: replyMethodError, newMethodReturn: newMethodReturn, send: send)
     }

@@ -23,9 +23,12 @@ public final class SessionBus: SessionBusConnection {
     public static let secretServiceName = "org.freedesktop.secrets"
     static let secretServicePath = "/org/freedesktop/secrets"
 
-    private let bus: OpaquePointer
-    private let sd: SDBus
+    let bus: OpaquePointer
+    let sd: SDBus
     public let timeoutMilliseconds: Int
+    /// The Secret Service session secrets are read in, once opened: the provider closes it when
+    /// this connection closes.
+    var secretTransferSession: String?
 
     /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
     /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
@@ -160,7 +163,7 @@ public final class SessionBus: SessionBusConnection {
         return try read(reply)
     }
 
-    private func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
+    func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
         guard result < 0 else { return }
         if -result == ETIMEDOUT {
             throw StoreError(

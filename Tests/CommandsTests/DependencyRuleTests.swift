@@ -13,7 +13,7 @@ struct DependencyRuleTests {
     static let adapters: Set<String> = [
         "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
         "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils", "CSDBus",
-        "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "LocalHTTPServer",
+        "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "AuditFileLog", "LocalHTTPServer",
         "PeerCredentials", "CPeerCredentials", "AgentClient",
     ]
 

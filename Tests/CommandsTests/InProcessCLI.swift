@@ -37,6 +37,8 @@ final class InProcessCLI {
     var procMountInfo: String? = nil
     /// Other programs (git): none is found, unless a test puts a fake here.
     var programs: any ProgramLauncher = RecordingProgramLauncher()
+    /// The audit log: what each run recorded, and the lines `audit` reads.
+    let audit = RecordingAuditLog()
 
     init(transport: ScriptedTransport = ScriptedTransport(status: 200)) throws {
         self.transport = transport
@@ -74,7 +76,7 @@ final class InProcessCLI {
             procMountInfo = procMountInfo, programs = programs
         return Services(
             connectSessionBus: { _ throws(StoreError) in bus },
-            keyringItems: { _, _ in items },
+            keyringItems: { _, _, _ in items },
             keyringDiagnosis: { _ in FakeKeyringDiagnosis() },
             fileItems: { _ in items },
             vaultItems: { _ in items },
@@ -88,7 +90,11 @@ final class InProcessCLI {
             renderQRCode: { $0 },
             serveDesktopActivation: { _, _ in false },
             now: { clock.value },
-            procMountInfo: { procMountInfo })
+            procMountInfo: { procMountInfo },
+            auditLog: { [audit] options in
+                audit.options.update { $0.append(options.directory) }
+                return audit
+            })
     }
 
     /// Signs `endUserID` in with `token`, as a sign-in would have stored it.
@@ -158,6 +164,16 @@ final class InProcessCLI {
         }
         return String(decoding: bytes, as: UTF8.self)
     }
+}
+
+/// An audit log that keeps the events it is given, and answers `lines()` with what a test put there.
+final class RecordingAuditLog: AuditLog, Sendable {
+    let events = Locked<[AuditEvent]>([])
+    let storedLines = Locked<[String]>([])
+    /// The directory of each opening.
+    let options = Locked<[String]>([])
+    func record(_ event: AuditEvent) { events.update { $0.append(event) } }
+    func lines() throws(AuditLogError) -> [String] { storedLines.value }
 }
 
 /// A hook launcher that records what it was asked to run, and runs nothing.

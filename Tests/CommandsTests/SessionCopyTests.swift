@@ -11,6 +11,7 @@ final class FakeSessionBus: SessionBusConnection {
     func hasSecretServiceProvider() throws(StoreError) -> Bool { true }
     func isDefaultCollectionLocked() throws(StoreError) -> Bool { false }
     func busID() throws(StoreError) -> String { id }
+    func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]? { nil }
 }
 
 /// The session's copy in the kernel keyring is one per store, named after what the store is:

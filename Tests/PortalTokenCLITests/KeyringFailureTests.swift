@@ -107,7 +107,11 @@ struct KeyringFailureTests {
         }
     }
 
-    @Test("without libsecret installed, the Secret Service is exit 4 naming it, under auto too")
+    @Test(
+        """
+        without libsecret installed, an unlocked keyring is still read, and a write or a locked keyring is exit 4 \
+        naming it, under auto too
+        """)
     func libsecretMissing() throws {
         // A keyring that works: only the library is missing (dlopen fails as if not installed).
         let keyring = try PrivateKeyring(withKeyring: true)
@@ -118,7 +122,10 @@ struct KeyringFailureTests {
         environment["LD_PRELOAD"] = shim
         environment["PORTAL_TOKEN_TEST_HIDE_LIBRARIES"] = "libsecret-1.so.0"
         environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
-        for (operation, input) in [("get", request), ("store", credential), ("erase", request)] {
+        // Reading an unlocked keyring needs no libsecret (docs/storage.md, "Reading without libsecret").
+        let found = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        #expect(found.exitCode == 0 && found.stdout == "username=u\npassword=p\n", "\(found.stderr)")
+        for (operation, input) in [("store", credential), ("erase", request)] {
             let result = try ProcessRunner.portalToken([operation], stdin: input, environment: environment)
             expectStorageError(result, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
             #expect(
@@ -128,10 +135,14 @@ struct KeyringFailureTests {
         // auto sees a registered provider and uses it, so the missing library is the same error,
         // never a switch to the file (docs/storage.md, "Backends and the auto decision").
         environment["PORTAL_TOKEN_BACKEND"] = nil
-        let auto = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        let auto = try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment)
         expectStorageError(auto, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
         #expect(
             !FileManager.default.fileExists(
                 atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
+        // Only libsecret unlocks: a locked keyring without it is the same error.
+        try keyring.lockLoginCollection()
+        let locked = try ProcessRunner.portalToken(["get"], stdin: request, environment: environment)
+        expectStorageError(locked, mentioning: "libsecret (libsecret-1.so.0) could not be loaded")
     }
 }

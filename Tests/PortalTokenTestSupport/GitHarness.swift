@@ -67,6 +67,8 @@ public final class GitHarness: @unchecked Sendable {
             "GIT_TERMINAL_PROMPT": "0",
             "XDG_CONFIG_HOME": home.appendingPathComponent(".config").path,
             "XDG_DATA_HOME": home.appendingPathComponent(".local/share").path,
+            // The audit log and the session lock of this harness alone.
+            "XDG_STATE_HOME": home.appendingPathComponent(".local/state").path,
         ]
         for (name, value) in backend.environment(directory: directory) { changes[name] = value }
         for (name, value) in extraEnvironment { changes[name] = value }

@@ -2,6 +2,7 @@ import Basics
 import PortalTokenCore
 import PortalTokenTestSupport
 import SecretServiceStore
+import SessionBus
 import Testing
 
 /// The contracts against the real gnome-keyring that contrib/test.sh starts on a private
@@ -13,6 +14,62 @@ extension InProcessKeyringTests {
         func contract(check: ItemStoreContractCheck) throws {
             let open = { SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false) }
             try check.run(on: ContractStore(open(), another: open))
+        }
+    }
+
+    /// The same contract with reads over sd-bus, as the binary reads (docs/storage.md, "Reading
+    /// without libsecret"): libsecret writes, the session bus reads.
+    @Suite("item-store contract on the Secret Service, read over sd-bus", .serialized)
+    struct SessionBusReadContractTests {
+        static func open() -> SecretServiceItemStore {
+            let bus = try? SessionBus.connect(timeoutMilliseconds: 15000)
+            return SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false, sessionBus: { bus })
+        }
+
+        @Test(arguments: ItemStoreContract.checks)
+        func contract(check: ItemStoreContractCheck) throws {
+            try check.run(on: ContractStore(Self.open(), another: Self.open))
+        }
+
+        @Test(arguments: CredentialContract.checks)
+        func credentialContract(check: CredentialContractCheck) throws {
+            try check.run(on: Self.open())
+        }
+
+        @Test(arguments: RecordContract.checks)
+        func recordContract(check: RecordContractCheck) throws {
+            try check.run(on: Self.open())
+        }
+
+        @Test(
+            """
+            the session bus answers an unlocked keyring itself: subset match, a provider's attributes ignored, the \
+            sequence out of the attributes, another program's item after ours
+            """)
+        func readsWithoutLibsecret() throws {
+            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            let store = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
+            let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
+            // Written by another program first, with an attribute as KeePassXC adds and no sequence.
+            let stored = try ProcessRunner.run(
+                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "extra"],
+                stdin: "theirs", environment: ProcessRunner.environment(), timeout: 10)
+            #expect(stored.exitCode == 0, "\(stored.stderr)")
+            defer { _ = try? store.delete([[StoredItem.schemaAttribute: schema]]) }
+            try store.replace(
+                [[StoredItem.schemaAttribute: schema, "k": "2"]],
+                with: StoredItem(
+                    attributes: [StoredItem.schemaAttribute: schema, "k": "2"], label: "ours", secret: Secret("mine")))
+            let found = try #require(try bus.unlockedSecretServiceItems([[StoredItem.schemaAttribute: schema]]))
+            #expect(found.map(\.secret.text) == ["mine", "theirs"])
+            #expect(found.map(\.label) == ["ours", "other"])
+            #expect(found[0].attributes == [StoredItem.schemaAttribute: schema, "k": "2"])
+            #expect(found[0].sequence > 0 && found[1].sequence == 0)
+            #expect(found[1].attributes == [StoredItem.schemaAttribute: schema, "k": "1"])
+            let subset = try #require(
+                try bus.unlockedSecretServiceItems([[StoredItem.schemaAttribute: schema, "k": "1"]]))
+            #expect(subset.map(\.secret.text) == ["theirs"])
+            #expect(try bus.unlockedSecretServiceItems([[StoredItem.schemaAttribute: schema, "k": "3"]]) == [])
         }
     }
 

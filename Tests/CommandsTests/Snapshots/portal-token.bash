@@ -20,6 +20,7 @@ _portal_token_commands=(
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
     "lock:drop every cached key and session copy from the kernel keyring at once"
+    "audit:show what used your credentials, when and from where (the audit log)"
     "agent:serve the token and the credential store on a Unix socket, to containers and sandboxes"
     "help:show the help of a command"
 )
@@ -27,7 +28,7 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to --from --socket --restricted-socket --rules --idle-exit"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --end-user --method -X --data -d --header -H --to --from --since --socket --restricted-socket --rules --idle-exit"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -44,6 +45,7 @@ _portal_token_command_options() {
         status) printf '%s\n' --format ;;
         api) printf '%s\n' --method -X --data -d --header -H ;;
         migrate) printf '%s\n' --to --from ;;
+        audit) printf '%s\n' --since --format ;;
         agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit ;;
     esac
 }
@@ -59,6 +61,7 @@ _portal_token_words() {
         -X) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
         --to) echo "secret-service file vault" ;;
         --from) echo "secret-service file vault" ;;
+        --since) echo "30m 24h 7d" ;;
         *) return 1 ;;
     esac
 }

@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate lock agent help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api logout migrate lock audit agent help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -21,6 +21,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy from the kernel keyring at once'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Serve the token and the credential store on a Unix socket, to containers and sandboxes'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
@@ -86,6 +87,10 @@ complete -c portal-token -n "__fish_seen_subcommand_from api" -a '/api/v3/client
 # migrate
 complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file vault' -d 'The store to move every item into'
 complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l from -x -a 'secret-service file vault' -d 'The store to move them from (default: the file; the keyring for --to file)'
+
+# audit
+complete -c portal-token -n "__fish_seen_subcommand_from audit" -l since -x -a '30m 24h 7d' -d 'Only the events of the last DURATION: 90s, 30m, 24h, 7d'
+complete -c portal-token -n "__fish_seen_subcommand_from audit" -l format -x -a 'json' -d 'Print JSON'
 
 # agent
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l socket -r -F -d 'The main socket (default $XDG_RUNTIME_DIR/portal-token/agent.sock)'

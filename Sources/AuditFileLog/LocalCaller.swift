@@ -1,0 +1,79 @@
+import Glibc
+import PortalTokenCore
+
+/// The caller of a command run directly: this process, as /proc shows it (proc(5)), and the
+/// chain of programs that started it. Read once per event, as bytes (this runs on every `get`);
+/// every fact that cannot be read is left out.
+enum LocalCaller {
+    static func current() -> AuditCaller {
+        var caller = AuditCaller(
+            pid: getpid(), uid: getuid(), gid: getgid(), userNamespace: userNamespace(),
+            executable: link("/proc/self/exe"))
+        var pid = getppid()
+        while pid > 1, caller.parents.count < AuditCaller.maximumParents {
+            // `/proc/PID/exe` is readable for the user's own processes; another user's (a root
+            // sshd) is named by its `comm` instead, in parentheses.
+            let stat = read("/proc/\(pid)/stat")
+            caller.parents.append(link("/proc/\(pid)/exe") ?? stat.flatMap(name(inStat:)).map { "(\($0))" } ?? "?")
+            guard let stat, let parent = parentPID(inStat: stat) else { break }
+            pid = parent
+        }
+        return caller
+    }
+
+    /// The inode number of `/proc/self/ns/user`, which reads "user:[4026531837]".
+    static func userNamespace() -> UInt64? {
+        guard let text = link("/proc/self/ns/user") else { return nil }
+        let bytes = Array(text.utf8)
+        guard let open = bytes.firstIndex(of: UInt8(ascii: "[")), let close = bytes.lastIndex(of: UInt8(ascii: "]")),
+            open < close
+        else { return nil }
+        return number(bytes[(open + 1)..<close]).map(UInt64.init)
+    }
+
+    /// `/proc/PID/stat`'s fourth field. The name (the second, in parentheses) may hold spaces
+    /// and parentheses itself, so the fields after it start after the last `)`.
+    static func parentPID(inStat bytes: [UInt8]) -> pid_t? {
+        guard let close = bytes.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        // ") S 1234 …": the state, then the parent's pid.
+        let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "), maxSplits: 3)
+        return fields.count > 2 ? number(fields[1]).flatMap { pid_t(exactly: $0) } : nil
+    }
+
+    static func name(inStat bytes: [UInt8]) -> String? {
+        guard let open = bytes.firstIndex(of: UInt8(ascii: "(")), let close = bytes.lastIndex(of: UInt8(ascii: ")")),
+            open < close
+        else { return nil }
+        return String(decoding: bytes[(open + 1)..<close], as: UTF8.self)
+    }
+
+    private static func number(_ digits: ArraySlice<UInt8>) -> Int64? {
+        guard !digits.isEmpty, digits.count < 19 else { return nil }
+        var value: Int64 = 0
+        for digit in digits {
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(digit - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    private static func link(_ path: String) -> String? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
+            let count = readlink(path, buffer.baseAddress!, buffer.count)
+            guard count > 0 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
+        }
+    }
+
+    /// A small /proc file: one read is the whole of it.
+    private static func read(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes = [UInt8](repeating: 0, count: 1024)
+        let count = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        bytes.removeSubrange(count...)
+        return bytes
+    }
+}

@@ -1,0 +1,347 @@
+import Basics
+
+/// Who asked for a credential, as the kernel tells it (docs/audit.md, "Fields"). For a command run
+/// directly, the writing process and its ancestors; through the agent, the peer of its socket.
+/// Every field is optional: a fact that could not be read is left out, never guessed.
+public struct AuditCaller: Sendable, Equatable {
+    public var pid: Int32?
+    public var uid: UInt32?
+    public var gid: UInt32?
+    /// The inode number of the caller's user namespace (`/proc/PID/ns/user`).
+    public var userNamespace: UInt64?
+    /// The caller's executable (`/proc/PID/exe`), or its name in parentheses when that cannot be read.
+    public var executable: String?
+    /// The executables of its parent, grandparent and so on, nearest first, up to
+    /// `maximumParents`, stopping before pid 1.
+    public var parents: [String]
+    /// The Docker or Podman container the caller runs in, from its cgroup.
+    public var containerID: String?
+    /// The Flatpak application, from its cgroup or `/.flatpak-info`.
+    public var flatpakAppID: String?
+    /// The systemd unit, from its cgroup.
+    public var systemdUnit: String?
+    /// The socket the request came in on, when it came through the agent.
+    public var socket: String?
+
+    public static let maximumParents = 8
+
+    public init(
+        pid: Int32? = nil, uid: UInt32? = nil, gid: UInt32? = nil, userNamespace: UInt64? = nil,
+        executable: String? = nil, parents: [String] = [], containerID: String? = nil, flatpakAppID: String? = nil,
+        systemdUnit: String? = nil, socket: String? = nil
+    ) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.userNamespace = userNamespace
+        self.executable = executable
+        self.parents = parents
+        self.containerID = containerID
+        self.flatpakAppID = flatpakAppID
+        self.systemdUnit = systemdUnit
+        self.socket = socket
+    }
+}
+
+/// What was asked for: the command (or the agent's endpoint for it) by its name.
+public enum AuditOperation: String, Sendable, CaseIterable {
+    case get, store, erase, token, exec
+    case execCredential = "exec-credential"
+    case dockerGet = "docker-get", dockerStore = "docker-store", dockerErase = "docker-erase"
+    case dockerList = "docker-list"
+    case api, refresh, login, redirect
+    case verifyTOTP = "verify-totp"
+    case logout
+    /// A request the proxy forwarded to Portal with the session token.
+    case proxy
+}
+
+/// How it ended (docs/audit.md, "Outcomes").
+public enum AuditOutcome: String, Sendable, CaseIterable {
+    /// A credential or the token was handed out, or a request carrying it was answered.
+    case served
+    case stored, erased
+    case signedIn = "signed-in", signedOut = "signed-out"
+    /// A sign-in is waiting for its two-factor step.
+    case pending
+    /// No credential matched.
+    case notFound = "not-found"
+    case notSignedIn = "not-signed-in"
+    /// Refused by a rule of the agent.
+    case refused
+    /// The keyring or the file store was locked.
+    case locked
+    /// The session reached its 7-day cap.
+    case expired
+    /// git reported the token rejected (an erase carrying it): the session ended.
+    case invalidated
+    /// Portal answered 401 to the token: the session ended.
+    case unauthorized
+    /// Portal refused the request otherwise (exit 6).
+    case rejected
+    /// Portal could not be reached (exit 5).
+    case unreachable
+    /// Anything else: a storage, usage or internal error.
+    case failed
+}
+
+/// One credential event: a line of the audit log once written (docs/audit.md). It never holds a
+/// password or a command line; the token, when there is one, is only ever fingerprinted.
+public struct AuditEvent: Sendable {
+    /// Nanoseconds since the epoch; nil: when it is written.
+    public var time: Int64?
+    public var operation: AuditOperation
+    public var outcome: AuditOutcome
+    /// The exit code of the command, when a command ran.
+    public var exitCode: Int32?
+    /// nil: the process that writes the line.
+    public var caller: AuditCaller?
+    public var authEnvironmentID: String?
+    public var endUserID: String?
+    /// The session token that was used, fingerprinted when written, never written itself.
+    public var token: Secret?
+    /// For a credential-protocol or Docker request: the protocol and host (never the path or
+    /// the username).
+    public var protocolName: String?
+    public var host: String?
+    /// For a request to Portal: the method and the status Portal answered.
+    public var method: String?
+    public var httpStatus: Int?
+    /// For `exec`: the name of the program the token was handed to, without its directory or arguments.
+    public var program: String?
+    /// Whether this event ended the session (and so ran the on-session-invalidated hook): true
+    /// for the one use, across every process, whose compare-and-delete removed it.
+    public var endedSession: Bool
+
+    public init(
+        operation: AuditOperation, outcome: AuditOutcome, time: Int64? = nil, exitCode: Int32? = nil,
+        caller: AuditCaller? = nil, authEnvironmentID: String? = nil, endUserID: String? = nil, token: Secret? = nil,
+        protocolName: String? = nil, host: String? = nil, method: String? = nil, httpStatus: Int? = nil,
+        program: String? = nil, endedSession: Bool = false
+    ) {
+        self.operation = operation
+        self.outcome = outcome
+        self.time = time
+        self.exitCode = exitCode
+        self.caller = caller
+        self.authEnvironmentID = authEnvironmentID
+        self.endUserID = endUserID
+        self.token = token
+        self.protocolName = protocolName
+        self.host = host
+        self.method = method
+        self.httpStatus = httpStatus
+        self.program = program
+        self.endedSession = endedSession
+    }
+
+    /// The longest a text field is written: what is longer is cut, so a line stays one short write.
+    public static let maximumFieldLength = 256
+
+    /// The line as written: one JSON object and a newline, keys in a fixed order
+    /// (docs/audit.schema.json). `time` and `caller` are the ones to write (the event's own, or
+    /// the writer's clock and process); `fingerprint` is the token's, made with the writer's key.
+    public func line(time: Int64, caller: AuditCaller, fingerprint: String?) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("time")
+        writer.string(AuditTime.format(nanoseconds: time))
+        writer.key("operation")
+        writer.string(operation.rawValue)
+        writer.key("outcome")
+        writer.string(outcome.rawValue)
+        if let exitCode {
+            writer.key("exitCode")
+            writer.number(Int64(exitCode))
+        }
+        Self.text("authEnvironmentId", authEnvironmentID, to: &writer)
+        Self.text("endUserId", endUserID.flatMap(Self.unlessEmailLike), to: &writer)
+        if let fingerprint {
+            writer.key("tokenFingerprint")
+            writer.string(fingerprint)
+        }
+        if endedSession {
+            writer.key("endedSession")
+            writer.bool(true)
+        }
+        Self.text("protocol", protocolName, to: &writer)
+        Self.text("host", host.map(Self.withoutUserInfo), to: &writer)
+        Self.text("method", method, to: &writer)
+        if let httpStatus {
+            writer.key("httpStatus")
+            writer.number(Int64(httpStatus))
+        }
+        Self.text("program", program, to: &writer)
+        writer.key("caller")
+        caller.write(to: &writer)
+        writer.endObject()
+        return writer.bytes + [UInt8(ascii: "\n")]
+    }
+
+    private static func text(_ key: String, _ value: String?, to writer: inout JSONWriter) {
+        guard let value, !value.isEmpty else { return }
+        writer.key(key)
+        writer.string(String(value.unicodeScalars.prefix(maximumFieldLength)))
+    }
+
+    /// An end-user ID that looks like an email address is left out: the log never holds one
+    /// (docs/audit.md, "What is never written").
+    static func unlessEmailLike(_ value: String) -> String? { value.utf8.contains(UInt8(ascii: "@")) ? nil : value }
+
+    /// A host as git's `url=` gives it never carries user information, but a Docker server URL
+    /// typed by hand may: only what follows the last `@` is kept.
+    static func withoutUserInfo(_ host: String) -> String {
+        guard let at = host.lastIndex(of: "@") else { return host }
+        return String(host[host.index(after: at)...])
+    }
+}
+
+extension AuditCaller {
+    func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        if let pid {
+            writer.key("pid")
+            writer.number(Int64(pid))
+        }
+        if let uid {
+            writer.key("uid")
+            writer.number(Int64(uid))
+        }
+        if let gid {
+            writer.key("gid")
+            writer.number(Int64(gid))
+        }
+        if let userNamespace {
+            writer.key("userNamespace")
+            writer.number(String(userNamespace))
+        }
+        let limit = AuditEvent.maximumFieldLength
+        if let executable {
+            writer.key("executable")
+            writer.string(String(executable.unicodeScalars.prefix(limit)))
+        }
+        writer.key("parents")
+        writer.beginArray()
+        for parent in parents.prefix(Self.maximumParents) { writer.string(String(parent.unicodeScalars.prefix(limit))) }
+        writer.endArray()
+        for (key, value) in [
+            ("containerId", containerID), ("flatpakAppId", flatpakAppID), ("systemdUnit", systemdUnit),
+            ("socket", socket),
+        ] {
+            if let value, !value.isEmpty {
+                writer.key(key)
+                writer.string(String(value.unicodeScalars.prefix(limit)))
+            }
+        }
+        writer.endObject()
+    }
+}
+
+/// The token's fingerprint (docs/audit.md, "The token fingerprint"): HMAC-SHA-256 under the
+/// user's own audit key, its first 8 bytes in hex. Equal for every use of one token, different for
+/// the next sign-in's, and of no use for finding the token without the key.
+public enum AuditFingerprint {
+    public static let keyBytes = 32
+    public static let hexLength = 16
+
+    public static func of(_ token: Secret, key: [UInt8]) -> String {
+        var message = token.withBytes { Array($0) }
+        defer { zeroize(&message) }
+        // Hex by hand: this runs on every `token`, and the generic encoder costs more than the HMAC.
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(hexLength)
+        for byte in HMACSHA256.authenticate(message, key: key).prefix(hexLength / 2) {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}
+
+/// The log's times: RFC 3339 in UTC with microseconds, `2026-12-01T17:20:03.123456Z`.
+public enum AuditTime {
+    public static func format(nanoseconds: Int64) -> String {
+        let seconds = nanoseconds >= 0 ? nanoseconds / 1_000_000_000 : (nanoseconds + 1) / 1_000_000_000 - 1
+        let microseconds = (nanoseconds - seconds * 1_000_000_000) / 1000
+        var text = RFC3339.format(seconds)
+        text.removeLast()
+        let digits = String(microseconds)
+        return text + "." + String(repeating: "0", count: 6 - digits.count) + digits + "Z"
+    }
+
+    /// Seconds since the epoch of an RFC 3339 UTC time, with or without a fraction (which is
+    /// dropped); nil for anything else.
+    public static func seconds(_ text: String) -> Int64? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
+        func number(_ range: Range<Int>) -> Int64? {
+            var value: Int64 = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        else { return nil }
+        if bytes.count > 20 {
+            guard bytes[19] == UInt8(ascii: "."), number(20..<(bytes.count - 1)) != nil else { return nil }
+        }
+        // Days from the civil calendar (Howard Hinnant's algorithm), as RFC3339.format counts them.
+        let shiftedYear = month <= 2 ? year - 1 : year
+        let era = shiftedYear / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return days * 86400 + hour * 3600 + minute * 60 + second
+    }
+}
+
+/// `--since`'s durations: a whole number and a unit, `90s`, `30m`, `24h`, `7d`.
+public enum AuditDuration {
+    public static func seconds(_ text: String) -> Int64? {
+        guard let unit = text.last, let count = Int64(text.dropLast()), count >= 0, count <= 100 * 365 * 86400 else {
+            return nil
+        }
+        switch unit {
+        case "s": return count
+        case "m": return count * 60
+        case "h": return count * 3600
+        case "d": return count * 86400
+        default: return nil
+        }
+    }
+}
+
+/// Where credential events are written: the audit log (docs/audit.md). Recording never fails
+/// the caller: a log that cannot be written is reported once per process, on stderr, by the log.
+public protocol AuditLog: AnyObject {
+    func record(_ event: AuditEvent)
+    /// The lines kept, oldest first (the rotated file's, then the current file's); empty when
+    /// there is no log yet.
+    func lines() throws(AuditLogError) -> [String]
+}
+
+/// Why the audit log could not be read.
+public struct AuditLogError: Error, Sendable, Equatable {
+    public var message: String
+    public var hint: String?
+
+    public init(_ message: String, hint: String? = nil) {
+        self.message = message
+        self.hint = hint
+    }
+}
+
+/// A log that records nothing: the log turned off in the user's config file.
+public final class NoAuditLog: AuditLog {
+    public init() {}
+    public func record(_ event: AuditEvent) {}
+    public func lines() throws(AuditLogError) -> [String] { [] }
+}
