@@ -80,7 +80,8 @@ struct AgentCommand: Command {
             rules: rules, environment: requestEnvironment,
             defaultEnvironmentID: context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
             services: context.services, agentUID: getuid(),
-            agentPlacement: placement, verbose: context.isTracing, log: log)
+            agentPlacement: placement, verbose: context.isTracing, log: log,
+            recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         try context.services.serveAgent(
             AgentServeOptions(
                 mainSocketPath: main, restrictedSocketPath: restricted,
@@ -116,4 +117,10 @@ struct AgentCommand: Command {
                 hint: "see docs/agent.md, \"The rules file\"")
         }
     }
+}
+
+/// The agent's own audit log, for the refusals it writes itself; used under the router's lock.
+final class AuditLogBox: @unchecked Sendable {
+    let log: (any AuditLog)?
+    init(_ log: (any AuditLog)?) { self.log = log }
 }

@@ -26,6 +26,9 @@ final class AgentRouter: Sendable {
     /// and a request takes milliseconds.
     private let running: Mutex<Void> = Mutex(())
     private let servicesBox: ServicesBox
+    /// Writes a line to the agent's audit log (a refusal's; a command's own line is written by
+    /// the command).
+    private let recordAudit: @Sendable (AuditEvent) -> Void
 
     final class ServicesBox: @unchecked Sendable {
         let services: Services
@@ -34,8 +37,10 @@ final class AgentRouter: Sendable {
 
     init(
         rules: AgentRules, environment: [String: String], defaultEnvironmentID: String?, services: Services,
-        agentUID: UInt32, agentPlacement: CgroupPlacement, verbose: Bool, log: @escaping @Sendable (String) -> Void
+        agentUID: UInt32, agentPlacement: CgroupPlacement, verbose: Bool, log: @escaping @Sendable (String) -> Void,
+        recordAudit: @escaping @Sendable (AuditEvent) -> Void = { _ in }
     ) {
+        self.recordAudit = recordAudit
         self.rules = rules
         self.defaultEnvironmentID = defaultEnvironmentID ?? ""
         var environment = environment
@@ -152,6 +157,14 @@ final class AgentRouter: Sendable {
                 operation, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
         }
         guard decision.allowed else {
+            if let audited = Self.auditOperation(endpoint) {
+                let event = AuditEvent(
+                    operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
+                    caller: AuditCaller(caller, socket: socket.rawValue),
+                    authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
+                    host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
+                running.withLock { _ in recordAudit(event) }
+            }
             log(
                 "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
                     + "for \(caller) (\(decision.decidedBy): \(decision.reason))")
@@ -166,7 +179,11 @@ final class AgentRouter: Sendable {
 
         var environment = self.environment
         environment.merge(extraEnvironment) { $1 }
-        let services = servicesBox.services
+        // The command's audit line names the caller at the other end of the socket.
+        var services = servicesBox.services
+        let openLog = services.auditLog
+        let auditCaller = AuditCaller(caller, socket: socket.rawValue)
+        services.auditLog = { options in CallerStampedAuditLog(openLog(options), caller: auditCaller) }
         let result = running.withLock { _ in
             CapturedRun.run(input: request.body) { streams in
                 if runsDockerHelper {
@@ -209,6 +226,22 @@ final class AgentRouter: Sendable {
         }
         headers.append(HTTPHeader("Cache-Control", "no-store"))
         return HTTPServerResponse(status: status, headers: headers, body: body)
+    }
+
+    /// The audit operation of an endpoint that hands out or changes a credential.
+    private static func auditOperation(_ endpoint: Endpoint) -> AuditOperation? {
+        switch endpoint {
+        case .token: return .token
+        case .execCredential: return .execCredential
+        case .git("get"): return .get
+        case .git("store"): return .store
+        case .git("erase"): return .erase
+        case .docker("get"): return .dockerGet
+        case .docker("store"): return .dockerStore
+        case .docker("erase"): return .dockerErase
+        case .docker("list"): return .dockerList
+        default: return nil
+        }
     }
 
     private static func contentType(_ endpoint: Endpoint) -> String {
@@ -271,6 +304,26 @@ final class AgentRouter: Sendable {
         else { return nil }
         return host.gitHost.lowercased()
     }
+}
+
+/// The agent's audit log for one request: every line names the caller at the other end of the
+/// socket rather than the agent itself (docs/audit.md, "Fields").
+final class CallerStampedAuditLog: AuditLog {
+    let base: any AuditLog
+    let caller: AuditCaller
+
+    init(_ base: any AuditLog, caller: AuditCaller) {
+        self.base = base
+        self.caller = caller
+    }
+
+    func record(_ event: AuditEvent) {
+        var event = event
+        if event.caller == nil { event.caller = caller }
+        base.record(event)
+    }
+
+    func lines() throws(AuditLogError) -> [String] { try base.lines() }
 }
 
 /// Runs a command in this process with its stdin holding given bytes and its stdout and stderr

@@ -40,6 +40,7 @@ public enum PeerCredentials {
 
         var details = identity
         details.sameUserNamespace = sameUserNamespace(proc)
+        details.userNamespace = link(proc + "/ns/user").flatMap(namespaceInode)
         details.cgroup = cgroupPath(proc)
         details.executable = link(proc + "/exe")
         details.flatpakInfoAppID = flatpakInfoAppID(proc)
@@ -83,6 +84,12 @@ public enum PeerCredentials {
             let ourGroups = try? FileReading.contents(of: "/proc/self/gid_map", limit: 65_536)
         else { return nil }
         return theirs == ours && theirGroups == ourGroups
+    }
+
+    /// The inode number in a namespace link's text, `user:[4026531837]`.
+    static func namespaceInode(_ text: String) -> UInt64? {
+        guard let open = text.firstIndex(of: "["), let close = text.lastIndex(of: "]"), open < close else { return nil }
+        return UInt64(text[text.index(after: open)..<close])
     }
 
     /// The unified hierarchy's line of `/proc/PID/cgroup` (`0::PATH`).

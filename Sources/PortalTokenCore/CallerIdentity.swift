@@ -14,6 +14,8 @@ public struct CallerIdentity: Sendable, Equatable, CustomStringConvertible {
     public var pidVerified: Bool
     /// The caller's user namespace compared with the agent's; nil when it could not be told.
     public var sameUserNamespace: Bool?
+    /// The inode number of the caller's user namespace, when the agent may read its link.
+    public var userNamespace: UInt64?
     /// `/proc/PID/cgroup`'s unified (v2) path.
     public var cgroup: String?
     /// `/proc/PID/exe`, when the agent may read it.
@@ -126,5 +128,19 @@ public struct CgroupPlacement: Sendable, Equatable {
             return nil
         }
         return String(text.dropFirst(prefix.count).dropLast(suffix.count))
+    }
+}
+
+extension AuditCaller {
+    /// The caller of a request to the agent, for its audit line (docs/audit.md, "Fields").
+    public init(_ identity: CallerIdentity, socket: String) {
+        let verified = identity.pidVerified
+        let placement = identity.placement
+        self.init(
+            pid: identity.pid, uid: identity.uid, gid: identity.gid,
+            userNamespace: verified ? identity.userNamespace : nil,
+            executable: verified ? identity.executable : nil, containerID: verified ? placement.containerID : nil,
+            flatpakAppID: verified ? identity.flatpakAppID : nil, systemdUnit: verified ? placement.systemdUnit : nil,
+            socket: socket)
     }
 }

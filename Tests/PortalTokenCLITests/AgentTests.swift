@@ -456,6 +456,33 @@ struct AgentTests {
         #expect(credential.exitCode == 0, "\(credential.stderr)")
     }
 
+    @Test("the agent's audit lines name the caller the kernel reports, refusals included; clients write none")
+    func auditNamesTheCaller() throws {
+        let harness = try AgentHarness(
+            rules: "rule sandboxes\n    user-namespace other\n    allow git-get *\n", start: false)
+        let state = harness.scratch + "/state"
+        try harness.start(environmentChanges: ["XDG_STATE_HOME": state])
+        try harness.signIn()
+        #expect(try harness.client(["token"]).exitCode == 0)
+        #expect(try harness.sandboxed([ProcessRunner.portalTokenPath, "token"]).exitCode == 4)
+        let text = (try? String(contentsOfFile: state + "/portal-token/audit.jsonl", encoding: .utf8)) ?? ""
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2, "\(text)")
+        let agentPID = try #require(harness.agent?.pid)
+        for line in lines {
+            let object = try JSONValue.parse(line)
+            let caller = try #require(object["caller"])
+            #expect(caller["pid"]?.int64Value.map { $0 > 1 && $0 != Int64(agentPID) } == true, "\(line)")
+            #expect(caller["uid"]?.int64Value == Int64(getuid()))
+            #expect(caller["socket"]?.stringValue == "main")
+            #expect(object["operation"]?.stringValue == "token")
+        }
+        #expect(lines.first.map { (try? JSONValue.parse($0))?["outcome"]?.stringValue } == "served")
+        #expect(lines.last.map { (try? JSONValue.parse($0))?["outcome"]?.stringValue } == "refused")
+        // The clients, with their own (empty) home, wrote no audit line of their own.
+        #expect(!FileManager.default.fileExists(atPath: harness.scratch + "/empty-home/.local/state"))
+    }
+
     @Test("the agent refuses a runtime directory others may write, and a rules file others may write")
     func unsafeFiles() throws {
         let harness = try AgentHarness(start: false)
