@@ -59,8 +59,14 @@ let package = Package(
         .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        // Headers only: pidfd_open and pidfd_send_signal, SO_PEERCRED's fields, SO_PEERPIDFD.
+        .systemLibrary(name: "CPeerCredentials"),
+        // Who is on the other end of a Unix socket, from the kernel.
+        .target(name: "PeerCredentials", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
         // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
         .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
+        // Client mode: one bounded HTTP exchange with the agent over its Unix socket.
+        .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore"]),
         // What each command does, given Services: it may import no adapter module, so the
         // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
@@ -70,7 +76,8 @@ let package = Package(
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
-                "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer",
+                "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
+                "AgentClient",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"]),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
@@ -101,7 +108,7 @@ let package = Package(
         .testTarget(name: "AuditFileLogTests", dependencies: ["AuditFileLog", "PortalTokenCore", "Basics"]),
         .testTarget(
             name: "LocalHTTPServerTests",
-            dependencies: ["LocalHTTPServer", "PortalTokenCore", "PortalTokenTestSupport"]),
+            dependencies: ["LocalHTTPServer", "PeerCredentials", "PortalTokenCore", "PortalTokenTestSupport"]),
         .testTarget(
             name: "LoopbackRedirectListenerTests",
             dependencies: ["LoopbackRedirectListener", "PortalTokenCore", "PortalTokenTestSupport"]),

@@ -2,7 +2,8 @@
 # Installs portal-token: the Debian packages it needs, a release build with the Swift standard
 # library linked in, and PREFIX/bin/portal-token with the git-credential-portal-token and
 # docker-credential-portal-token links that git and Docker-style tools find; the man page, the
-# bash, zsh and fish completions, the desktop entry for sign-in redirects and the example hooks.
+# bash, zsh and fish completions, the desktop entry for sign-in redirects, the agent's systemd
+# user units (not enabled) and the example hooks.
 # Then shows git using it (contrib/dev/try.sh) and prints the next steps. contrib/uninstall.sh
 # removes every file this put in place (it keeps a list of them).
 #
@@ -104,6 +105,17 @@ if [ -n "$scheme" ]; then
     fi
 fi
 
+# --- the agent's systemd user units (docs/agent.md): the socket starts the service on first use
+systemd_user="$config_home/systemd/user"
+put 0644 contrib/systemd/portal-token-agent.socket "$systemd_user/portal-token-agent.socket"
+install -d "$systemd_user"
+sed "s|^ExecStart=portal-token |ExecStart=$prefix/bin/portal-token |" contrib/systemd/portal-token-agent.service \
+    > "$systemd_user/portal-token-agent.service"
+echo "$systemd_user/portal-token-agent.service" >> "$manifest.new"
+if command -v systemctl >/dev/null && systemctl --user show-environment >/dev/null 2>&1; then
+    systemctl --user daemon-reload || true
+fi
+
 # --- example hooks, to copy to ~/.config/portal-token/hooks/on-session-invalidated
 for hook in contrib/hooks/*; do
     put 0755 "$hook" "$prefix/share/doc/portal-token/examples/hooks/$(basename "$hook")"
@@ -131,6 +143,8 @@ $path_hint
   3. In scripts:                 TOKEN=\$(portal-token token)
                                  portal-token exec -- ./your-script
   4. Check the setup:            portal-token doctor
+  5. For containers, sandboxes:  systemctl --user enable --now portal-token-agent.socket
+                                 docker run -v \$XDG_RUNTIME_DIR/portal-token/agent-restricted.sock:/run/portal-token.sock ...
   Manual: man portal-token       Completions: open a new shell (zsh: fpath+=($data_home/zsh/site-functions))
   Registry credentials:          "credHelpers": {"registry.example": "portal-token"} in ~/.docker/config.json
   Remove it all:                 contrib/uninstall.sh --prefix $prefix

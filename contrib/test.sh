@@ -44,6 +44,9 @@ cc -shared -fPIC -O2 -o "$work/wallclock-shift.so" contrib/testing/wallclock-shi
 echo "== building the shim that hides a library from dlopen (libsecret missing)"
 cc -shared -fPIC -O2 -o "$work/hide-library.so" contrib/testing/hide-library.c -ldl
 
+echo "== building the seccomp filter that takes the kernel keyring from the agent's sandboxed clients"
+cc -O2 -Wall -o "$work/deny-keyctl" contrib/testing/deny-keyctl.c
+
 echo "== building portal-token (debug with tests, and release); a warning fails the suite"
 swift build --build-tests 2>&1 | tee "$work/build.log"
 if ! release_bin=$(contrib/build-release.sh 2>"$work/release-build.log"); then
@@ -115,6 +118,7 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     PORTAL_TOKEN_RELEASE_BIN="$release_bin" \
     PORTAL_TOKEN_TEST_CLOCK_SHIM="$work/wallclock-shift.so" \
     PORTAL_TOKEN_TEST_HIDE_SHIM="$work/hide-library.so" \
+    PORTAL_TOKEN_TEST_DENY_KEYCTL="$work/deny-keyctl" \
     PORTAL_TOKEN_TEST_OPENBAO="$work/openbao/env" \
     PORTAL_TOKEN_TEST_OPENBAO_CLUSTER="$work/openbao-cluster/env" \
     dbus-run-session -- bash -c '

@@ -2,7 +2,8 @@
 # Removes what contrib/install.sh installed under PREFIX: every file in its list
 # (PREFIX/share/portal-token/installed-files), then the folders that leaves empty, the
 # credential.helper portal-token entry of the global git config, which would point at nothing,
-# and the desktop entry's URL-scheme association in mimeapps.list.
+# the desktop entry's URL-scheme association in mimeapps.list, and the agent's systemd units
+# (stopped and disabled first).
 # Stored credentials and sessions (in the keyring, or the encrypted file under
 # ~/.local/share/portal-token) are kept: run 'portal-token logout' before uninstalling to drop
 # the session.
@@ -37,6 +38,12 @@ mimeapps="${XDG_CONFIG_HOME:-$HOME/.config}/mimeapps.list"
 if [ -f "$mimeapps" ] && grep -q 'io\.portalhq\.PortalToken\.desktop' "$mimeapps"; then
     sed -i -e '/^[^=]*=io\.portalhq\.PortalToken\.desktop;\{0,1\}$/d' -e 's/io\.portalhq\.PortalToken\.desktop;//g' "$mimeapps"
     grep -qv '^\(\[.*\]\)\{0,1\}[[:space:]]*$' "$mimeapps" || rm -f -- "$mimeapps"
+fi
+
+# The agent's units: stopped and disabled before their files go.
+if command -v systemctl >/dev/null && systemctl --user show-environment >/dev/null 2>&1 &&
+    grep -q 'portal-token-agent\.socket$' "$manifest"; then
+    systemctl --user disable --now portal-token-agent.socket portal-token-agent.service 2>/dev/null || true
 fi
 
 removed=0

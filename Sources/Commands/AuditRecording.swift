@@ -99,6 +99,9 @@ extension Context {
     func recordAudit(error: (any Error)?, exitCode: Int32?) {
         guard let draft = audit, !draft.isRecorded else { return }
         draft.isRecorded = true
+        // In client mode the agent writes the line, naming the caller as the kernel does
+        // (docs/agent.md, "Client mode").
+        guard agent() == nil else { return }
         guard let log = auditLog() else { return }
         let session = draft.session
         log.record(

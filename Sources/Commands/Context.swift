@@ -249,7 +249,7 @@ public final class Context {
                 if let notice = (try? self?.backendChoice())??.fallbackNotice {
                     streams.printError("portal-token: \(notice)")
                 }
-            })
+            }, keyCache: services.secretCache())
     }
 
     /// git credentials: in the backend in use, and only it.

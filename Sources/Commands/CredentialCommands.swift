@@ -1,14 +1,23 @@
 import PortalTokenCore
 
 /// What the three credential-protocol operations share: reading the request from stdin. Its URL
-/// is what git's `credential.<url>.interactive` applies to (Prompting.swift).
-private func readRequest(_ context: Context) throws -> CredentialRequest {
+/// is what git's `credential.<url>.interactive` applies to (Prompting.swift). In client mode
+/// (docs/agent.md, "Client mode") the request, once read and found well-formed, goes to the
+/// agent as it came, and `forwarded` says the agent has answered it.
+private func readRequest(_ context: Context, forwardingTo endpoint: String? = nil) throws -> (
+    request: CredentialRequest, forwarded: Bool
+) {
     var bytes = try context.streams.readRequest()
     defer { zeroize(&bytes) }
     let request = try CredentialProtocol.parse(bytes)
     context.promptURL = PromptRules.credentialURL(request)
     context.audit?.describe(request)
-    return request
+    // A get with no attribute is script mode, which asks the agent for the session itself.
+    if let endpoint, let agent = context.agent(), request.hasAttributes || endpoint != "/v1/git/get" {
+        try agent.relay(try agent.call("POST", endpoint, body: bytes))
+        return (request, true)
+    }
+    return (request, false)
 }
 
 private func helper(_ context: Context) throws -> CredentialHelper {
@@ -51,7 +60,8 @@ struct GetCommand: Command {
 
     func run(in context: Context) throws {
         if context.streams.inputIsTerminal { return try runScriptMode(context) }
-        let request = try readRequest(context)
+        let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/get")
+        if forwarded { return }
         if !request.hasAttributes { return try runScriptMode(context) }
         let answer: CredentialProtocol.Answer?
         if try context.isPortalOrigin(request) {
@@ -98,7 +108,7 @@ struct GetCommand: Command {
 
     /// `TOKEN=$(portal-token get)`: what `token` prints, for scripts written before it existed.
     private func runScriptMode(_ context: Context) throws {
-        let session = try context.sessionService().usableSession()
+        let session = try context.usableSession()
         SessionOutput.printToken(session, json: json, context)
     }
 }
@@ -121,7 +131,8 @@ struct StoreCommand: Command {
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
-        let request = try readRequest(context)
+        let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/store")
+        if forwarded { return }
         guard try context.isPortalOrigin(request) else {
             context.audit?.concernsPortalSession = false
             try helper(context).store(request)
@@ -163,7 +174,8 @@ struct EraseCommand: Command {
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
-        let request = try readRequest(context)
+        let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/erase")
+        if forwarded { return }
         guard try context.isPortalOrigin(request) else {
             context.audit?.concernsPortalSession = false
             if try helper(context).erase(request) == 0 { context.audit?.outcome = .notFound }

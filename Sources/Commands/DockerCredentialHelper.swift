@@ -29,6 +29,8 @@ enum DockerCredentialHelper {
             try run(arguments, streams: streams, environment: environment, services: services, invocation: invocation)
             invocation.context?.recordAudit(error: nil, exitCode: 0)
             return 0
+        } catch let exit as SilentExit {
+            return exit.code.rawValue
         } catch let failure as Failure {
             invocation.context?.recordAudit(error: failure, exitCode: 1)
             streams.print(failure.message)
@@ -70,6 +72,17 @@ enum DockerCredentialHelper {
         var input = operation == "list" ? [] : streams.readAll(limit: maximumInputBytes)
         defer { zeroize(&input) }
         guard input.count <= maximumInputBytes else { throw Failure(message: "the request on stdin is too large") }
+        if let agent = context.agent() {
+            // Client mode (docs/agent.md, "Client mode"): the agent runs this helper and answers
+            // with what it printed, in Docker's conventions already.
+            let response = try agent.call("POST", "/v1/docker/" + operation, body: input)
+            guard let code = agent.exitCode(response) else { try agent.fail(response) }
+            var body = response.body
+            streams.write(body, to: streams.output)
+            zeroize(&body)
+            if code != .success { throw SilentExit(code: code) }
+            return
+        }
         switch operation {
         case "get": try get(serverURL: try serverURL(input), context)
         case "store": try store(input, context)

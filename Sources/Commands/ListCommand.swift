@@ -19,6 +19,9 @@ struct ListCommand: Command {
     }
 
     func run(in context: Context) throws {
+        if let agent = context.agent() {
+            return try agent.relay(try agent.call("GET", "/v1/list" + (json ? "?format=json" : "")))
+        }
         let credentials = try context.credentials().all()
         // Every stored Portal session, one per auth environment, as stored: no network call
         // and no expiry judgement (that is `status`'s).

@@ -210,6 +210,18 @@ extension OptionSpec {
         "from", value: "STORE", completion: .words(["secret-service", "file", "vault"]),
         help: "the store to move them from (default: the file; the keyring for --to file)")
 
+    static let agentSocketPath = OptionSpec(
+        "socket", value: "PATH", completion: .file,
+        help: "the main socket (default $XDG_RUNTIME_DIR/portal-token/agent.sock)")
+    static let agentRestrictedSocketPath = OptionSpec(
+        "restricted-socket", value: "PATH", completion: .file,
+        help: "the read-only socket (default $XDG_RUNTIME_DIR/portal-token/agent-restricted.sock)")
+    static let agentRules = OptionSpec(
+        "rules", value: "PATH", completion: .file,
+        help: "the rules file (default $XDG_CONFIG_HOME/portal-token/agent.rules)")
+    static let idleExit = OptionSpec(
+        "idle-exit", value: "SECONDS", help: "stop once no client has been connected for SECONDS")
+
     /// What every invocation takes besides the settings flags.
     public static let help = OptionSpec(
         "help", short: "h", help: "this help; 'portal-token COMMAND --help' for a command")
@@ -275,6 +287,9 @@ public enum OptionTable {
             usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
         CommandSpec("lock", LockCommand.summary),
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),
+        CommandSpec(
+            "agent", AgentCommand.summary,
+            options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit]),
     ]
 
     /// The settings flags (docs/settings.md, "Flags"), from the settings' declaration.

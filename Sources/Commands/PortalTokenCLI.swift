@@ -14,7 +14,7 @@ public enum PortalTokenCLI {
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self, LogoutCommand.self,
-        MigrateCommand.self, LockCommand.self, AuditCommand.self,
+        MigrateCommand.self, LockCommand.self, AuditCommand.self, AgentCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.

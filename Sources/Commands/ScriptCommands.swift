@@ -54,7 +54,7 @@ struct TokenCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let session = try context.sessionService().usableSession()
+        let session = try context.usableSession()
         SessionOutput.printToken(session, json: json, context)
     }
 }
@@ -135,7 +135,7 @@ struct ExecCommand: Command {
 
     func run(in context: Context) throws {
         if useProxy { try runWithProxy(in: context) }
-        let session = try context.sessionService().usableSession()
+        let session = try context.usableSession()
         setenv(tokenVariable, session.token.text, 1)
         if let expiresAt = session.expiresAt {
             setenv("PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", RFC3339.format(expiresAt), 1)
@@ -225,7 +225,7 @@ struct ExecCredentialCommand: Command {
 
     func run(in context: Context) throws {
         let apiVersion = try Self.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
-        let session = try context.sessionService().usableSession()
+        let session = try context.usableSession()
         var status: [String: JSONValue] = ["token": .string(session.token.text)]
         if let expiresAt = session.expiresAt { status["expirationTimestamp"] = .string(RFC3339.format(expiresAt)) }
         let credential = JSONValue.object([

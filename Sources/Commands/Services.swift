@@ -62,6 +62,16 @@ public struct Services {
     public var bindLocalServer:
         (_ address: LocalListenAddress, _ admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
             any LocalStreamingServer
+    /// Serves the agent's sockets until a signal or the idle exit (docs/agent.md, "The sockets"):
+    /// each request is handed to `handle` with the caller's kernel identity and the socket it
+    /// came in on.
+    public var serveAgent: (_ options: AgentServeOptions, _ handle: @escaping AgentHandler) throws -> Void
+    /// One exchange with the agent over its socket, bounded (docs/agent.md, "Client mode").
+    public var agentExchange:
+        (_ socketPath: String, _ request: HTTPRequest, _ timeoutMilliseconds: Int) throws(HTTPError) -> HTTPResponse
+    /// Where secrets are cached inside a long-lived agent: the kernel user keyring where it
+    /// works, else the agent's own memory (docs/agent.md, "Where the keys are kept").
+    public var agentSecretCache: () -> any SecretCache
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -83,6 +93,13 @@ public struct Services {
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
         now: @escaping () -> Int64,
         procMountInfo: @escaping () -> String? = { nil },
+        serveAgent: @escaping (AgentServeOptions, @escaping AgentHandler) throws -> Void = { _, _ in
+            throw CLIError("this build cannot serve an agent", exitCode: .storage)
+        },
+        agentExchange: @escaping (String, HTTPRequest, Int) throws(HTTPError) -> HTTPResponse = {
+            path, _, _ throws(HTTPError) in throw .cannotConnect(host: "the agent at \(path)")
+        },
+        agentSecretCache: (() -> any SecretCache)? = nil,
         auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() },
         streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
             UnavailableStreamingTransport()
@@ -112,8 +129,38 @@ public struct Services {
         self.procMountInfo = procMountInfo
         self.streamingTransport = streamingTransport
         self.bindLocalServer = bindLocalServer
+        self.serveAgent = serveAgent
+        self.agentExchange = agentExchange
+        self.agentSecretCache = agentSecretCache ?? secretCache
     }
 }
+
+/// Where the agent listens and for how long.
+public struct AgentServeOptions {
+    /// The main socket's path, used when systemd passed no sockets; nil when none is known
+    /// (no `XDG_RUNTIME_DIR`), which only socket activation can make up for.
+    public var mainSocketPath: String?
+    /// The restricted socket's path, likewise.
+    public var restrictedSocketPath: String?
+    /// Stop once no client has been connected for this long; nil serves until a signal.
+    public var idleExitMilliseconds: Int64?
+    /// One line for the agent's log (stderr).
+    public var log: @Sendable (String) -> Void
+
+    public init(
+        mainSocketPath: String?, restrictedSocketPath: String?, idleExitMilliseconds: Int64?,
+        log: @escaping @Sendable (String) -> Void
+    ) {
+        self.mainSocketPath = mainSocketPath
+        self.restrictedSocketPath = restrictedSocketPath
+        self.idleExitMilliseconds = idleExitMilliseconds
+        self.log = log
+    }
+}
+
+/// Answers one request to the agent, given who asked and on which socket. Called on the
+/// connection's thread; several run at once.
+public typealias AgentHandler = @Sendable (HTTPServerRequest, CallerIdentity, AgentRules.Socket) -> HTTPServerResponse
 
 /// What finishes a sign-in the desktop handler accepted: the grant's exchange, which runs after
 /// the launcher has its answer; what it throws is reported on stderr (and in a notification).
@@ -135,6 +182,8 @@ public struct FileStoreOptions {
     public var warn: (String) -> Void
     /// Called after the write that created the file.
     public var created: () -> Void
+    /// Where derived keys are cached: the run's secret cache (`Services.secretCache`).
+    public var keyCache: any SecretCache
 }
 
 /// Where the audit log is and how it behaves (docs/audit.md).

@@ -28,6 +28,16 @@ struct StatusCommand: Command {
     }
 
     func run(in context: Context) throws {
+        if let agent = context.agent() {
+            var query = json ? ["format=json"] : []
+            if let environmentID = context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
+                AgentRouter.isSafeWord(environmentID)
+            {
+                query.append("env=" + environmentID)
+            }
+            let target = "/v1/status" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
+            return try agent.relay(try agent.call("GET", target))
+        }
         let environmentID = try context.authEnvironmentID()
         let choice = try context.backendChoice()
         let backend = (name: choice.backend.rawValue, reason: choice.reason)
@@ -124,6 +134,13 @@ struct LogoutCommand: Command {
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
+        // Signing out changes the agent's store; the agent serves no sign-out to its clients
+        // (docs/agent.md, "Client mode").
+        if let agent = context.agent() {
+            throw CLIError(
+                "logout is not served through the agent at \(agent.socketPath)",
+                hint: "sign out on the agent's host, or unset PORTAL_TOKEN_AGENT_SOCK", exitCode: .storage)
+        }
         let environmentID = try context.authEnvironmentID()
         let sessions = try context.sessionService()
         let steps = try context.twoFactorSteps()

@@ -1,3 +1,4 @@
+import AgentClient
 import AuditFileLog
 import Basics
 import CProcessHardening
@@ -48,7 +49,7 @@ public enum Composition {
                     path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
-                    warn: options.warn, created: options.created)
+                    warn: options.warn, created: options.created, keyCache: options.keyCache)
             },
             vaultItems: { options in
                 VaultItemStore(
@@ -87,6 +88,11 @@ public enum Composition {
                     String(decoding: $0, as: UTF8.self)
                 }
             },
+            serveAgent: { options, handle in try AgentServing.serve(options, handle) },
+            agentExchange: { path, request, timeout throws(HTTPError) in
+                try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
+            },
+            agentSecretCache: { AgentServing.secretCache },
             auditLog: { (options: AuditLogOptions) -> any AuditLog in
                 var forward: (([UInt8]) -> Void)?
                 if options.journal { forward = journalCopy }

@@ -2,6 +2,7 @@ import Basics
 import Commands
 import Glibc
 import LocalHTTPServer
+import PeerCredentials
 import PortalTokenCore
 import Synchronization
 
@@ -54,7 +55,7 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
             listeners: [descriptor],
             accept: { connection, _ in
                 guard isUnixSocket else { return LocalCaller() }
-                guard let peer = PeerCredentials.of(connection) else { return nil }
+                guard let peer = PeerCredentials.identify(connection) else { return nil }
                 let caller = LocalCaller(pid: peer.pid, uid: peer.uid, gid: peer.gid)
                 return admit(caller) ? caller : nil
             },

@@ -1,5 +1,6 @@
 import Basics
 import Glibc
+import KernelKeyring
 import PortalTokenCore
 
 /// portal-token's items in one file encrypted with XChaCha20-Poly1305 under a key Argon2id
@@ -43,18 +44,22 @@ public final class EncryptedFileStore {
     ///   - warn: receives one line for each damaged file moved aside.
     ///   - created: called after the write that created the file, so that the fallback
     ///     to the file is announced by that write alone (docs/storage.md, "The encrypted file").
+    ///   - keyCache: where derived keys are kept between runs: the kernel user keyring, or an
+    ///     agent's memory.
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,
         lockTimeoutMilliseconds: Int = 3000,
         kdfParameters: KDFParameters = .recommended,
         passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
-        warn: @escaping (String) -> Void, created: @escaping () -> Void = {}
+        warn: @escaping (String) -> Void, created: @escaping () -> Void = {},
+        keyCache cache: any SecretCache = KernelKeyring()
     ) {
         self.created = created
         precondition(Sodium.initialized, "libsodium failed to initialise")
         self.path = path
         files = StoreFileSystem(path: path)
-        keyCache = KeyCache(timeoutSeconds: keyCacheTimeoutSeconds, maximumSeconds: keyCacheMaximumSeconds)
+        keyCache = KeyCache(
+            timeoutSeconds: keyCacheTimeoutSeconds, maximumSeconds: keyCacheMaximumSeconds, cache: cache)
         self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
         self.kdfParameters = kdfParameters
         passphraseSource = passphrase

@@ -1,8 +1,9 @@
 import KernelKeyring
 import PortalTokenCore
 
-/// Keeps derived keys in the kernel user keyring, so that a run of `get`s pays for Argon2id
-/// once (see KernelKeyring for the trade-off).
+/// Keeps derived keys in a secret cache, so that a run of `get`s pays for Argon2id once: the
+/// kernel user keyring (see KernelKeyring for the trade-off), or, inside an agent the kernel
+/// refuses keyrings to, the agent's memory (docs/agent.md, "Where the keys are kept").
 ///
 /// Each key is named after the store file's path, salt, KDF parameters and format version, so
 /// a cached key never meets another file or a rewritten header.
@@ -14,9 +15,10 @@ struct KeyCache {
     /// The most seconds a cached key lives, however often it is used; 0 turns the cache off.
     let maximumSeconds: Int
 
-    init(timeoutSeconds: Int, maximumSeconds: Int? = nil) {
+    init(timeoutSeconds: Int, maximumSeconds: Int? = nil, cache: any SecretCache = KernelKeyring()) {
         self.timeoutSeconds = timeoutSeconds
         self.maximumSeconds = maximumSeconds ?? timeoutSeconds
+        self.keyring = cache
     }
 
     var isEnabled: Bool { timeoutSeconds > 0 && maximumSeconds > 0 }
@@ -41,7 +43,7 @@ struct KeyCache {
         return descriptionPrefix + String(decoding: hex, as: UTF8.self)
     }
 
-    private let keyring = KernelKeyring()
+    private let keyring: any SecretCache
 
     func read(_ description: String) -> Secret? {
         guard isEnabled, let key = keyring.read(description) else { return nil }

@@ -174,7 +174,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             _ = close(client)
             return
         }
-        let started = ConnectionThread.start(stackBytes: options.threadStackBytes) { [self] in
+        let started = DetachedThread.start(stackBytes: options.threadStackBytes) { [self] in
             serve(client, listenerIndex: listenerIndex)
             finish(client)
         }
@@ -348,35 +348,4 @@ final class Connection {
     }
 
     struct ConnectionGone: Error {}
-}
-
-/// Detached threads with a chosen stack size (Foundation's `Thread` is not linked).
-enum ConnectionThread {
-    private final class Body {
-        let run: () -> Void
-        init(_ run: @escaping () -> Void) { self.run = run }
-    }
-
-    /// Starts `body` on a new detached thread; false when the system refused one.
-    static func start(stackBytes: Int, _ body: @escaping () -> Void) -> Bool {
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setstacksize(&attributes, max(stackBytes, Int(PTHREAD_STACK_MIN)))
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread, &attributes,
-            { raw in
-                let body = Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue()
-                body.run()
-                return nil
-            }, context)
-        if result != 0 {
-            Unmanaged<Body>.fromOpaque(context).release()
-            return false
-        }
-        return true
-    }
 }

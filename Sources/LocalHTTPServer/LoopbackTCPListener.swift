@@ -36,38 +36,11 @@ public enum LoopbackTCPListener {
     }
 }
 
-/// Who is at the other end of a connected Unix socket, as the kernel recorded it when the peer
-/// connected (`SO_PEERCRED`): never what the peer says of itself.
-public struct PeerCredentials: Sendable, Equatable {
-    public var pid: Int32
-    public var uid: UInt32
-    public var gid: UInt32
-
-    /// nil when the socket is not a Unix socket or the kernel would not say.
-    public static func of(_ descriptor: Int32) -> PeerCredentials? {
-        // Other sockets answer too, with a made-up peer (pid 0, uid and gid -1).
-        var domain: Int32 = 0
-        var domainLength = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(descriptor, SOL_SOCKET, SO_DOMAIN, &domain, &domainLength) == 0, domain == AF_UNIX else {
-            return nil
-        }
-        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }, which Glibc exports only under _GNU_SOURCE.
-        var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
-        let size = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
-        var length = size
-        guard getsockopt(descriptor, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == size else {
-            return nil
-        }
-        guard credentials.1 != UInt32.max, credentials.2 != UInt32.max else { return nil }
-        return PeerCredentials(pid: credentials.0, uid: credentials.1, gid: credentials.2)
-    }
-}
-
 extension LocalHTTPServer {
     /// Runs `run` on a detached thread of its own, then `finished`; false when the system
     /// refused a thread.
     public func runInBackground(finished: @escaping @Sendable () -> Void) -> Bool {
-        ConnectionThread.start(stackBytes: options.threadStackBytes) { [self] in
+        DetachedThread.start(stackBytes: options.threadStackBytes) { [self] in
             try? run()
             finished()
         }

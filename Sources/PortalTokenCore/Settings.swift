@@ -133,6 +133,14 @@ public struct Setting: Sendable, Hashable {
         key: "config", flag: Flag("config", value: "PATH", isFile: true, help: "config file"),
         environment: "PORTAL_TOKEN_CONFIG")
 
+    /// Client mode (docs/agent.md, "Client mode"): the agent's socket, for the commands that
+    /// read or write storage. By flag or environment only: a config file naming it would send the
+    /// agent's own commands back to the agent.
+    public static let agentSocket = Setting(
+        key: "agent-socket",
+        flag: Flag("agent-socket", value: "PATH", isFile: true, help: "use the agent listening on this socket"),
+        environment: "PORTAL_TOKEN_AGENT_SOCK")
+
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
@@ -144,7 +152,8 @@ public struct Setting: Sendable, Hashable {
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted
     /// before the command name, and after it except for a command that runs another program.
-    public static let flagged: [Setting] = all.filter { $0.option != nil && $0 != trace } + [configFile, trace]
+    public static let flagged: [Setting] =
+        all.filter { $0.option != nil && $0 != trace } + [configFile, agentSocket, trace]
 }
 
 /// A setting that was given a value it cannot take.

@@ -2,6 +2,7 @@ import Basics
 import Dispatch
 import Glibc
 import LocalHTTPServer
+import PeerCredentials
 import PortalTokenCore
 import Synchronization
 import Testing
@@ -249,7 +250,10 @@ struct LocalHTTPServerTests {
         let answered = RawClient.exchange(
             directory + "/a.sock", "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         #expect(answered?.hasSuffix("listener 0\n") == true)
-        #expect(RawClient.exchange(directory + "/b.sock", "GET / HTTP/1.1\r\nHost: x\r\n\r\n") == "")
+        // Closed unanswered: the client reads the end of the stream (nil would be its read timing out).
+        let refused = try #require(RawClient.connect(directory + "/b.sock"))
+        #expect(RawClient.readAll(refused) == "")
+        close(refused)
         server.stop()
         done.wait()
     }
@@ -302,5 +306,37 @@ struct LocalHTTPServerTests {
         ) {
             try UnixSocketListener.listen(at: open + "/x.sock")
         }
+    }
+}
+
+@Suite("who is on the other end of a socket")
+struct PeerCredentialsTests {
+    @Test("a client of this process is this process: its uid, pid, user namespace, cgroup and executable")
+    func identifiesItself() throws {
+        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template))
+        let path = directory + "/peer.sock"
+        let listener = try UnixSocketListener.listen(at: path)
+        defer {
+            close(listener)
+            unlink(path)
+            rmdir(directory)
+        }
+        let client = try #require(RawClient.connect(path))
+        defer { close(client) }
+        var readable = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        _ = poll(&readable, 1, 5000)
+        let accepted = accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        defer { close(accepted) }
+        let identity = try #require(PeerCredentials.identify(accepted))
+        #expect(identity.uid == getuid())
+        #expect(identity.gid == getgid())
+        #expect(identity.pid == getpid())
+        #expect(identity.pidVerified)
+        #expect(identity.sameUserNamespace == true)
+        #expect(identity.cgroup?.hasPrefix("/") == true)
+        let executable = try #require(identity.executable)
+        #expect(executable.hasSuffix(".xctest") || executable.contains("portal-token"))
     }
 }

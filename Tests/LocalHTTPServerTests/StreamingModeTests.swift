@@ -169,21 +169,4 @@ struct ProxyListenerTests {
         #expect(UInt16(bigEndian: address.sin_port) == port)
         #expect(throws: SystemCallError.self) { _ = try LoopbackTCPListener.listen(port: port) }
     }
-
-    @Test("the kernel names the peer of a Unix socket: this process, this user")
-    func peerCredentials() throws {
-        var pair: [Int32] = [-1, -1]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
-        defer {
-            close(pair[0])
-            close(pair[1])
-        }
-        let peer = try #require(PeerCredentials.of(pair[0]))
-        #expect(peer.pid == getpid())
-        #expect(peer.uid == getuid())
-        #expect(peer.gid == getgid())
-        let (tcp, _) = try LoopbackTCPListener.listen(port: 0)
-        defer { close(tcp) }
-        #expect(PeerCredentials.of(tcp) == nil)
-    }
 }

@@ -525,6 +525,11 @@ struct InstallTests {
         for name in ["portal-token", "git-credential-portal-token", "docker-credential-portal-token"] {
             #expect(FileManager.default.isExecutableFile(atPath: "\(prefix)/bin/\(name)"), "\(name) is not installed")
         }
+        // The agent's systemd user units, the service naming the installed binary.
+        let units = home + "/.config/systemd/user/"
+        #expect(FileManager.default.fileExists(atPath: units + "portal-token-agent.socket"))
+        let agentService = (try? String(contentsOfFile: units + "portal-token-agent.service", encoding: .utf8)) ?? ""
+        #expect(agentService.contains("ExecStart=\(prefix)/bin/portal-token agent"))
         let version = try ProcessRunner.run(
             "\(prefix)/bin/docker-credential-portal-token", ["version"], environment: environment)
         #expect(version.exitCode == 0 && version.stdout.hasPrefix("docker-credential-portal-token"))

@@ -119,6 +119,12 @@ struct RFC3339Tests {
         ])
     func format(seconds: Int64, expected: String) {
         #expect(RFC3339.format(seconds) == expected)
+        #expect(RFC3339.parse(expected) == seconds)
+    }
+
+    @Test("reads back only what it writes", arguments: ["", "2023-11-14 22:13:20Z", "2023-13-01T00:00:00Z", "x"])
+    func refuses(text: String) {
+        #expect(RFC3339.parse(text) == nil)
     }
 }
 

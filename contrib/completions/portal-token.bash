@@ -35,13 +35,14 @@ _portal_token_commands=(
     "migrate:move every item from the other store into the named one"
     "lock:drop every cached key and session copy from the kernel keyring at once"
     "audit:show what used your credentials, when and from where (the audit log)"
+    "agent:serve the token and the credential store on a Unix socket, to containers and sandboxes"
     "help:show the help of a command"
 )
 
 # Settings flags: accepted before the command name, and after it except for exec.
-_portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --verbose"
+_portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --format --token-var --email --timeout --end-user --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since"
+_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --end-user --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -60,6 +61,7 @@ _portal_token_command_options() {
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
         audit) printf '%s\n' --since --format ;;
+        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit ;;
     esac
 }
 

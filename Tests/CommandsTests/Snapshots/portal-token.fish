@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock audit help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock audit agent help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -23,6 +23,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logou
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy from the kernel keyring at once'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Serve the token and the credential store on a Unix socket, to containers and sandboxes'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
 
@@ -33,6 +34,7 @@ complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_RED
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
 complete -c portal-token -l backend -x -a 'auto secret-service file vault' -d 'Storage backend (PORTAL_TOKEN_BACKEND; auto)'
 complete -c portal-token -l config -r -F -d 'Config file (PORTAL_TOKEN_CONFIG)'
+complete -c portal-token -l agent-socket -r -F -d 'Use the agent listening on this socket (PORTAL_TOKEN_AGENT_SOCK)'
 complete -c portal-token -l verbose -d 'Trace to stderr, every secret redacted (PORTAL_TOKEN_TRACE)'
 complete -c portal-token -s h -l help -d 'Show help'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -s V -l version -d 'Print the version'
@@ -97,3 +99,9 @@ complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l from -x -a 
 # audit
 complete -c portal-token -n "__fish_seen_subcommand_from audit" -l since -x -a '30m 24h 7d' -d 'Only the events of the last DURATION: 90s, 30m, 24h, 7d'
 complete -c portal-token -n "__fish_seen_subcommand_from audit" -l format -x -a 'json' -d 'Print JSON'
+
+# agent
+complete -c portal-token -n "__fish_seen_subcommand_from agent" -l socket -r -F -d 'The main socket (default $XDG_RUNTIME_DIR/portal-token/agent.sock)'
+complete -c portal-token -n "__fish_seen_subcommand_from agent" -l restricted-socket -r -F -d 'The read-only socket (default $XDG_RUNTIME_DIR/portal-token/agent-restricted.sock)'
+complete -c portal-token -n "__fish_seen_subcommand_from agent" -l rules -r -F -d 'The rules file (default $XDG_CONFIG_HOME/portal-token/agent.rules)'
+complete -c portal-token -n "__fish_seen_subcommand_from agent" -l idle-exit -x -d 'Stop once no client has been connected for SECONDS'

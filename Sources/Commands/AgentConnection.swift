@@ -1,0 +1,111 @@
+import Basics
+import PortalTokenCore
+
+/// Client mode (docs/agent.md, "Client mode"): with `PORTAL_TOKEN_AGENT_SOCK` or
+/// `--agent-socket`, the commands that read or write storage ask the agent instead, so a
+/// container with no bus, no keyring and no kernel keyring works. What the agent answers is
+/// what the local command would have printed, and its exit code is the client's.
+struct AgentConnection {
+    /// The bound on one exchange: the agent may itself wait for the keyring or ask Portal once.
+    static let timeoutMilliseconds = 30_000
+
+    let socketPath: String
+    let streams: StandardStreams
+    let services: Services
+
+    /// One request; an agent that cannot be reached is a storage failure (exit 4), at once when
+    /// nothing listens, within the bound when it does not answer.
+    func call(_ method: String, _ target: String, body: [UInt8]? = nil) throws -> HTTPResponse {
+        do {
+            return try services.agentExchange(
+                socketPath, HTTPRequest(method: method, url: target, body: body), Self.timeoutMilliseconds)
+        } catch {
+            throw CLIError(
+                error.message,
+                hint: "start it with 'portal-token agent' (or 'systemctl --user start portal-token-agent.socket'), "
+                    + "or unset PORTAL_TOKEN_AGENT_SOCK to use the local store",
+                exitCode: .storage)
+        }
+    }
+
+    /// Prints an answer as the local command would have: on success its body on stdout and any
+    /// message on stderr; otherwise what the agent said on stderr, and its exit code.
+    func relay(_ response: HTTPResponse) throws {
+        if response.status == 200 || (response.status == 404 && isQuietMiss(response)) {
+            var body = response.body
+            streams.write(body, to: streams.output)
+            zeroize(&body)
+            for header in response.headers where header.name.lowercased() == "portal-token-message" {
+                streams.printError(header.value)
+            }
+            if let code = exitCode(response), code != .success { throw SilentExit(code: code) }
+            return
+        }
+        try fail(response)
+    }
+
+    /// A 404 whose command succeeded with nothing to say: a git `get` that matched nothing.
+    private func isQuietMiss(_ response: HTTPResponse) -> Bool {
+        exitCode(response) == .success
+    }
+
+    /// What the agent said went wrong, on stderr, and its exit code (4 when it gave none).
+    func fail(_ response: HTTPResponse) throws -> Never {
+        let text = String(decoding: response.body, as: UTF8.self)
+        for line in text.split(separator: "\n") { streams.printError(String(line)) }
+        if text.isEmpty { streams.printError("portal-token: error: the agent answered HTTP \(response.status)") }
+        throw SilentExit(code: exitCode(response) ?? .storage)
+    }
+
+    func exitCode(_ response: HTTPResponse) -> ExitCode? {
+        response.headers.value(for: AgentRouter.exitHeader).flatMap(Int32.init).flatMap(ExitCode.init(rawValue:))
+    }
+
+    /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
+    /// environment and expiry; the agent has already slid, checked or ended it.
+    func usableSession(environmentID: String?) throws -> PortalSession {
+        var target = "/v1/token"
+        if let environmentID {
+            target +=
+                "?env="
+                + PercentCoding.encode(environmentID) { byte in
+                    AgentRouter.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
+                        && byte != UInt8(ascii: "/")
+                }
+        }
+        let response = try call("GET", target)
+        guard response.status == 200 else { try fail(response) }
+        var body = response.body
+        defer { zeroize(&body) }
+        guard let object = try? JSONValue.parse(String(decoding: body, as: UTF8.self)),
+            let token = object["token"]?.stringValue, let endUserID = object["endUserId"]?.stringValue,
+            let authEnvironmentID = object["authEnvironmentId"]?.stringValue
+        else {
+            throw CLIError("the agent's answer to GET /v1/token is not a session", exitCode: .storage)
+        }
+        // The expiry is all a client needs of the timing: a record whose idle window ends then.
+        let expiresAt = object["expiresAt"]?.stringValue.flatMap(RFC3339.parse)
+        let lastActivity = expiresAt.map { $0 - PortalSession.idleInterval }
+        return PortalSession(
+            token: Secret(token), endUserID: endUserID, authEnvironmentID: authEnvironmentID,
+            issuedAt: lastActivity, lastActivityAt: lastActivity)
+    }
+}
+
+extension Context {
+    /// The agent this run goes through, nil when it uses the local stores.
+    func agent() -> AgentConnection? {
+        guard let path = settings.value(.agentSocket), !path.isEmpty else { return nil }
+        return AgentConnection(socketPath: path, streams: streams, services: services)
+    }
+
+    /// The session for `token`, `exec`, `exec-credential` and script-mode `get`: from the
+    /// agent in client mode, else from the store (docs/sessions.md, "The commands that read the session").
+    func usableSession() throws -> PortalSession {
+        if let agent = agent() {
+            let configured = settings.value(.authEnvironmentID)?.trimmingWhitespace
+            return try agent.usableSession(environmentID: configured?.isEmpty == false ? configured : nil)
+        }
+        return try sessionService().usableSession()
+    }
+}

@@ -1,0 +1,129 @@
+import Basics
+import CPeerCredentials
+import Glibc
+import PortalTokenCore
+
+/// Who is on the other end of a connected Unix socket, from the kernel (docs/agent.md, "Who is
+/// asking"): `SO_PEERCRED`, then the caller's `/proc` entries, tied to the process that
+/// connected by a pidfd.
+///
+/// The pidfd comes from `SO_PEERPIDFD` where the kernel has it (6.5 and later), which names the
+/// connecting process itself. Elsewhere it is opened with `pidfd_open` right after the accept,
+/// and the process must have started before the connection was accepted (`/proc/PID/stat`
+/// field 22 against the boot-time clock), so a pid that was reused by a later process is not
+/// taken for the caller. Either way, the details are read, then the pidfd must still name a
+/// live process with the same start time: the pid was not reused while they were read. When
+/// any of this fails the identity says `pidVerified: false` and carries the uid, gid and pid
+/// alone.
+public enum PeerCredentials {
+    /// The identity of the peer of `descriptor`; nil when the socket has no peer credentials.
+    public static func identify(_ descriptor: Int32) -> CallerIdentity? {
+        let acceptedAtTicks = bootTimeTicks()
+        var credentials = portal_token_peer_credentials()
+        guard portal_token_read_peer_credentials(descriptor, &credentials) == 0 else { return nil }
+        var identity = CallerIdentity(
+            uid: credentials.uid, gid: credentials.gid, pid: credentials.pid, pidVerified: false,
+            sameUserNamespace: nil)
+        guard credentials.pid > 0 else { return identity }
+
+        var pidfd: Int32 = -1
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        let fromSocket = getsockopt(descriptor, SOL_SOCKET, portal_token_so_peerpidfd, &pidfd, &length) == 0
+        if !fromSocket { pidfd = pidfd_open(credentials.pid, 0) }
+        guard pidfd >= 0 else { return identity }
+        defer { _ = close(pidfd) }
+
+        let proc = "/proc/\(credentials.pid)"
+        guard let startedAt = startTime(proc) else { return identity }
+        // With a pidfd opened after the accept, a process that started later is not the caller.
+        if !fromSocket, startedAt > acceptedAtTicks { return identity }
+
+        var details = identity
+        details.sameUserNamespace = sameUserNamespace(proc)
+        details.userNamespace = link(proc + "/ns/user").flatMap(namespaceInode)
+        details.cgroup = cgroupPath(proc)
+        details.executable = link(proc + "/exe")
+        details.flatpakInfoAppID = flatpakInfoAppID(proc)
+        details.pidVerified = true
+
+        // The pid still names the process that connected.
+        guard portal_token_pidfd_alive(pidfd) != 0, startTime(proc) == startedAt else { return identity }
+        identity = details
+        return identity
+    }
+
+    /// The clock `/proc/PID/stat`'s start time counts from (boot, in clock ticks).
+    static func bootTimeTicks() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &now)
+        let ticks = UInt64(sysconf(Int32(_SC_CLK_TCK)))
+        return UInt64(now.tv_sec) * ticks + UInt64(now.tv_nsec) * ticks / 1_000_000_000
+    }
+
+    /// Field 22 of `/proc/PID/stat`, read after the command name (which may hold spaces and `)`).
+    static func startTime(_ proc: String) -> UInt64? {
+        guard let bytes = try? FileReading.contents(of: proc + "/stat", limit: 4096),
+            let close = bytes.lastIndex(of: UInt8(ascii: ")"))
+        else { return nil }
+        let fields = bytes[(close + 1)...].split(separator: UInt8(ascii: " "))
+        // Fields after the name start at 3 (state); 22 is the 20th of them.
+        guard fields.count > 19 else { return nil }
+        return UInt64(String(decoding: fields[19], as: UTF8.self))
+    }
+
+    /// Whether the caller is in the agent's user namespace: by the namespace's identity when
+    /// the agent may read the link, else by comparing the two ID maps as the agent sees them
+    /// (a process that forbids dumps, such as portal-token itself, hides the link but not the map).
+    static func sameUserNamespace(_ proc: String) -> Bool? {
+        if let theirs = link(proc + "/ns/user"), let ours = link("/proc/self/ns/user") {
+            return theirs == ours
+        }
+        guard let theirs = try? FileReading.contents(of: proc + "/uid_map", limit: 65_536),
+            let ours = try? FileReading.contents(of: "/proc/self/uid_map", limit: 65_536),
+            let theirGroups = try? FileReading.contents(of: proc + "/gid_map", limit: 65_536),
+            let ourGroups = try? FileReading.contents(of: "/proc/self/gid_map", limit: 65_536)
+        else { return nil }
+        return theirs == ours && theirGroups == ourGroups
+    }
+
+    /// The inode number in a namespace link's text, `user:[4026531837]`.
+    static func namespaceInode(_ text: String) -> UInt64? {
+        guard let open = text.firstIndex(of: "["), let close = text.lastIndex(of: "]"), open < close else { return nil }
+        return UInt64(text[text.index(after: open)..<close])
+    }
+
+    /// The unified hierarchy's line of `/proc/PID/cgroup` (`0::PATH`).
+    static func cgroupPath(_ proc: String) -> String? {
+        guard let bytes = try? FileReading.contents(of: proc + "/cgroup", limit: 65_536) else { return nil }
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("0::".utf8)) {
+            return String(decoding: line.dropFirst(3), as: UTF8.self)
+        }
+        return nil
+    }
+
+    /// A Flatpak sandbox's app ID from its `/.flatpak-info`, read through `/proc/PID/root` when
+    /// the caller's root is not the agent's.
+    static func flatpakInfoAppID(_ proc: String) -> String? {
+        var theirs = stat(), ours = stat()
+        guard stat(proc + "/root", &theirs) == 0, stat("/", &ours) == 0,
+            theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino,
+            let bytes = try? FileReading.contents(of: proc + "/root/.flatpak-info", limit: 65_536)
+        else { return nil }
+        var inApplication = false
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            if line.hasPrefix("[") {
+                inApplication = line == "[Application]"
+            } else if inApplication, line.hasPrefix("name=") {
+                return String(line.dropFirst(5))
+            }
+        }
+        return nil
+    }
+
+    static func link(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let count = readlink(path, &buffer, 4096)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,356 @@
+/// The agent's policy (docs/agent.md, "The rules file"): who may do what through its sockets,
+/// decided from the caller's kernel identity alone. Pure: the file's text goes in, rules come
+/// out; an operation and a caller go in, a decision naming the rule that made it comes out.
+///
+/// The file is a list of rules, each a `rule NAME` line followed by indented lines: conditions
+/// the caller must meet (all of them) and what the rule grants.
+///
+/// ```
+/// rule build-container
+///     container docker:3f2a*
+///     allow token env-prod
+///     allow git-get github.com *.example.com
+/// ```
+///
+/// The first rule whose conditions the caller meets decides; a caller no rule matches falls to
+/// the default: on the agent's main socket, a caller with the agent's uid, in its user
+/// namespace, outside any container, may do everything it could do itself; anyone else, and
+/// anyone on the restricted socket, is refused. The restricted socket never writes, whatever a
+/// rule grants.
+public struct AgentRules: Sendable, Equatable {
+    public var rules: [Rule]
+
+    public init(rules: [Rule] = []) { self.rules = rules }
+
+    /// Which of the agent's sockets a request came in on.
+    public enum Socket: String, Sendable, Equatable {
+        case main
+        /// The socket for forwarding: read-only, and nothing without a rule.
+        case restricted
+    }
+
+    /// What a request asks to do.
+    public enum Operation: Sendable, Equatable, CustomStringConvertible {
+        /// The session token of an environment (`/v1/token`, `/v1/exec-credential`).
+        case token(environment: String)
+        /// What `status` shows (never the token).
+        case status
+        /// A git `get` for a host (`host` or `host:port`), and `capability`.
+        case gitGet(host: String)
+        /// A Docker helper `get` for a registry (the server URL's host).
+        case dockerGet(registry: String)
+        /// Listing what is stored (Docker's `list`, `list`): names and users, never a secret.
+        case list
+        /// git or Docker `store` and `erase`.
+        case write
+
+        public var description: String {
+            switch self {
+            case .token(let environment): return "the token of environment '\(environment)'"
+            case .status: return "status"
+            case .gitGet(let host): return "git get for \(host)"
+            case .dockerGet(let registry): return "Docker get for \(registry)"
+            case .list: return "list"
+            case .write: return "a store or erase"
+            }
+        }
+
+        public var isWrite: Bool { self == .write }
+    }
+
+    /// One rule: its name, its conditions, its grants.
+    public struct Rule: Sendable, Equatable {
+        public var name: String
+        public var conditions: [Condition] = []
+        public var grants: [Grant] = []
+
+        public init(name: String, conditions: [Condition] = [], grants: [Grant] = []) {
+            self.name = name
+            self.conditions = conditions
+            self.grants = grants
+        }
+
+        public func matches(_ caller: CallerIdentity, on socket: Socket) -> Bool {
+            conditions.allSatisfy { $0.holds(for: caller, on: socket) }
+        }
+
+        public func grants(_ operation: Operation) -> Bool {
+            grants.contains { $0.covers(operation) }
+        }
+    }
+
+    /// What a caller must be for a rule to apply.
+    public enum Condition: Sendable, Equatable {
+        case uid(UInt32)
+        /// `same` or `other` user namespace than the agent's.
+        case userNamespace(same: Bool)
+        /// `RUNTIME:ID` or `ID` (a glob), or `any` for any container, `none` for none.
+        case container(String)
+        /// The cgroup path, as a glob.
+        case cgroup(String)
+        case flatpak(String)
+        /// The innermost systemd unit, as a glob.
+        case unit(String)
+        /// The executable's path, as a glob.
+        case executable(String)
+        case socket(Socket)
+
+        public func holds(for caller: CallerIdentity, on socket: Socket) -> Bool {
+            switch self {
+            case .uid(let uid):
+                return caller.uid == uid
+            case .userNamespace(let same):
+                guard let actual = caller.sameUserNamespace, caller.pidVerified else { return false }
+                return actual == same
+            case .container(let pattern):
+                guard caller.pidVerified else { return false }
+                let placement = caller.placement
+                if pattern == "none" { return !caller.isContained }
+                guard let id = placement.containerID else { return false }
+                if pattern == "any" { return true }
+                if let colon = pattern.firstIndex(of: ":") {
+                    return placement.runtime == String(pattern[..<colon])
+                        && Glob.matches(String(pattern[pattern.index(after: colon)...]), id)
+                }
+                return Glob.matches(pattern, id)
+            case .cgroup(let pattern):
+                guard caller.pidVerified, let cgroup = caller.cgroup else { return false }
+                return Glob.matches(pattern, cgroup)
+            case .flatpak(let pattern):
+                guard caller.pidVerified, let app = caller.flatpakAppID else { return false }
+                return Glob.matches(pattern, app)
+            case .unit(let pattern):
+                guard caller.pidVerified, let unit = caller.placement.systemdUnit else { return false }
+                return Glob.matches(pattern, unit)
+            case .executable(let pattern):
+                guard caller.pidVerified, let executable = caller.executable else { return false }
+                return Glob.matches(pattern, executable)
+            case .socket(let wanted):
+                return socket == wanted
+            }
+        }
+    }
+
+    /// What a rule allows.
+    public enum Grant: Sendable, Equatable {
+        /// Environment IDs, as globs.
+        case token([String])
+        case status
+        /// Hosts, as globs (`github.com`, `*.example.com`, `localhost:8080`).
+        case gitGet([String])
+        /// Registries, as globs.
+        case dockerGet([String])
+        case list
+        case write
+
+        func covers(_ operation: Operation) -> Bool {
+            switch (self, operation) {
+            case (.token(let patterns), .token(let environment)):
+                return patterns.contains { Glob.matches($0, environment) }
+            case (.token, .status), (.status, .status):
+                return true
+            case (.gitGet(let patterns), .gitGet(let host)):
+                return patterns.contains { Glob.matches($0, host) }
+            case (.dockerGet(let patterns), .dockerGet(let registry)):
+                return patterns.contains { Glob.matches($0, registry) }
+            case (.list, .list), (.write, .write):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    /// What decided, for the answer and the log.
+    public struct Decision: Sendable, Equatable {
+        public var allowed: Bool
+        /// `rule NAME`, or `default`.
+        public var decidedBy: String
+        /// Why, in a few words, when refused.
+        public var reason: String
+
+        public init(allowed: Bool, decidedBy: String, reason: String) {
+            self.allowed = allowed
+            self.decidedBy = decidedBy
+            self.reason = reason
+        }
+    }
+
+    /// Decides one operation for one caller on one socket, given the agent's own uid and where
+    /// the agent itself runs (an agent inside a container serves that container's processes as
+    /// its own; another container is still refused by default).
+    public func decide(
+        _ operation: Operation, for caller: CallerIdentity, on socket: Socket, agentUID: UInt32,
+        agentPlacement: CgroupPlacement = CgroupPlacement(path: nil)
+    ) -> Decision {
+        if socket == .restricted, operation.isWrite {
+            return Decision(
+                allowed: false, decidedBy: "restricted socket", reason: "the restricted socket never stores or erases")
+        }
+        if let rule = rules.first(where: { $0.matches(caller, on: socket) }) {
+            let allowed = rule.grants(operation)
+            return Decision(
+                allowed: allowed, decidedBy: "rule \(rule.name)",
+                reason: allowed ? "granted" : "rule \(rule.name) does not grant \(operation)")
+        }
+        guard socket == .main else {
+            return Decision(
+                allowed: false, decidedBy: "default",
+                reason: "the restricted socket serves only what a rule grants, and no rule matches the caller")
+        }
+        if caller.uid != agentUID {
+            return Decision(
+                allowed: false, decidedBy: "default", reason: "the caller is another user (uid \(caller.uid))")
+        }
+        if !caller.pidVerified {
+            return Decision(allowed: false, decidedBy: "default", reason: "the caller's process could not be verified")
+        }
+        if caller.sameUserNamespace != true {
+            return Decision(allowed: false, decidedBy: "default", reason: "the caller is in another user namespace")
+        }
+        let placement = caller.placement
+        if caller.isContained,
+            placement.containerID != agentPlacement.containerID || caller.flatpakAppID != agentPlacement.flatpakAppID
+        {
+            return Decision(allowed: false, decidedBy: "default", reason: "the caller runs in a container or sandbox")
+        }
+        return Decision(allowed: true, decidedBy: "default", reason: "the agent's own user")
+    }
+
+    // MARK: Reading the file
+
+    /// A line of the file that could not be read: its number and what was wrong, never its text.
+    public struct ParseError: Error, Sendable, Equatable {
+        public var line: Int
+        public var message: String
+
+        public init(line: Int, _ message: String) {
+            self.line = line
+            self.message = message
+        }
+    }
+
+    /// Reads the rules file. `#` starts a comment; blank lines are ignored.
+    public static func parse(_ text: String) throws(ParseError) -> AgentRules {
+        var rules: [Rule] = []
+        var names: Set<String> = []
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            var line = Substring(rawLine)
+            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
+            let indented = line.first == " " || line.first == "\t"
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
+            guard let keyword = words.first else { continue }
+            if !indented {
+                guard keyword == "rule", words.count == 2 else {
+                    throw ParseError(line: number, "expected 'rule NAME' at the start of a line")
+                }
+                guard words[1].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." })
+                else { throw ParseError(line: number, "a rule name takes letters, digits, '-', '_' and '.'") }
+                guard names.insert(words[1]).inserted else {
+                    throw ParseError(line: number, "the rule name '\(words[1])' is used twice")
+                }
+                rules.append(Rule(name: words[1]))
+                continue
+            }
+            guard !rules.isEmpty else {
+                throw ParseError(line: number, "an indented line comes before any 'rule NAME'")
+            }
+            let values = Array(words.dropFirst())
+            func one() throws(ParseError) -> String {
+                guard values.count == 1 else { throw ParseError(line: number, "'\(keyword)' takes one value") }
+                return values[0]
+            }
+            switch keyword {
+            case "uid":
+                guard let uid = UInt32(try one()) else { throw ParseError(line: number, "uid takes a number") }
+                rules[rules.count - 1].conditions.append(.uid(uid))
+            case "user-namespace":
+                let value = try one()
+                guard value == "same" || value == "other" else {
+                    throw ParseError(line: number, "user-namespace takes 'same' or 'other'")
+                }
+                rules[rules.count - 1].conditions.append(.userNamespace(same: value == "same"))
+            case "container":
+                rules[rules.count - 1].conditions.append(.container(try one()))
+            case "cgroup":
+                rules[rules.count - 1].conditions.append(.cgroup(try one()))
+            case "flatpak":
+                rules[rules.count - 1].conditions.append(.flatpak(try one()))
+            case "unit":
+                rules[rules.count - 1].conditions.append(.unit(try one()))
+            case "exe":
+                let value = try one()
+                guard value.hasPrefix("/") else { throw ParseError(line: number, "exe takes an absolute path") }
+                rules[rules.count - 1].conditions.append(.executable(value))
+            case "socket":
+                guard let socket = Socket(rawValue: try one()) else {
+                    throw ParseError(line: number, "socket takes 'main' or 'restricted'")
+                }
+                rules[rules.count - 1].conditions.append(.socket(socket))
+            case "allow":
+                guard let what = values.first else { throw ParseError(line: number, "'allow' needs what it allows") }
+                let patterns = Array(values.dropFirst())
+                let grant: Grant
+                switch what {
+                case "token":
+                    guard !patterns.isEmpty else {
+                        throw ParseError(line: number, "'allow token' needs environment IDs (or *)")
+                    }
+                    grant = .token(patterns)
+                case "git-get":
+                    guard !patterns.isEmpty else {
+                        throw ParseError(line: number, "'allow git-get' needs hosts (or *)")
+                    }
+                    grant = .gitGet(patterns)
+                case "docker-get":
+                    guard !patterns.isEmpty else {
+                        throw ParseError(line: number, "'allow docker-get' needs registries (or *)")
+                    }
+                    grant = .dockerGet(patterns)
+                case "status", "list", "write":
+                    guard patterns.isEmpty else { throw ParseError(line: number, "'allow \(what)' takes no value") }
+                    grant = what == "status" ? .status : what == "list" ? .list : .write
+                default:
+                    throw ParseError(
+                        line: number, "'allow' takes token, git-get, docker-get, status, list or write")
+                }
+                rules[rules.count - 1].grants.append(grant)
+            default:
+                throw ParseError(
+                    line: number,
+                    "unknown word: a rule holds uid, user-namespace, container, cgroup, flatpak, unit, exe, socket "
+                        + "and allow lines")
+            }
+        }
+        return AgentRules(rules: rules)
+    }
+}
+
+/// Shell-style globs: `*` matches any run of characters (`/` included), `?` one character;
+/// everything else matches itself.
+public enum Glob {
+    public static func matches(_ pattern: String, _ text: String) -> Bool {
+        let pattern = Array(pattern.utf8), text = Array(text.utf8)
+        var p = 0, t = 0
+        var star = -1, mark = 0
+        while t < text.count {
+            if p < pattern.count, pattern[p] == UInt8(ascii: "?") || pattern[p] == text[t] {
+                p += 1
+                t += 1
+            } else if p < pattern.count, pattern[p] == UInt8(ascii: "*") {
+                star = p
+                mark = t
+                p += 1
+            } else if star >= 0 {
+                p = star + 1
+                mark += 1
+                t = mark
+            } else {
+                return false
+            }
+        }
+        while p < pattern.count, pattern[p] == UInt8(ascii: "*") { p += 1 }
+        return p == pattern.count
+    }
+}

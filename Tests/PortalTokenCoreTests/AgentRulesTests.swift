@@ -1,0 +1,160 @@
+import PortalTokenCore
+import Testing
+
+@Suite("the agent's rules")
+struct AgentRulesTests {
+    static let agentUID: UInt32 = 1000
+    static let own = CallerIdentity(
+        uid: 1000, gid: 1000, pid: 4242, sameUserNamespace: true,
+        cgroup:
+            "/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.slice/vte-spawn-1.scope",
+        executable: "/usr/bin/git")
+    static let unshared = CallerIdentity(uid: 1000, gid: 1000, pid: 4343, sameUserNamespace: false, cgroup: own.cgroup)
+    static let docker = CallerIdentity(
+        uid: 0, gid: 0, pid: 5000, sameUserNamespace: true,
+        cgroup: "/system.slice/docker-3f2a0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab.scope",
+        executable: "/usr/bin/curl")
+
+    @Test("by default the agent's own user in its namespace and outside containers may do everything")
+    func defaultAllowsOwnUser() {
+        let rules = AgentRules()
+        for operation: AgentRules.Operation in [
+            .token(environment: "e"), .status, .gitGet(host: "github.com"), .dockerGet(registry: "ghcr.io"), .list,
+            .write,
+        ] {
+            #expect(rules.decide(operation, for: Self.own, on: .main, agentUID: Self.agentUID).allowed)
+        }
+    }
+
+    @Test("by default another user, another user namespace, a container and an unverified pid are refused")
+    func defaultRefuses() {
+        let rules = AgentRules()
+        var other = Self.own
+        other.uid = 1001
+        var unverified = Self.own
+        unverified.pidVerified = false
+        var flatpak = Self.own
+        flatpak.flatpakInfoAppID = "org.example.App"
+        var sameUIDContainer = Self.docker
+        sameUIDContainer.uid = 1000
+        for caller in [other, Self.unshared, unverified, flatpak, sameUIDContainer, Self.docker] {
+            let decision = rules.decide(.token(environment: "e"), for: caller, on: .main, agentUID: Self.agentUID)
+            #expect(!decision.allowed, "\(caller)")
+            #expect(decision.decidedBy == "default")
+        }
+    }
+
+    @Test("the restricted socket refuses everything without a rule, and writes even with one")
+    func restrictedSocket() throws {
+        #expect(!AgentRules().decide(.status, for: Self.own, on: .restricted, agentUID: 1000).allowed)
+        let rules = try AgentRules.parse("rule all\n    uid 1000\n    allow write\n    allow token *\n")
+        let write = rules.decide(.write, for: Self.own, on: .restricted, agentUID: 1000)
+        #expect(!write.allowed)
+        #expect(write.decidedBy == "restricted socket")
+        #expect(rules.decide(.token(environment: "x"), for: Self.own, on: .restricted, agentUID: 1000).allowed)
+    }
+
+    @Test("the first matching rule decides, and names itself when it refuses")
+    func firstMatchDecides() throws {
+        let rules = try AgentRules.parse(
+            """
+            # containers of the build
+            rule build
+                container docker:3f2a*
+                allow token env-prod
+                allow git-get github.com *.example.com
+                allow docker-get ghcr.io
+
+            rule sandboxed-self
+                uid 1000
+                user-namespace other
+                allow token *
+            """)
+        #expect(rules.decide(.token(environment: "env-prod"), for: Self.docker, on: .main, agentUID: 1000).allowed)
+        #expect(rules.decide(.gitGet(host: "git.example.com"), for: Self.docker, on: .main, agentUID: 1000).allowed)
+        #expect(rules.decide(.dockerGet(registry: "ghcr.io"), for: Self.docker, on: .main, agentUID: 1000).allowed)
+        let refused = rules.decide(.token(environment: "env-dev"), for: Self.docker, on: .main, agentUID: 1000)
+        #expect(!refused.allowed)
+        #expect(refused.decidedBy == "rule build")
+        #expect(!rules.decide(.write, for: Self.docker, on: .main, agentUID: 1000).allowed)
+        #expect(rules.decide(.token(environment: "any"), for: Self.unshared, on: .main, agentUID: 1000).allowed)
+        #expect(!rules.decide(.gitGet(host: "x"), for: Self.unshared, on: .main, agentUID: 1000).allowed)
+        // The agent's own user matches no rule here and keeps the default.
+        #expect(rules.decide(.write, for: Self.own, on: .main, agentUID: 1000).allowed)
+    }
+
+    @Test("conditions on the cgroup, unit, Flatpak app, executable and socket")
+    func conditions() throws {
+        let rules = try AgentRules.parse(
+            """
+            rule by-exe
+                exe /usr/bin/git
+                socket main
+                allow status
+            rule by-unit
+                unit vte-spawn-*.scope
+                allow list
+            """)
+        #expect(rules.decide(.status, for: Self.own, on: .main, agentUID: 1000).decidedBy == "rule by-exe")
+        #expect(rules.decide(.list, for: Self.own, on: .restricted, agentUID: 1000).decidedBy == "rule by-unit")
+        var app = Self.own
+        app.cgroup = "/user.slice/user-1000.slice/user@1000.service/app.slice/app-flatpak-org.example.Editor-1234.scope"
+        app.executable = nil
+        #expect(app.flatpakAppID == "org.example.Editor")
+        #expect(app.isContained)
+        let flatpak = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n")
+        #expect(flatpak.decide(.token(environment: "env-1"), for: app, on: .main, agentUID: 1000).allowed)
+    }
+
+    @Test("a malformed rules file names the line and what was wrong, never the line's text")
+    func parseErrors() {
+        let cases: [(String, Int)] = [
+            ("  uid 1\n", 1),
+            ("rule a\n  uid abc\n", 2),
+            ("rule a\nrule a\n", 2),
+            ("rule a\n  allow teleport\n", 2),
+            ("rule a\n  user-namespace maybe\n", 2),
+            ("rule a\n  exe relative/path\n", 2),
+            ("rule a b\n", 1),
+            ("rule a\n  secret-canary-word x\n", 2),
+        ]
+        for (text, line) in cases {
+            do {
+                _ = try AgentRules.parse(text)
+                Issue.record("parsed: \(text)")
+            } catch {
+                #expect(error.line == line)
+                #expect(!error.message.contains("canary"))
+            }
+        }
+    }
+
+    @Test("cgroup paths name Docker, Podman, containerd, Kubernetes and Flatpak placements and the unit")
+    func placements() {
+        let id = String(repeating: "ab", count: 32)
+        #expect(CgroupPlacement(path: "/system.slice/docker-\(id).scope").containerID == id)
+        #expect(CgroupPlacement(path: "/docker/\(id)").runtime == "docker")
+        #expect(
+            CgroupPlacement(path: "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-\(id).scope").runtime
+                == "podman")
+        #expect(CgroupPlacement(path: "/kubepods/besteffort/pod1/\(id)").runtime == "kubernetes")
+        #expect(CgroupPlacement(path: "/system.slice/cri-containerd-\(id).scope").runtime == "containerd")
+        let service = CgroupPlacement(path: "/system.slice/build.service")
+        #expect(service.systemdUnit == "build.service")
+        #expect(!service.isContained)
+        #expect(
+            CgroupPlacement(path: "/user.slice/user-1000.slice/user@1000.service/init.scope").systemdUnit
+                == "init.scope")
+        #expect(CgroupPlacement(path: "/").containerID == nil)
+    }
+
+    @Test("globs match any run with * and one character with ?")
+    func globs() {
+        #expect(Glob.matches("*.example.com", "git.example.com"))
+        #expect(!Glob.matches("*.example.com", "example.com"))
+        #expect(Glob.matches("a?c", "abc"))
+        #expect(Glob.matches("*", ""))
+        #expect(!Glob.matches("abc", "abcd"))
+        #expect(Glob.matches("/system.slice/docker-*.scope", "/system.slice/docker-12.scope"))
+    }
+}
