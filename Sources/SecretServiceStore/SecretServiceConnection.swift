@@ -111,9 +111,30 @@ final class SecretServiceConnection {
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError)
         -> ItemList
     {
-        let found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        let found: ItemList
+        do {
+            found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        } catch  where error.kind == .timedOut {
+            throw lockedInsteadOfTimeout(error)
+        }
         guard found.items.contains(where: \.isLocked), promptPermission.isAllowed else { return found }
         return try search(attributes, loadSecrets: loadSecrets, unlocking: true, while: operation)
+    }
+
+    /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
+    /// before search", its default) answers a search in a locked database only once a person
+    /// unlocks it in the dialog it shows (docs/storage.md, "Providers"). The provider still
+    /// answers other calls meanwhile, so whether the default collection is locked is asked
+    /// within the bound; when it is not, the timeout stands.
+    func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
+        guard let collection = try? defaultCollectionIfAny(), collection.isLocked else { return timeout }
+        return StoreError(
+            .locked,
+            """
+            keyring '\(collection.label)' is locked, and the Secret Service provider held the search for \
+            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
+            """,
+            hint: lockedHint)
     }
 
     private func search(
@@ -439,9 +460,11 @@ struct FoundItem {
         return String(cString: path)
     }
 
-    var order: ItemOrder {
+    /// `Created` and `Modified`, in whole seconds as the Secret Service keeps them (0 where the
+    /// provider keeps none); they do not order items (ProviderSemantics.sequence does).
+    var times: (created: UInt, modified: UInt) {
         let lib = LibSecret.functions
-        return ItemOrder(modified: lib.itemGetModified(pointer), created: lib.itemGetCreated(pointer), path: objectPath)
+        return (lib.itemGetCreated(pointer), lib.itemGetModified(pointer))
     }
 
     /// The secret, or nil when it was not loaded (the item is locked).
@@ -452,21 +475,5 @@ struct FoundItem {
         var length: gsize = 0
         let bytes = lib.valueGet(value, &length)
         return Secret(bytes: Array(UnsafeRawBufferPointer(start: bytes, count: Int(length))))
-    }
-}
-
-/// Recency of an item: modification time, then creation time (both in whole seconds, as the
-/// Secret Service keeps them), then the item's object path, which gnome-keyring numbers in order
-/// of creation. Together they make "the most recently stored" deterministic.
-struct ItemOrder: Comparable {
-    var modified: UInt
-    var created: UInt
-    var path: String
-
-    static func < (lhs: ItemOrder, rhs: ItemOrder) -> Bool {
-        if lhs.modified != rhs.modified { return lhs.modified < rhs.modified }
-        if lhs.created != rhs.created { return lhs.created < rhs.created }
-        if lhs.path.utf8.count != rhs.path.utf8.count { return lhs.path.utf8.count < rhs.path.utf8.count }
-        return lhs.path < rhs.path
     }
 }

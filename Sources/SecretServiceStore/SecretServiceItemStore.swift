@@ -45,8 +45,10 @@ public final class SecretServiceItemStore: ItemStore {
         let matching = try loaded(filters, while: operation)
         guard condition(matching.first?.item) else { return false }
         let previous = matching.filter { isPrevious($0.item) }
-        var attributes = item.attributes
+        var attributes = ProviderSemantics.ownAttributes(item.attributes)
         attributes[StoredItem.schemaAttribute] = nil
+        attributes[ProviderSemantics.sequenceAttribute] = String(
+            ProviderSemantics.nextSequence(after: matching.map(\.item.sequence)))
         let created = try connection.create(
             in: collection, schema: schema(item.schema, attributes: attributes.keys),
             attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
@@ -76,18 +78,22 @@ public final class SecretServiceItemStore: ItemStore {
             }
         }
         var items: [Loaded] = []
-        for item in found.values.sorted(by: { $0.order > $1.order }) {
+        for item in found.values {
             guard let secret = item.secret else {
                 try connection.ensureItemIsGone(item)
                 continue
             }
-            let (created, modified) = (Int64(item.order.created), Int64(item.order.modified))
+            let (created, modified) = item.times
             let stored = StoredItem(
-                attributes: item.attributes, label: item.label, secret: secret, created: created, modified: modified,
+                attributes: ProviderSemantics.ownAttributes(item.attributes), label: item.label, secret: secret,
+                created: Int64(created), modified: Int64(modified),
+                sequence: ProviderSemantics.sequence(of: item.attributes, modified: modified, created: created),
                 id: item.objectPath)
             items.append((item, stored))
         }
-        return items
+        // Newest first by the order of writes; the object path only makes ties (items another
+        // program wrote within one second) come out the same way each time.
+        return items.sorted { ($0.item.sequence, $0.item.id) > ($1.item.sequence, $1.item.id) }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {
