@@ -1,0 +1,92 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// What each Secret Service provider users run does to portal-token, each on a bus of its own
+/// (contrib/testing/provider.sh): the locked collection, its name, the attributes it adds
+/// (docs/storage.md, "Providers").
+@Suite("Secret Service providers")
+struct ProviderTests {
+    private static let bound = 1000
+
+    /// A git credential and a Portal session, stored on the provider.
+    private final class Seeded {
+        let keyring: PrivateProvider
+        let server: FakePortalServer
+        var environment: [String: String]
+        let request: String
+        let credential: String
+
+        init(_ provider: TestProvider) throws {
+            keyring = try PrivateProvider(provider)
+            server = try FakePortalServer()
+            environment = keyring.environment
+            environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+            environment["PORTAL_AUTH_ENVIRONMENT_ID"] = "env-\(provider.rawValue)"
+            environment["PORTAL_API_HOST"] = "127.0.0.1:\(server.port)"
+            environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = String(ProviderTests.bound)
+            let host = "\(provider.rawValue).example"
+            request = "protocol=https\nhost=\(host)\n"
+            credential = request + "username=alice\npassword=pw-\(provider.rawValue)\n"
+        }
+
+        deinit { server.stop() }
+
+        var portalOrigin: String { "protocol=http\nhost=127.0.0.1:\(server.port)\n" }
+
+        func run(_ arguments: [String], stdin: String? = nil) throws -> ProcessResult {
+            try ProcessRunner.portalToken(arguments, stdin: stdin, environment: environment, timeout: 30)
+        }
+
+        /// Stores the credential and adopts a session token.
+        func seed() throws {
+            let stored = try run(["store"], stdin: credential)
+            #expect(stored.exitCode == 0 && stored.stderr.isEmpty, "store: \(stored.stderr)")
+            let adopted = try run(["store"], stdin: portalOrigin + "username=user-1\npassword=token-1\n")
+            #expect(adopted.exitCode == 0 && adopted.stderr.isEmpty, "adopting a token: \(adopted.stderr)")
+        }
+
+        /// Both are there and read back.
+        func expectBothPresent(sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let got = try run(["get"], stdin: request)
+            #expect(got.exitCode == 0, "get: \(got.stderr)", sourceLocation: sourceLocation)
+            #expect(got.stdout.contains("password=pw-"), "get: \(got.stdout)", sourceLocation: sourceLocation)
+            let token = try run(["token"])
+            #expect(token.exitCode == 0, "token: \(token.stderr)", sourceLocation: sourceLocation)
+            #expect(token.stdout == "token-1\n", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test(
+        "a locked collection is exit 4 for get, token, erase and logout within the bound, and nothing is deleted",
+        arguments: TestProvider.allCases)
+    func lockedCollection(provider: TestProvider) throws {
+        let seeded = try Seeded(provider)
+        try seeded.seed()
+        try seeded.expectBothPresent()
+        try seeded.keyring.lock()
+        for (arguments, input) in [
+            (["get"], seeded.request), (["get"], "protocol=https\nhost=never-stored.example\n"),
+            (["token"], nil), (["erase"], seeded.request), (["logout"], nil),
+        ] as [([String], String?)] {
+            let result = try seeded.run(arguments, stdin: input)
+            let what = "\(provider) \(arguments.joined(separator: " ")) \(input ?? "")"
+            #expect(result.exitCode == 4, "\(what): exit \(result.exitCode), \(result.stderr)")
+            #expect(result.stdout.isEmpty, "\(what): \(result.stdout)")
+            #expect(result.stderr.hasPrefix("portal-token: error: "), "\(what): \(result.stderr)")
+            #expect(result.stderr.contains("is locked"), "\(what): \(result.stderr)")
+            #expect(result.stderr.contains("\nhint: "), "\(what): \(result.stderr)")
+            // Each keyring call has the bound; a locked collection costs at most a few of them.
+            #expect(result.duration < Double(Self.bound) / 1000 * 3 + 1, "\(what): \(result.duration) s")
+        }
+        // Unlocked again, nothing was lost, and the same commands work.
+        try seeded.keyring.unlock()
+        try seeded.expectBothPresent()
+        let erased = try seeded.run(["erase"], stdin: seeded.request)
+        #expect(erased.exitCode == 0, "erase: \(erased.stderr)")
+        #expect(try seeded.run(["get"], stdin: seeded.request).stdout.isEmpty)
+        let loggedOut = try seeded.run(["logout"])
+        #expect(loggedOut.exitCode == 0, "logout: \(loggedOut.stderr)")
+        #expect(try seeded.run(["token"]).exitCode == 1)
+    }
+}
