@@ -156,6 +156,14 @@ public final class Context {
     /// The backend in use and why (what `status` shows), decided once per run: in `auto`, from
     /// what the session bus shows. Silent: the fallback to the file is announced by the write
     /// that creates the file store.
+    /// Which program provides the Secret Service on the session bus, when the bus can say; nil
+    /// with no bus or no provider, or when asking fails (only `doctor` and `status` ask, and a
+    /// name is all they want).
+    func secretServiceProvider() -> SecretServiceProvider? {
+        guard let bus = try? sessionBus() else { return nil }
+        return try? bus.secretServiceProvider()
+    }
+
     func backendChoice() throws -> BackendChoice {
         if let decidedBackend { return decidedBackend }
         let requested = try Self.requestedBackend(settings)

@@ -11,6 +11,14 @@ public protocol SessionBusConnection: AnyObject {
     /// The bus's own unique ID (`org.freedesktop.DBus.GetId`), the same however its address is
     /// spelled: what names the keyring on it in the session cache.
     func busID() throws(StoreError) -> String
+    /// Which program owns `org.freedesktop.secrets` (the bus daemon names its process), or nil
+    /// when none does.
+    func secretServiceProvider() throws(StoreError) -> SecretServiceProvider?
+}
+
+extension SessionBusConnection {
+    /// A bus that cannot say which program provides the Secret Service names none.
+    public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? { nil }
 }
 
 /// What `doctor` asks the Secret Service through libsecret.

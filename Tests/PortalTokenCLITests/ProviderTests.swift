@@ -89,4 +89,24 @@ struct ProviderTests {
         #expect(loggedOut.exitCode == 0, "logout: \(loggedOut.stderr)")
         #expect(try seeded.run(["token"]).exitCode == 1)
     }
+
+    @Test("doctor and status name the provider, and doctor its ways", arguments: TestProvider.allCases)
+    func named(provider: TestProvider) throws {
+        let seeded = try Seeded(provider)
+        try seeded.seed()
+        let doctor = try seeded.run(["doctor"])
+        #expect(
+            doctor.stdout.contains("ok      secret service provider: \(provider.productName) answers on "),
+            "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("ok      provider quirks: "), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("ok      default keyring: '"), "\(doctor.stdout)")
+        let status = try seeded.run(["status"])
+        #expect(status.exitCode == 0, "\(status.stderr)")
+        #expect(
+            status.stdout.contains("  backend:      secret-service on \(provider.productName) ("), "\(status.stdout)")
+        let json = try seeded.run(["status", "--format", "json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(object["backend"] as? String == "secret-service")
+        #expect(object["provider"] as? String == provider.productName)
+    }
 }
