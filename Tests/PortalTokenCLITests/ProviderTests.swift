@@ -109,4 +109,32 @@ struct ProviderTests {
         #expect(object["backend"] as? String == "secret-service")
         #expect(object["provider"] as? String == provider.productName)
     }
+
+    @Test("with no default collection, a store is exit 4 saying so, and no collection is created")
+    func noDefaultCollection() throws {
+        let keyring = try PrivateProvider(.kwallet, withoutCollection: true)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        let collections = {
+            try ProcessRunner.run(
+                "/usr/bin/gdbus",
+                [
+                    "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path",
+                    "/org/freedesktop/secrets", "--method", "org.freedesktop.DBus.Properties.Get",
+                    "org.freedesktop.Secret.Service", "Collections",
+                ], environment: environment, timeout: 10
+            ).stdout
+        }
+        #expect(try collections() == "(<@ao []>,)\n")
+        let stored = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=nowhere.example\nusername=u\npassword=p\n",
+            environment: environment)
+        #expect(stored.exitCode == 4)
+        #expect(stored.stderr.hasPrefix("portal-token: error: the Secret Service has no default keyring\n"))
+        #expect(try collections() == "(<@ao []>,)\n")
+        // A lookup finds nothing, and says nothing: there is no collection to be locked.
+        let got = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=nowhere.example\n", environment: environment)
+        #expect(got.exitCode == 0 && got.stdout.isEmpty && got.stderr.isEmpty, "\(got.stderr)")
+    }
 }

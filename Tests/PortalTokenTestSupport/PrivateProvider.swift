@@ -29,11 +29,15 @@ public final class PrivateProvider: @unchecked Sendable {
     /// provider's bus, HOME and XDG directories, and no display.
     public let environment: [String: String]
 
-    public init(_ provider: TestProvider) throws {
+    /// - Parameter withoutCollection: KWallet only: a daemon with no wallet, so no collection
+    ///   and no `default` alias.
+    public init(_ provider: TestProvider, withoutCollection: Bool = false) throws {
         self.provider = provider
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "portal-token-provider-\(UUID().uuidString)")
-        try Self.script(["start", provider.rawValue, directory.path])
+        try Self.script(
+            ["start", provider.rawValue, directory.path],
+            environment: withoutCollection ? ["PROVIDER_NO_COLLECTION": "1"] : [:])
         let lines = try String(contentsOf: directory.appendingPathComponent("env"), encoding: .utf8)
         var changes: [String: String?] = ["DISPLAY": nil, "WAYLAND_DISPLAY": nil]
         for line in lines.split(separator: "\n") {
@@ -56,9 +60,9 @@ public final class PrivateProvider: @unchecked Sendable {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("contrib/testing/provider.sh").path
 
-    private static func script(_ arguments: [String]) throws {
+    private static func script(_ arguments: [String], environment: [String: String?] = [:]) throws {
         let result = try ProcessRunner.run(
-            scriptPath, arguments, environment: ProcessRunner.environment(), timeout: 120)
+            scriptPath, arguments, environment: ProcessRunner.environment(environment), timeout: 120)
         guard result.exitCode == 0 else {
             throw ContractFailure("provider.sh \(arguments.joined(separator: " ")) failed: \(result.stderr)")
         }

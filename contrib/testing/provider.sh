@@ -20,7 +20,9 @@
 #   keepassxc          KeePassXC 2.7 with its Secret Service integration (FdoSecrets), headless
 #                      (QT_QPA_PLATFORM=offscreen), on a database made by keepassxc-cli whose one
 #                      group is exposed as the collection; unlocked by its password on stdin
-#   kwallet            KWallet's kwalletd5 with its org.freedesktop.secrets API enabled
+#   kwallet            KWallet's kwalletd5 with its org.freedesktop.secrets API enabled; with
+#                      PROVIDER_NO_COLLECTION=1 in the environment of `start`, with no wallet at
+#                      all (no collection, no default alias)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 usage="usage: contrib/testing/provider.sh start PROVIDER DIR | lock DIR | unlock DIR | stop DIR | run PROVIDER COMMAND... | version PROVIDER"
@@ -280,6 +282,13 @@ EOF
         keepassxc) make_keepassxc_database "$dir" ;;
         kwallet) make_kwallet "$dir" ;;
     esac
+    if [ "$provider" = kwallet ] && [ -n "${PROVIDER_NO_COLLECTION:-}" ]; then
+        # kwalletd5 with no wallet at all: no collection, and no default alias.
+        (exec_in_env "$dir" kwalletd5 </dev/null >>"$dir/daemon.log" 2>&1) &
+        echo $! > "$dir/daemon.pid"; disown
+        wait_for_provider "$dir" "$dir/daemon.log"
+        return
+    fi
     if [ "$provider" = kwallet ]; then
         # kwalletd5 lists its wallets as collections when it starts: the first start creates
         # the wallet, the second shows it (and makes it the default alias).
@@ -339,7 +348,12 @@ stop() {
 }
 
 case "${1:-}" in
-    start) start "${2:?$usage}" "${3:?$usage}" ;;
+    start)
+        # A start that fails leaves nothing running.
+        start_dir=${3:?$usage}
+        trap 'stop "$start_dir"' EXIT
+        start "${2:?$usage}" "$start_dir"
+        trap - EXIT ;;
     lock) lock "${2:?$usage}" ;;
     unlock) unlock "${2:?$usage}" ;;
     stop) stop "${2:?$usage}" ;;
