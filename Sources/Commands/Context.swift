@@ -164,6 +164,18 @@ public final class Context {
         return try? bus.secretServiceProvider()
     }
 
+    /// A keyring that is locked or did not answer in time names its provider: that program's
+    /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
+    /// daemon, within the bound.
+    func namingTheProvider(_ error: StoreError) -> StoreError {
+        guard error.kind == .locked || error.kind == .timedOut, decidedBackend?.backend == .secretService,
+            let provider = secretServiceProvider()
+        else { return error }
+        var named = error
+        named.message += "; provider: \(provider.name)"
+        return named
+    }
+
     func backendChoice() throws -> BackendChoice {
         if let decidedBackend { return decidedBackend }
         let requested = try Self.requestedBackend(settings)

@@ -118,7 +118,11 @@ public enum PortalTokenCLI {
             streams: streams, environment: environment, settings: settings,
             programName: isGitHelper ? gitHelperName : "portal-token", services: services)
         context.settingsError = settingsError
-        try command.run(in: context)
+        do {
+            try command.run(in: context)
+        } catch let error as StoreError {
+            throw context.namingTheProvider(error)
+        }
     }
 
     /// The settings every command reads: a value that is wrong is reported before a setting

@@ -75,6 +75,8 @@ struct ProviderTests {
             #expect(result.stdout.isEmpty, "\(what): \(result.stdout)")
             #expect(result.stderr.hasPrefix("portal-token: error: "), "\(what): \(result.stderr)")
             #expect(result.stderr.contains("is locked"), "\(what): \(result.stderr)")
+            // Which program's dialog may be waiting.
+            #expect(result.stderr.contains("; provider: \(provider.productName)\n"), "\(what): \(result.stderr)")
             #expect(result.stderr.contains("\nhint: "), "\(what): \(result.stderr)")
             // Each keyring call has the bound; a locked collection costs at most a few of them.
             #expect(result.duration < Double(Self.bound) / 1000 * 3 + 1, "\(what): \(result.duration) s")
