@@ -367,6 +367,14 @@ case "${1:-}" in
         start "$provider" "$dir"
         status=0
         env -u DISPLAY -u WAYLAND_DISPLAY $(cat "$dir/env") "$@" || status=$?
+        if [ $status -ne 0 ]; then
+            # Whether the provider itself went away (a crash) matters more than anything else.
+            if ! kill -0 "$(cat "$dir/daemon.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+                echo "provider.sh: $provider is no longer running (it exited or crashed during the run)" >&2
+            fi
+            echo "provider.sh: the end of $provider's log:" >&2
+            tail -n 30 "$dir/daemon.log" >&2
+        fi
         exit $status ;;
     *) fail "$usage" ;;
 esac
