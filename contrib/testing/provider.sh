@@ -11,7 +11,8 @@
 #   provider.sh stop DIR             stop the provider and the bus by their PIDs, remove DIR
 #   provider.sh run PROVIDER COMMAND [ARG...]
 #                                    start PROVIDER in a temporary DIR, run COMMAND with DIR/env
-#                                    exported, stop it, and exit with COMMAND's status
+#                                    exported, stop it, and exit with COMMAND's status, or 75 when
+#                                    COMMAND failed and the provider had gone away (crashed)
 #   provider.sh version PROVIDER     the provider's version, as its own program reports it
 #
 # PROVIDER is one of:
@@ -368,12 +369,14 @@ case "${1:-}" in
         status=0
         env -u DISPLAY -u WAYLAND_DISPLAY $(cat "$dir/env") "$@" || status=$?
         if [ $status -ne 0 ]; then
-            # Whether the provider itself went away (a crash) matters more than anything else.
-            if ! kill -0 "$(cat "$dir/daemon.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
-                echo "provider.sh: $provider is no longer running (it exited or crashed during the run)" >&2
-            fi
             echo "provider.sh: the end of $provider's log:" >&2
             tail -n 30 "$dir/daemon.log" >&2
+            # Whether the provider itself went away (a crash) matters more than anything else:
+            # that is exit 75 (EX_TEMPFAIL), whatever COMMAND said.
+            if ! kill -0 "$(cat "$dir/daemon.pid" 2>/dev/null || echo 0)" 2>/dev/null; then
+                echo "provider.sh: $provider is no longer running (it exited or crashed during the run)" >&2
+                status=75
+            fi
         fi
         exit $status ;;
     *) fail "$usage" ;;
