@@ -218,11 +218,16 @@ EOF
         || { cat "$dir/keepassxc-cli.log" >&2; fail "keepassxc-cli could not create the database"; }
     mkdir -p "$dir/home/.config/keepassxc"
     # No notifications, no confirmation dialogs (nobody is there to answer them); the search
-    # unlocks first, as KeePassXC does by default.
+    # unlocks first, as KeePassXC does by default. The database is saved when KeePassXC locks it
+    # or quits, not after every change: KeePassXC 2.7.4 saves in a worker thread while it goes on
+    # answering D-Bus calls, and a change that lands during a save has crashed it (a segfault in
+    # libQt5Core's thread pool) when the machine is busy.
     cat > "$dir/home/.config/keepassxc/keepassxc.ini" <<'EOF'
 [General]
 ConfigVersion=2
 UpdateCheckMessageShown=true
+AutoSaveAfterEveryChange=false
+AutoSaveOnExit=true
 
 [GUI]
 CheckForUpdates=false
