@@ -73,7 +73,10 @@ public final class SecretServiceItemStore: ItemStore {
         var found: [String: FoundItem] = [:]
         for filter in filters {
             let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            for item in try connection.search(query, loadSecrets: true, while: operation).items {
+            // The provider's own matching is not trusted to be a subset match: an item that does
+            // not carry every attribute of the filter is not an answer (docs/storage.md, "Providers").
+            for item in try connection.search(query, loadSecrets: true, while: operation).items
+            where ProviderSemantics.matches(item.attributes, filter) {
                 found[item.objectPath] = item
             }
         }
