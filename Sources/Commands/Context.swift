@@ -170,6 +170,26 @@ public final class Context {
     /// The backend in use and why (what `status` shows), decided once per run: in `auto`, from
     /// what the session bus shows. Silent: the fallback to the file is announced by the write
     /// that creates the file store.
+    /// Which program provides the Secret Service on the session bus, when the bus can say; nil
+    /// with no bus or no provider, or when asking fails (only `doctor` and `status` ask, and a
+    /// name is all they want).
+    func secretServiceProvider() -> SecretServiceProvider? {
+        guard let bus = try? sessionBus() else { return nil }
+        return try? bus.secretServiceProvider()
+    }
+
+    /// A keyring that is locked or did not answer in time names its provider: that program's
+    /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
+    /// daemon, within the bound.
+    func namingTheProvider(_ error: StoreError) -> StoreError {
+        guard error.kind == .locked || error.kind == .timedOut, decidedBackend?.backend == .secretService,
+            let provider = secretServiceProvider()
+        else { return error }
+        var named = error
+        named.message += "; provider: \(provider.name)"
+        return named
+    }
+
     func backendChoice() throws -> BackendChoice {
         if let decidedBackend { return decidedBackend }
         let requested = try Self.requestedBackend(settings)

@@ -47,16 +47,26 @@ public struct StoredItem: Sendable, Equatable {
     public static let providerAddedAttributes: Set<String> = ["Title", "UserName", "URL", "Notes", "Uuid", "Path"]
 
     /// An item as a Secret Service provider holds it: `sequenceAttribute` is taken out of the
-    /// attributes into `sequence` (0, the oldest, when it is missing or not a number: an item
-    /// that another program wrote), and the attributes the provider added are left out.
+    /// attributes into `sequence`, and the attributes the provider added are left out. An item
+    /// another program wrote has no sequence: its place is its provider's `Modified` (or
+    /// `Created`) time in the same unit, nanoseconds of the wall clock, so it sorts among
+    /// portal-token's own writes by when it was made, to the second (docs/storage.md, "Items").
     public init(
         storedAttributes: ItemAttributes, label: String, secret: Secret, created: Int64?, modified: Int64?, id: String
     ) {
         var attributes = storedAttributes.filter { !Self.providerAddedAttributes.contains($0.key) }
-        let sequence = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) } ?? 0
+        let stored = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) }
+        let sequence =
+            stored ?? max(modified ?? 0, created ?? 0).multipliedReportingOverflow(by: 1_000_000_000).partialValue
         self.init(
             attributes: attributes, label: label, secret: secret, created: created, modified: modified,
             sequence: sequence, id: id)
+    }
+
+    /// The order a store lists items in: newest first by sequence; the id only makes ties
+    /// (items another program wrote within one second) come out the same way every time.
+    public static func isListedBefore(_ first: StoredItem, _ second: StoredItem) -> Bool {
+        (first.sequence, first.id) > (second.sequence, second.id)
     }
 
     /// Whether the item carries every attribute of `filter` with the same value.

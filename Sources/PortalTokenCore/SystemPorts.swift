@@ -17,6 +17,14 @@ public protocol SessionBusConnection: AnyObject {
     /// is locked (an unlock may need a prompt), or the provider answered in a way this read does
     /// not handle. A provider that does not answer in time is an error.
     func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]?
+    /// Which program owns `org.freedesktop.secrets` (the bus daemon names its process), or nil
+    /// when none does.
+    func secretServiceProvider() throws(StoreError) -> SecretServiceProvider?
+}
+
+extension SessionBusConnection {
+    /// A bus that cannot say which program provides the Secret Service names none.
+    public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? { nil }
 }
 
 /// What `doctor` asks the Secret Service through libsecret.

@@ -111,9 +111,30 @@ final class SecretServiceConnection {
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError)
         -> ItemList
     {
-        let found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        let found: ItemList
+        do {
+            found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        } catch  where error.kind == .timedOut {
+            throw lockedInsteadOfTimeout(error)
+        }
         guard found.items.contains(where: \.isLocked), promptPermission.isAllowed else { return found }
         return try search(attributes, loadSecrets: loadSecrets, unlocking: true, while: operation)
+    }
+
+    /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
+    /// before search", its default) answers a search in a locked database only once a person
+    /// unlocks it in the dialog it shows (docs/storage.md, "Providers"). The provider still
+    /// answers other calls meanwhile, so whether the default collection is locked is asked
+    /// within the bound; when it is not, the timeout stands.
+    func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
+        guard let collection = try? defaultCollectionIfAny(), collection.isLocked else { return timeout }
+        return StoreError(
+            .locked,
+            """
+            keyring '\(collection.label)' is locked, and the Secret Service provider held the search for \
+            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
+            """,
+            hint: lockedHint)
     }
 
     private func search(

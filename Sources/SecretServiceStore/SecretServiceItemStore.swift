@@ -111,12 +111,11 @@ public final class SecretServiceItemStore: ItemStore {
             let stored = StoredItem(
                 storedAttributes: item.attributes, label: item.label, secret: secret, created: created,
                 modified: modified, id: item.objectPath)
-            items.append((item, stored))
+            // The provider's own matching is not trusted to be a subset match: an item that does
+            // not carry every attribute of a filter is not an answer (docs/storage.md, "Providers").
+            if stored.matches(any: filters) { items.append((item, stored)) }
         }
-        return items.enumerated().sorted {
-            $0.element.item.sequence != $1.element.item.sequence
-                ? $0.element.item.sequence > $1.element.item.sequence : $0.offset < $1.offset
-        }.map(\.element)
+        return items.sorted { StoredItem.isListedBefore($0.item, $1.item) }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {

@@ -109,12 +109,7 @@ extension SessionBus {
                 created: properties.created, modified: properties.modified, id: path)
             if item.matches(any: filters) { items.append(item) }
         }
-        // Newest first by the sequence each write stamps; items of one sequence (written by
-        // another program, without one) keep the provider's order.
-        return items.enumerated().sorted {
-            $0.element.sequence != $1.element.sequence
-                ? $0.element.sequence > $1.element.sequence : $0.offset < $1.offset
-        }.map(\.element)
+        return items.sorted(by: StoredItem.isListedBefore)
     }
 
     /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock

@@ -44,7 +44,7 @@ extension InProcessKeyringTests {
         @Test(
             """
             the session bus answers an unlocked keyring itself: subset match, a provider's attributes ignored, the \
-            sequence out of the attributes, another program's item after ours
+            sequence out of the attributes, another program's item placed by its Modified time, as libsecret's read does
             """)
         func readsWithoutLibsecret() throws {
             let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
@@ -64,7 +64,12 @@ extension InProcessKeyringTests {
             #expect(found.map(\.secret.text) == ["mine", "theirs"])
             #expect(found.map(\.label) == ["ours", "other"])
             #expect(found[0].attributes == [StoredItem.schemaAttribute: schema, "k": "2"])
-            #expect(found[0].sequence > 0 && found[1].sequence == 0)
+            #expect(found[0].sequence > found[1].sequence)
+            #expect(found[1].sequence == (found[1].modified ?? 0) * 1_000_000_000 && found[1].sequence > 0)
+            // Both reads put the items in one order.
+            let throughLibsecret = try store.search([[StoredItem.schemaAttribute: schema]])
+            #expect(throughLibsecret.map(\.sequence) == found.map(\.sequence))
+            #expect(throughLibsecret.map(\.secret.text) == ["mine", "theirs"])
             #expect(found[1].attributes == [StoredItem.schemaAttribute: schema, "k": "1"])
             let subset = try #require(
                 try bus.unlockedSecretServiceItems([[StoredItem.schemaAttribute: schema, "k": "1"]]))
