@@ -259,6 +259,9 @@ extension ExecCommand {
         environment[ProxyEnvironment.credential] = credential.text
         environment["PORTAL_AUTH_ENVIRONMENT_ID"] = sessions.authEnvironmentID
 
+        // The run's own line, as plain exec writes it (its exit code is COMMAND's).
+        context.audit?.program = String(command[0].split(separator: "/").last ?? "")
+        context.recordAudit(error: nil, exitCode: nil)
         closeOwnDescriptorsOnExec()
         let child = try spawn(environment: environment, signals: handled)
         let code = waitForChild(child, signals: handled)
