@@ -37,6 +37,10 @@ public final class AuditFileLog: AuditLog {
         self.forward = forward
     }
 
+    /// A process at the other end of a socket, as the kernel named it by `pid` (`SO_PEERCRED`):
+    /// what /proc shows of it, read as for this process's own lines (docs/audit.md, "Fields").
+    public static func caller(ofProcess pid: Int32) -> AuditCaller { LocalCaller.process(pid) }
+
     /// Whether this process has said that the log cannot be written: once is enough.
     private static let hasWarned = Atomic<Bool>(false)
 

@@ -387,8 +387,9 @@ public final class Context {
     }
 
     /// The Portal session of the configured auth environment: the transport, the host gate of
-    /// the configured API, the session lock and the user's hook.
-    func sessionService() throws -> SessionService {
+    /// the configured API, the session lock and the user's hook. `ended` is told, before the hook
+    /// runs, each time this process is the one that removed the session.
+    func sessionService(ended: (() -> Void)? = nil) throws -> SessionService {
         try checkPortalSettings()
         let apiBase = try apiBase()
         let hook = SessionHook(context: self)
@@ -396,7 +397,10 @@ public final class Context {
             authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try sessions(),
             lock: try storeLock(), transport: try transport(),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
-            sessionEnded: hook.run, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
+            sessionEnded: { event in
+                ended?()
+                hook.run(event)
+            }, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
             now: now)
     }
 
