@@ -102,7 +102,7 @@ extension InProcessKeyringTests {
                 ], environment: ProcessRunner.environment(), timeout: 10)
             #expect(search.exitCode == 0)
             let lines = Set((search.stdout + search.stderr).split(separator: "\n").map { $0.trimmingWhitespace })
-            #expect(lines.contains("label = Git: https://\(host):8443/team/repo.git"))
+            #expect(lines.contains("label = Git: https:∕∕\(host):8443∕team∕repo.git"))
             #expect(lines.contains("attribute.protocol = https"))
             #expect(lines.contains("attribute.server = \(host)"))
             #expect(lines.contains("attribute.port = 8443"))
