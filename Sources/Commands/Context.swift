@@ -178,11 +178,13 @@ public final class Context {
         return try? bus.secretServiceProvider()
     }
 
-    /// A keyring that is locked or did not answer in time names its provider: that program's
+    /// A keyring that is locked or did not answer in time, or whose provider changed what it was
+    /// given, names its provider: that program's
     /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
     /// daemon, within the bound.
     func namingTheProvider(_ error: StoreError) -> StoreError {
-        guard error.kind == .locked || error.kind == .timedOut, decidedBackend?.backend == .secretService,
+        guard error.kind == .locked || error.kind == .timedOut || error.namesProvider,
+            decidedBackend?.backend == .secretService,
             let provider = secretServiceProvider()
         else { return error }
         var named = error

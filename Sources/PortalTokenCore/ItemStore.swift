@@ -240,15 +240,21 @@ public struct StoreError: Error, Sendable, Equatable {
     /// happened (or may still happen): a keyring daemon that stalls after it received the
     /// request carries it out all the same. The message says so; never "nothing was deleted".
     public var outcomeUnknown: Bool
+    /// The store's own program did what went wrong: the error names it (the Secret Service
+    /// provider), as it does for a lock or a timeout.
+    public var namesProvider: Bool
 
     /// The hint every "keyring is locked" error carries.
     public static let keyringLockedHint =
         "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
-    public init(_ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false) {
+    public init(
+        _ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false, namesProvider: Bool = false
+    ) {
         self.kind = kind
         self.message = message
         self.hint = hint
         self.outcomeUnknown = outcomeUnknown
+        self.namesProvider = namesProvider
     }
 }

@@ -243,11 +243,11 @@ final class SecretServiceConnection {
             hint: "unlock it first (log in to the desktop session, or open Passwords and Keys / seahorse)")
     }
 
-    /// Creates an item (never replacing one) and returns its object path.
+    /// Creates an item (never replacing one) and returns it.
     func create(
         in collection: CollectionReference, schema: OpaquePointer,
         attributes: [(String, String)], label: String, secret: Secret, while operation: String
-    ) throws(StoreError) -> String {
+    ) throws(StoreError) -> FoundItem {
         let lib = LibSecret.functions
         let value = secret.withBytes { bytes in
             // secret_value_new copies the bytes; an empty secret still needs a valid pointer.
@@ -266,7 +266,16 @@ final class SecretServiceConnection {
                 collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
-        return FoundItem(ItemReference(owning: created)).objectPath
+        return FoundItem(ItemReference(owning: created))
+    }
+
+    /// The secret of an item, read from the provider now (one `GetSecret` call); nil when the
+    /// provider gave none.
+    func loadSecret(of item: FoundItem, while operation: String) throws(StoreError) -> Secret? {
+        _ = try bounded(operation) { cancellable, error in
+            LibSecret.functions.itemLoadSecretSync(item.pointer, cancellable, &error)
+        }
+        return item.secret
     }
 
     /// Deletes the item; one that another process deleted first counts as deleted. A delete the

@@ -74,7 +74,22 @@ public final class SecretServiceItemStore: ItemStore {
             in: collection, schema: schema(item.schema, attributes: attributes.keys),
             attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             label: item.label, secret: item.secret, while: operation)
-        for old in previous where old.found.objectPath != created {
+        // Read back from the item just made: a provider may change a secret as it stores it
+        // (KeePassXC expands `{REF:…}` and `{TITLE}`-style placeholders in what it hands out).
+        // An item that does not hold what was given is removed again, and what it was to
+        // replace stays (docs/storage.md, "Providers").
+        guard try connection.loadSecret(of: created, while: operation) == item.secret else {
+            try connection.delete(created, while: "removing an item the keyring changed")
+            throw StoreError(
+                .failed,
+                """
+                the Secret Service provider changed the secret as it stored it (it read back different), \
+                so nothing was replaced
+                """,
+                hint: "the provider may expand placeholders such as {REF:…} or {TITLE}; store a secret without them",
+                namesProvider: true)
+        }
+        for old in previous where old.found.objectPath != created.objectPath {
             try connection.delete(old.found, while: "replacing an item in the keyring")
         }
         return true

@@ -198,4 +198,30 @@ struct ProviderTests {
             ["get"], stdin: "protocol=https\nhost=other.example\n", environment: environment)
         #expect(byLabel.exitCode == 0 && byLabel.stdout.isEmpty, "\(byLabel.stdout) \(byLabel.stderr)")
     }
+
+    @Test("on KeePassXC, a secret the provider changes as it stores it is refused, and what it replaces stays")
+    func changedSecretOnKeePassXC() throws {
+        let seeded = try Seeded(.keepassxc)
+        try seeded.seed()
+        // KeePassXC 2.7.4 hands out `{TITLE}` as the entry's title and `{REF:…}` as what it refers to.
+        for password in ["x{TITLE}y", "{REF:P@T:anything}"] {
+            let stored = try seeded.run(["store"], stdin: seeded.request + "username=alice\npassword=\(password)\n")
+            #expect(stored.exitCode == 4, "\(password): \(stored.stderr)")
+            #expect(
+                stored.stderr.hasPrefix(
+                    "portal-token: error: the Secret Service provider changed the secret as it stored it"),
+                "\(stored.stderr)")
+            #expect(stored.stderr.contains("; provider: KeePassXC\n"), "\(stored.stderr)")
+            #expect(!stored.stderr.contains(password), "\(stored.stderr)")
+            // The previous item is there, and the changed one is not.
+            try seeded.expectBothPresent()
+            let got = try seeded.run(["get"], stdin: seeded.request)
+            #expect(got.stdout == "username=alice\npassword=pw-keepassxc\n", "\(got.stdout)")
+        }
+        // `{REF:` that is no placeholder comes back exactly as stored.
+        let plain = seeded.request + "username=alice\npassword=a{REF:b\n"
+        let stored = try seeded.run(["store"], stdin: plain)
+        #expect(stored.exitCode == 0, "\(stored.stderr)")
+        #expect(try seeded.run(["get"], stdin: seeded.request).stdout == "username=alice\npassword=a{REF:b\n")
+    }
 }
