@@ -381,9 +381,11 @@ public final class Context {
     }
 
     /// One bounded read of the default collection's `Locked` property on the session bus, without
-    /// libsecret: what a cached keyring answer costs before it is served.
+    /// libsecret: what a cached keyring answer costs before it is served. A locked collection is
+    /// asked to unlock with no prompt first, as every read of it is.
     func confirmKeyringUnlocked() throws(StoreError) {
-        if try busForKeyringChecks().isDefaultCollectionLocked() {
+        let bus = try busForKeyringChecks()
+        if try bus.isDefaultCollectionLocked(), try !bus.unlockDefaultCollectionWithoutPrompt() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
         }
     }

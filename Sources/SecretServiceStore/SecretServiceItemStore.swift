@@ -26,8 +26,13 @@ public final class SecretServiceItemStore: ItemStore {
         timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission,
         sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
     ) {
+        // A locked default collection is first asked to unlock with no prompt, over the bus the
+        // run holds: one place for that rule, for the reads over sd-bus and for libsecret.
         connection = SecretServiceConnection(
-            timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission)
+            timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission,
+            unlockWithoutPrompt: { () throws(StoreError) -> Bool in
+                try sessionBus()?.unlockDefaultCollectionWithoutPrompt() ?? false
+            })
         self.sessionBus = sessionBus
     }
 
@@ -42,11 +47,26 @@ public final class SecretServiceItemStore: ItemStore {
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
-        if let bus = sessionBus(), let items = try bus.unlockedSecretServiceItems(filters) { return items }
+        if let bus = sessionBus() {
+            var locked: StoreError?
+            do {
+                if let items = try bus.unlockedSecretServiceItems(filters) { return items }
+            } catch  where error.kind == .locked {
+                // A provider that held the search while locked.
+                locked = error
+            }
+            // A lock in the way: the provider may unlock with no prompt.
+            if try bus.unlockDefaultCollectionWithoutPrompt(), let items = try bus.unlockedSecretServiceItems(filters) {
+                return items
+            }
+            if let locked { throw locked }
+        }
         // libsecret: it unlocks, with a prompt where one is allowed, or says what is locked.
-        let items = try loaded(filters, while: "reading the keyring")
+        var items = try loaded(filters, while: "reading the keyring")
         // A locked collection finds nothing, exactly like one that holds nothing.
-        if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
+        if items.isEmpty, try connection.ensureDefaultCollectionIsNotLocked() {
+            items = try loaded(filters, while: "reading the keyring")
+        }
         return items.map(\.item)
     }
 

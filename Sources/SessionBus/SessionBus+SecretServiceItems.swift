@@ -112,6 +112,37 @@ extension SessionBus {
         return items.sorted(by: StoredItem.isListedBefore)
     }
 
+    /// `Service.Unlock` on the default collection, within the bound; the prompt it may answer
+    /// with is never run here (only libsecret prompts, and only where a prompt is allowed).
+    /// True when the provider unlocked it with no prompt (`SecretServiceProvider.noPrompt`).
+    public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool {
+        let operation = "unlocking the keyring"
+        let alias = [
+            try newCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias") { call in
+                call.append("s", "default")
+            }
+        ]
+        guard let aliased = try callAll(alias, while: operation) else { return false }
+        let collection = try readObjectPath(aliased[0])
+        guard collection != "/" else { return false }
+        let unlock = [
+            try newCall(Self.secretServicePath, Self.serviceInterface, "Unlock") { call in
+                call.container("a", "o") { call.append("o", collection) }
+            }
+        ]
+        let answered: [Reply]?
+        do {
+            answered = try callAll(unlock, while: operation)
+        } catch  where error.kind == .timedOut {
+            // A provider that holds Unlock is showing its own dialog: that is still "locked".
+            return false
+        }
+        guard let reply = answered?.first else { return false }
+        let unlocked = try readObjectPaths(reply.message)
+        let prompt = try readObjectPath(reply)
+        return prompt == SecretServiceProvider.noPrompt && unlocked.contains(collection)
+    }
+
     /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
     /// before search", its default) answers a search in a locked database only once a person
     /// unlocks it in the dialog it shows, and answers other calls meanwhile, so whether the

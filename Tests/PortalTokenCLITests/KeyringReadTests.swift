@@ -16,10 +16,18 @@ struct KeyringReadTests {
 
     /// The method calls each client that connected while `body` ran sent, by its unique name.
     static func monitoredCalls(on keyring: PrivateKeyring, during body: () throws -> Void) throws -> [String: [Call]] {
-        let output = keyring.directory.appendingPathComponent("monitor-\(UUID().uuidString)").path
+        try monitoredCalls(
+            directory: keyring.directory, busAddress: keyring.busAddress, environment: keyring.environment,
+            during: body)
+    }
+
+    /// The same on any private bus: `directory` holds the monitor's output.
+    static func monitoredCalls(
+        directory: URL, busAddress: String, environment: [String: String], during body: () throws -> Void
+    ) throws -> [String: [Call]] {
+        let output = directory.appendingPathComponent("monitor-\(UUID().uuidString)").path
         let monitor = try ProcessRunner.spawn(
-            "/usr/bin/dbus-monitor", ["--address", keyring.busAddress], environment: keyring.environment,
-            stdout: output)
+            "/usr/bin/dbus-monitor", ["--address", busAddress], environment: environment, stdout: output)
         defer {
             kill(monitor, SIGTERM)
             _ = waitpid(monitor, nil, 0)
@@ -43,7 +51,7 @@ struct KeyringReadTests {
             [
                 "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
                 "org.freedesktop.DBus.GetId",
-            ], environment: keyring.environment, timeout: 10)
+            ], environment: environment, timeout: 10)
         #expect(marker.exitCode == 0)
         #expect(try seen("member=GetId"), "the marker call never reached dbus-monitor")
 

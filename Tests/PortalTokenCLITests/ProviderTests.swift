@@ -224,4 +224,38 @@ struct ProviderTests {
         #expect(stored.exitCode == 0, "\(stored.stderr)")
         #expect(try seeded.run(["get"], stdin: seeded.request).stdout == "username=alice\npassword=a{REF:b\n")
     }
+
+    @Test(
+        """
+        with no prompt allowed, a locked collection is asked to unlock first, its prompt is never run, and \
+        get, token and store are exit 4 naming the provider
+        """,
+        arguments: TestProvider.allCases)
+    func unlockAskedFirst(provider: TestProvider) throws {
+        let seeded = try Seeded(provider)
+        try seeded.seed()
+        try seeded.keyring.lock()
+        let address = try #require(seeded.environment["DBUS_SESSION_BUS_ADDRESS"])
+        for (arguments, input) in [
+            (["get"], seeded.request), (["token"], nil), (["store"], seeded.credential),
+        ] as [([String], String?)] {
+            let what = "\(provider) \(arguments.joined(separator: " "))"
+            let calls = try KeyringReadTests.monitoredCalls(
+                directory: seeded.keyring.directory, busAddress: address, environment: seeded.environment
+            ) {
+                let result = try seeded.run(arguments, stdin: input)
+                #expect(result.exitCode == 4, "\(what): exit \(result.exitCode), \(result.stderr)")
+                #expect(result.stderr.contains("is locked"), "\(what): \(result.stderr)")
+                #expect(result.stderr.contains("; provider: \(provider.productName)\n"), "\(what): \(result.stderr)")
+            }
+            let members = calls.values.flatMap { $0 }.filter { $0.destination == "org.freedesktop.secrets" }
+                .map(\.member)
+            // Every provider here answers Unlock on a locked collection with a prompt to run
+            // (docs/storage.md, "Providers"): asked, and left unrun.
+            #expect(members.contains("Unlock"), "\(what): \(members)")
+            #expect(!members.contains("Prompt"), "\(what): \(members)")
+        }
+        try seeded.keyring.unlock()
+        try seeded.expectBothPresent()
+    }
 }

@@ -41,6 +41,13 @@ extension InProcessKeyringTests {
             try check.run(on: Self.open())
         }
 
+        @Test("Unlock on gnome-keyring's unlocked default collection answers the prompt `/`: unlocked, nothing to run")
+        func unlockAnswersNoPrompt() throws {
+            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            #expect(try bus.unlockDefaultCollectionWithoutPrompt())
+            #expect(try !bus.isDefaultCollectionLocked())
+        }
+
         @Test(
             """
             the session bus answers an unlocked keyring itself: subset match, a provider's attributes ignored, the \
