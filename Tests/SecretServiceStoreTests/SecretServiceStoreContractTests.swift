@@ -58,8 +58,9 @@ extension InProcessKeyringTests {
             let store = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
             let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
             // Written by another program first, with an attribute as KeePassXC adds and no sequence.
+            // KeePassXC makes a `Title` attribute the entry's title, which is its label: the same.
             let stored = try ProcessRunner.run(
-                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "extra"],
+                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "other"],
                 stdin: "theirs", environment: ProcessRunner.environment(), timeout: 10)
             #expect(stored.exitCode == 0, "\(stored.stderr)")
             defer { _ = try? store.delete([[StoredItem.schemaAttribute: schema]]) }
