@@ -16,8 +16,9 @@ import PortalTokenCore
 ///    and each found item's properties (attributes, label, times).
 ///
 /// Six calls to the provider for one item, where git's C helper makes six too (and fourteen
-/// more to the bus daemon). Only libsecret may unlock, so the answer is nil, and libsecret
-/// reads, whenever a lock is in the way: the default collection is locked (some providers then
+/// more to the bus daemon). Only libsecret runs an unlock prompt, so the answer is nil, and the
+/// caller asks `unlockDefaultCollectionWithoutPrompt` before libsecret reads, whenever a lock is
+/// in the way: the default collection is locked (some providers then
 /// answer a search with nothing at all, which is not "nothing stored"), or has no alias, or an
 /// item found is locked. A provider error other than "no provider" or a timeout is left to
 /// libsecret too, which knows how to tell a vanished item from a failure.
