@@ -13,6 +13,7 @@ public final class SecretServiceItemStore: ItemStore {
     private var schemas: [String: OpaquePointer] = [:]
     /// The session bus this run holds (sd-bus), for reads that need no unlock; nil without one.
     private let sessionBus: () -> (any SessionBusConnection)?
+    private let unlockWithoutPrompt: UnlockWithoutPrompt
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
@@ -28,11 +29,11 @@ public final class SecretServiceItemStore: ItemStore {
     ) {
         // A locked default collection is first asked to unlock with no prompt, over the bus the
         // run holds: one place for that rule, for the reads over sd-bus and for libsecret.
+        let unlock = UnlockWithoutPrompt(sessionBus)
         connection = SecretServiceConnection(
             timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission,
-            unlockWithoutPrompt: { () throws(StoreError) -> Bool in
-                try sessionBus()?.unlockDefaultCollectionWithoutPrompt() ?? false
-            })
+            unlockWithoutPrompt: { () throws(StoreError) -> Bool in try unlock.ask() })
+        unlockWithoutPrompt = unlock
         self.sessionBus = sessionBus
     }
 
@@ -56,7 +57,7 @@ public final class SecretServiceItemStore: ItemStore {
                 locked = error
             }
             // A lock in the way: the provider may unlock with no prompt.
-            if try bus.unlockDefaultCollectionWithoutPrompt(), let items = try bus.unlockedSecretServiceItems(filters) {
+            if try unlockWithoutPrompt.ask(), let items = try bus.unlockedSecretServiceItems(filters) {
                 return items
             }
             if let locked { throw locked }
@@ -160,5 +161,23 @@ public final class SecretServiceItemStore: ItemStore {
         let built = makeSchema(name: name, attributes: names.map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
         schemas[key] = built
         return built
+    }
+}
+
+/// `Service.Unlock` on the default collection with no prompt, over the run's session bus. A
+/// provider that answered with a prompt once is not asked again in the same run: each such call
+/// leaves a prompt object behind, and the answer is the prompt path or "locked" either way.
+private final class UnlockWithoutPrompt {
+    private let sessionBus: () -> (any SessionBusConnection)?
+    private var refused = false
+
+    init(_ sessionBus: @escaping () -> (any SessionBusConnection)?) { self.sessionBus = sessionBus }
+
+    /// True when the provider unlocked the collection with no prompt.
+    func ask() throws(StoreError) -> Bool {
+        guard !refused, let bus = sessionBus() else { return false }
+        if try bus.unlockDefaultCollectionWithoutPrompt() { return true }
+        refused = true
+        return false
     }
 }
