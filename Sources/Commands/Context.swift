@@ -178,11 +178,13 @@ public final class Context {
         return try? bus.secretServiceProvider()
     }
 
-    /// A keyring that is locked or did not answer in time names its provider: that program's
+    /// A keyring that is locked or did not answer in time, or whose provider changed what it was
+    /// given, names its provider: that program's
     /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
     /// daemon, within the bound.
     func namingTheProvider(_ error: StoreError) -> StoreError {
-        guard error.kind == .locked || error.kind == .timedOut, decidedBackend?.backend == .secretService,
+        guard error.kind == .locked || error.kind == .timedOut || error.namesProvider,
+            decidedBackend?.backend == .secretService,
             let provider = secretServiceProvider()
         else { return error }
         var named = error
@@ -379,9 +381,11 @@ public final class Context {
     }
 
     /// One bounded read of the default collection's `Locked` property on the session bus, without
-    /// libsecret: what a cached keyring answer costs before it is served.
+    /// libsecret: what a cached keyring answer costs before it is served. A locked collection is
+    /// asked to unlock with no prompt first, as every read of it is.
     func confirmKeyringUnlocked() throws(StoreError) {
-        if try busForKeyringChecks().isDefaultCollectionLocked() {
+        let bus = try busForKeyringChecks()
+        if try bus.isDefaultCollectionLocked(), try !bus.unlockDefaultCollectionWithoutPrompt() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
         }
     }

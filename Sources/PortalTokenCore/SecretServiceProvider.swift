@@ -9,6 +9,11 @@ public enum SecretServiceProvider: Sendable, Equatable {
     /// a sandbox).
     case other(String)
 
+    /// The prompt `Service.Unlock` answers when it needs none: a locked collection is not always
+    /// one that needs a password (a provider may know it already), so a client asks `Unlock`
+    /// first, and this answer means the collection is unlocked, with nothing left to run.
+    public static let noPrompt = "/"
+
     /// Who owns `org.freedesktop.secrets`, from its process: the executable's name, else the
     /// name of any program in its command line (a daemon started through a loader or an
     /// interpreter shows that as its executable).

@@ -41,6 +41,13 @@ extension InProcessKeyringTests {
             try check.run(on: Self.open())
         }
 
+        @Test("Unlock on gnome-keyring's unlocked default collection answers the prompt `/`: unlocked, nothing to run")
+        func unlockAnswersNoPrompt() throws {
+            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            #expect(try bus.unlockDefaultCollectionWithoutPrompt())
+            #expect(try !bus.isDefaultCollectionLocked())
+        }
+
         @Test(
             """
             the session bus answers an unlocked keyring itself: subset match, a provider's attributes ignored, the \
@@ -51,8 +58,9 @@ extension InProcessKeyringTests {
             let store = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
             let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
             // Written by another program first, with an attribute as KeePassXC adds and no sequence.
+            // KeePassXC makes a `Title` attribute the entry's title, which is its label: the same.
             let stored = try ProcessRunner.run(
-                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "extra"],
+                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "other"],
                 stdin: "theirs", environment: ProcessRunner.environment(), timeout: 10)
             #expect(stored.exitCode == 0, "\(stored.stderr)")
             defer { _ = try? store.delete([[StoredItem.schemaAttribute: schema]]) }
@@ -102,7 +110,7 @@ extension InProcessKeyringTests {
                 ], environment: ProcessRunner.environment(), timeout: 10)
             #expect(search.exitCode == 0)
             let lines = Set((search.stdout + search.stderr).split(separator: "\n").map { $0.trimmingWhitespace })
-            #expect(lines.contains("label = Git: https://\(host):8443/team/repo.git"))
+            #expect(lines.contains("label = Git: https:∕∕\(host):8443∕team∕repo.git"))
             #expect(lines.contains("attribute.protocol = https"))
             #expect(lines.contains("attribute.server = \(host)"))
             #expect(lines.contains("attribute.port = 8443"))
