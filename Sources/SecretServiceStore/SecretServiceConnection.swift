@@ -298,7 +298,9 @@ final class SecretServiceConnection {
     /// keyring does not answer in time may still be carried out (the request reached it; a
     /// stalled daemon acts on it once it runs again), so that timeout is `outcomeUnknown` and
     /// says so, never "nothing was deleted".
-    func delete(_ item: FoundItem, while operation: String) throws(StoreError) {
+    /// Deletes an item; false when the provider said it was gone already.
+    @discardableResult
+    func delete(_ item: FoundItem, while operation: String) throws(StoreError) -> Bool {
         var vanished = false
         do {
             _ = try bounded(
@@ -315,7 +317,7 @@ final class SecretServiceConnection {
                 LibSecret.functions.itemDeleteSync(item.pointer, cancellable, &error)
             }
         } catch  where vanished {
-            return
+            return false
         } catch  where error.kind == .timedOut {
             throw StoreError(
                 .timedOut,
@@ -330,6 +332,7 @@ final class SecretServiceConnection {
                     """,
                 outcomeUnknown: true)
         }
+        return true
     }
 
     /// Whether the error says the item no longer exists.

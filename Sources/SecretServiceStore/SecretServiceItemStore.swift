@@ -118,10 +118,21 @@ public final class SecretServiceItemStore: ItemStore {
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
         let operation = "deleting from the keyring"
-        let doomed = try loaded(filters, while: operation).filter { isDoomed($0.item) }
-        for item in doomed { try connection.delete(item.found, while: operation) }
-        return doomed.count
+        // One item at a time, each from a fresh search: KWallet names items by number in its
+        // wallet, and after a deletion a path from the earlier search may name another item or
+        // none (docs/storage.md, "Providers"). One search when there is a single item to remove.
+        var removed = 0
+        for _ in 0..<Self.deletionBound {
+            let doomed = try loaded(filters, while: operation).filter { isDoomed($0.item) }
+            guard let first = doomed.first else { break }
+            if try connection.delete(first.found, while: operation) { removed += 1 }
+            if doomed.count == 1 { break }
+        }
+        return removed
     }
+
+    /// The most items one delete removes: a bound on its searches.
+    static let deletionBound = 256
 
     /// The items matching any filter, each once, newest first by the sequence each write
     /// stamps (items without one, written by another program, after them in the provider's
