@@ -5,9 +5,16 @@ import Synchronization
 
 /// The authenticating reverse proxy to the Portal API (docs/proxy.md): each request the rules
 /// allow goes to the configured API origin with the session's bearer added, and its answer comes
-/// back as it arrives; everything else is refused before any connection to Portal is made.
+/// back as it arrives; everything else is refused before any connection to Portal is made. On a
+/// Unix socket (the agent's, or `proxy --socket`) the rules file decides per caller first, from
+/// the kernel's word on who it is (docs/agent.md, "The rules file").
 final class PortalProxy: @unchecked Sendable {
     let rules: ProxyRules
+    /// The rules file's judge of callers on a Unix socket; nil on a loopback port, whose callers
+    /// the marker header's credential admits.
+    private let policy: CallerPolicy?
+    /// Where refusals by the rules file are told (the agent's log); nil says nothing.
+    private let log: (@Sendable (String) -> Void)?
     private let apiBase: PortalAPIBase
     private let sessions: SessionService
     private let transport: any StreamingHTTPTransport
@@ -17,8 +24,13 @@ final class PortalProxy: @unchecked Sendable {
     /// processes are kept apart by the store's own lock, as for `api`.
     private let sessionAccess = Mutex(())
 
-    init(rules: ProxyRules, context: Context, sessions: SessionService) throws {
+    init(
+        rules: ProxyRules, policy: CallerPolicy?, context: Context, sessions: SessionService,
+        log: (@Sendable (String) -> Void)? = nil
+    ) throws {
         self.rules = rules
+        self.policy = policy
+        self.log = log
         self.apiBase = try context.apiBase()
         self.sessions = sessions
         self.transport = context.services.streamingTransport(try HTTPTransportOptions(settings: context.settings))
@@ -27,10 +39,37 @@ final class PortalProxy: @unchecked Sendable {
         self.warn = { streams.printError("portal-token: warning: \($0)") }
     }
 
+    /// The header of a refusal by the rules file: the rule that decided, or `default`.
+    static let decidedByHeader = "Portal-Token-Decided-By"
+
     /// The value the proxy puts before a client's own `User-Agent`.
     static var userAgent: String { "portal-token/\(PortalTokenCLI.version)" }
 
-    func handle(_ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: LocalCaller) {
+    func handle(
+        _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: CallerIdentity?,
+        socket: AgentRules.Socket = .main
+    ) {
+        if let policy {
+            // A Unix socket's server closes a connection whose caller the kernel cannot name, so
+            // a missing identity here is a refusal too.
+            let operation = AgentRules.Operation.proxy(method: request.method, path: String(request.path))
+            let decision =
+                caller.map { policy.decide(operation, for: $0, on: socket) }
+                ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
+            guard decision.allowed else {
+                trace("proxy: \(request.method) \(request.path) refused (\(decision.decidedBy))")
+                log?(
+                    "portal-token agent: refused \(operation) on the \(socket.rawValue) socket for "
+                        + "\(caller.map(String.init(describing:)) ?? "an unknown caller") "
+                        + "(\(decision.decidedBy): \(decision.reason))")
+                var response = HTTPServerResponse.text(
+                    403,
+                    "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))")
+                response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
+                try? exchange.answer(response)
+                return
+            }
+        }
         switch rules.decide(request) {
         case .refuse(let status, let reason):
             trace("proxy: \(request.method) \(request.path) refused (\(status))")
@@ -135,7 +174,9 @@ struct ProxyCommand: Command {
         127.0.0.1:PORT (or localhost:PORT) and the header Portal-Token-Proxy with the
         credential: without it the answer is 412, with another value 403. --socket PATH
         serves on a Unix socket (0600, in a directory only you can write) instead, to
-        processes of your own user only.
+        processes the rules file allows ($XDG_CONFIG_HOME/portal-token/agent.rules, the
+        agent's: allow proxy); by default your own user in your own user namespace, outside
+        containers, refused callers getting 403. The agent's sockets serve the same proxy.
 
         A 401 from Portal ends the session (the on-session-invalidated hook runs once) and is
         passed back; every accepted request slides the expiry, as api does. Runs until killed.
@@ -192,10 +233,10 @@ struct ProxyCommand: Command {
 
     func run(in context: Context) throws {
         let sessions = try context.sessionService()
-        let uid = getuid()
-        // The seam for callers on a Unix socket: the kernel's word on who connected. Only this
-        // user is served here; the agent decides by its rules instead.
-        let server = try context.services.bindLocalServer(address) { caller in caller.uid == uid }
+        // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
+        var policy: CallerPolicy?
+        if case .unixSocket = address { policy = try CallerPolicy.load(context, rulesPath: nil) }
+        let server = try context.services.bindLocalServer(address)
         var credential: Secret?
         let listener: ProxyListenerKind
         if let port = server.port {
@@ -208,7 +249,7 @@ struct ProxyCommand: Command {
             rules: ProxyRules(
                 listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
                 userAgent: PortalProxy.userAgent),
-            context: context, sessions: sessions)
+            policy: policy, context: context, sessions: sessions)
         if let port = server.port, let credential {
             var lines = Array(
                 """
@@ -223,7 +264,7 @@ struct ProxyCommand: Command {
         } else if case .unixSocket(let path) = address {
             context.streams.printError("portal-token: proxy listening on \(path)")
         }
-        try server.run(proxy.handle)
+        try server.run { request, exchange, caller in proxy.handle(request, exchange, caller) }
     }
 }
 
@@ -241,14 +282,14 @@ extension ExecCommand {
         for signal in [SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGCHLD] { sigaddset(&handled, signal) }
         pthread_sigmask(SIG_BLOCK, &handled, nil)
 
-        let server = try context.services.bindLocalServer(.loopback(port: 0)) { _ in false }
+        let server = try context.services.bindLocalServer(.loopback(port: 0))
         guard let port = server.port else { throw CLIError("the proxy has no port", exitCode: .usage) }
         let credential = ProxyRules.makeCredential()
         let proxy = try PortalProxy(
             rules: ProxyRules(
                 listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
-            context: context, sessions: sessions)
-        try server.start(proxy.handle)
+            policy: nil, context: context, sessions: sessions)
+        try server.start { request, exchange, caller in proxy.handle(request, exchange, caller) }
 
         var environment = ProcessEnvironment.current()
         environment.removeValue(forKey: Self.defaultTokenVariable)

@@ -101,8 +101,6 @@ public enum Composition {
                     forward: forward)
             },
             streamingTransport: { CurlStreamingTransport(options: $0) },
-            bindLocalServer: { address, admit throws(CLIError) in
-                try StreamingLocalServer.bind(address, admit: admit)
-            })
+            bindLocalServer: { address throws(CLIError) in try StreamingLocalServer.bind(address) })
     }
 }
