@@ -79,12 +79,19 @@ struct AgentCommand: Command {
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the
         // callers the rules' `allow proxy` (or the default) lets through.
+        // The proxy reads the session as the router's commands do: prompts ruled out, and keys
+        // cached where the agent keeps them (its memory when the kernel keyring is refused).
+        var proxyServices = context.services
+        proxyServices.secretCache = proxyServices.agentSecretCache
+        let proxyContext = Context(
+            streams: context.streams, environment: router.environment, settings: context.settings,
+            programName: context.programName, services: proxyServices)
         // An agent without Portal settings still serves its own endpoints; proxying says why not.
         let proxy = Result { () throws -> PortalProxy in
             try PortalProxy(
                 rules: ProxyRules(
                     listener: .unixSocket, credential: nil, pathPrefixes: ["/"], userAgent: PortalProxy.userAgent),
-                policy: policy, context: context, sessions: try context.sessionService(), log: log)
+                policy: policy, context: proxyContext, sessions: try proxyContext.sessionService(), log: log)
         }.mapError { CLIError($0) }
         try context.services.serveAgent(
             AgentServeOptions(

@@ -110,6 +110,25 @@ struct AgentProxyTests {
         #expect(try harness.client(["token"]).exitCode == 1)
     }
 
+    @Test("where the kernel refuses keyrings to the agent, its proxy keeps the file's key in the agent's memory")
+    func keysInMemory() throws {
+        let harness = try AgentHarness(start: false)
+        let token = try harness.signIn()
+        let passphraseFile = harness.scratch + "/passphrase"
+        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        chmod(passphraseFile, 0o600)
+        try harness.start(
+            wrapper: [try AgentHarness.denyKeyctl()],
+            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let first = try Self.curl(harness.socket)
+        #expect(first.stdout.contains("status=200"), "\(first.stdout) \(harness.log)")
+        // With the passphrase gone and no kernel keyring, only the agent's memory can answer.
+        unlink(passphraseFile)
+        let second = try Self.curl(harness.socket)
+        #expect(second.stdout.contains("status=200"), "\(second.stdout) \(harness.log)")
+        #expect(harness.portal.requests(to: "/api/v3/clients/me").map(\.bearerToken) == [token, token])
+    }
+
     @Test("portal-token proxy --socket judges its callers by the agent's rules file")
     func proxyCommandUsesTheRules() throws {
         let harness = try AgentHarness(start: false)
