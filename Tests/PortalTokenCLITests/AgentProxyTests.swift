@@ -88,6 +88,49 @@ struct AgentProxyTests {
         #expect(harness.portal.requests(to: "/api/v3/clients/me").map(\.bearerToken) == [token])
     }
 
+    @Test("8 MB go up chunked and come down chunked intact, streamed through the agent")
+    func largeBodies() throws {
+        let harness = try AgentHarness()
+        harness.portal.server.enableLargeBodies()
+        try harness.signIn()
+        let size = 8 * 1024 * 1024
+        let upload = harness.scratch + "/up"
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: size)
+        for index in stride(from: 0, to: size, by: 8) {
+            withUnsafeBytes(of: generator.next() as UInt64) { word in
+                for offset in 0..<8 { bytes[index + offset] = word[offset] }
+            }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: upload))
+        var hasher = SHA256Stream()
+        hasher.update(bytes[...])
+        let uploadDigest = hasher.finish()
+        bytes = []
+        let curl =
+            "curl -sS --noproxy '*' --max-time 120 --unix-socket '\(harness.socket)' "
+            + "-H 'Accept: application/json' -H 'Content-Type: application/json'"
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c",
+                """
+                \(curl) -w '\\nup=%{http_code}\\n' -H 'Transfer-Encoding: chunked' -X POST -T '\(upload)' \\
+                    'http://localhost\(FakePortalServer.uploadPath)'
+                \(curl) -o '\(harness.scratch)/down' -D '\(harness.scratch)/down-head' -w 'down=%{http_code}\\n' \\
+                    'http://localhost\(FakePortalServer.downloadPath)?bytes=\(size)'
+                grep -i '^Transfer-Encoding: chunked' '\(harness.scratch)/down-head' >/dev/null && echo down-chunked
+                sha256sum '\(harness.scratch)/down'
+                """,
+            ], timeout: 300)
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("up=200") && result.stdout.contains("down=200"), "\(result.stdout)")
+        #expect(result.stdout.contains(#""bytes":\#(size),"sha256":"\#(uploadDigest)","chunked":true"#))
+        #expect(result.stdout.contains("down-chunked"))
+        #expect(result.stdout.contains(FakePortalServer.downloadDigest(count: size) + "  "))
+        #expect(harness.portal.server.violations.isEmpty, "\(harness.portal.server.violations)")
+    }
+
     @Test("concurrent 401s proxied by the agent end the session once, and each is passed back")
     func unauthorizedEndsTheSessionOnce() throws {
         let harness = try AgentHarness()
