@@ -13,11 +13,16 @@ struct CallerPolicy: Sendable {
     let agentUID: UInt32
     /// Where this process runs: a caller in the same container is served as this process's own.
     let agentPlacement: CgroupPlacement
+    /// What the default lets this process's own user send through a proxy: the client API,
+    /// or what `portal-token proxy --allow-method` and `--allow-path` chose.
+    var defaultProxy: AgentRules.Grant = .proxy(methods: [], prefixes: [])
 
     func decide(_ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket)
         -> AgentRules.Decision
     {
-        rules.decide(operation, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
+        rules.decide(
+            operation, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement,
+            defaultProxy: defaultProxy)
     }
 
     /// The rules file (`rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`) with this

@@ -235,7 +235,11 @@ struct ProxyCommand: Command {
         let sessions = try context.sessionService()
         // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
         var policy: CallerPolicy?
-        if case .unixSocket = address { policy = try CallerPolicy.load(context, rulesPath: nil) }
+        if case .unixSocket = address {
+            policy = try CallerPolicy.load(context, rulesPath: nil)
+            // The own user may send what this proxy was started to forward.
+            policy?.defaultProxy = .proxy(methods: methods, prefixes: pathPrefixes)
+        }
         let server = try context.services.bindLocalServer(address)
         var credential: Secret?
         let listener: ProxyListenerKind

@@ -197,9 +197,13 @@ public struct AgentRules: Sendable, Equatable {
     /// Decides one operation for one caller on one socket, given the agent's own uid and where
     /// the agent itself runs (an agent inside a container serves that container's processes as
     /// its own; another container is still refused by default).
+    ///
+    /// `defaultProxy` is what the default lets the agent's own user send through the proxy: the
+    /// client API (`ProxyRules`' defaults) unless the proxy was started with others.
     public func decide(
         _ operation: Operation, for caller: CallerIdentity, on socket: Socket, agentUID: UInt32,
-        agentPlacement: CgroupPlacement = CgroupPlacement(path: nil)
+        agentPlacement: CgroupPlacement = CgroupPlacement(path: nil),
+        defaultProxy: Grant = .proxy(methods: [], prefixes: [])
     ) -> Decision {
         if socket == .restricted, operation.isWrite {
             return Decision(
@@ -232,14 +236,11 @@ public struct AgentRules: Sendable, Equatable {
         {
             return Decision(allowed: false, decidedBy: "default", reason: "the caller runs in a container or sandbox")
         }
-        if case .proxy(let method, let path) = operation,
-            !Grant.proxyAllows(method: method, path: path, methods: [], prefixes: [])
-        {
+        if case .proxy = operation, !defaultProxy.covers(operation) {
             return Decision(
                 allowed: false, decidedBy: "default",
-                reason:
-                    "by default only the client API paths (\(ProxyRules.defaultPathPrefixes.joined(separator: ", "))) "
-                    + "are proxied")
+                reason: "by default only the proxy's own methods and paths are proxied (the client API unless it "
+                    + "was started with others)")
         }
         return Decision(allowed: true, decidedBy: "default", reason: "the agent's own user")
     }

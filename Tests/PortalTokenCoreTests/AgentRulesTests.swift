@@ -134,6 +134,21 @@ struct AgentRulesTests {
             ).allowed)
     }
 
+    @Test("a proxy started with its own methods and paths lets its own user send those by default, and only those")
+    func proxyDefaultFollowsTheProxy() {
+        let scope = AgentRules.Grant.proxy(methods: ["GET"], prefixes: ["/api/v3/catalog"])
+        func decide(_ method: String, _ path: String, _ caller: CallerIdentity = Self.own) -> Bool {
+            AgentRules().decide(
+                .proxy(method: method, path: path), for: caller, on: .main, agentUID: Self.agentUID,
+                defaultProxy: scope
+            ).allowed
+        }
+        #expect(decide("GET", "/api/v3/catalog/items"))
+        #expect(!decide("POST", "/api/v3/catalog/items"))
+        #expect(!decide("GET", "/api/v3/clients/me"))
+        #expect(!decide("GET", "/api/v3/catalog/items", Self.unshared))
+    }
+
     @Test("allow proxy grants methods and path prefixes, the defaults when it names none")
     func proxyGrants() throws {
         let rules = try AgentRules.parse(
