@@ -78,9 +78,9 @@ struct AgentCommand: Command {
             services: context.services, verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the
-        // callers the rules' `allow proxy` (or the default) lets through.
-        // The proxy reads the session as the router's commands do: prompts ruled out, and keys
-        // cached where the agent keeps them (its memory when the kernel keyring is refused).
+        // callers the rules' `allow proxy` (or the default) lets through. The proxy reads the
+        // session as the router's commands do: prompts ruled out, and keys cached where the agent
+        // keeps them (its memory when the kernel keyring is refused).
         var proxyServices = context.services
         proxyServices.secretCache = proxyServices.agentSecretCache
         let proxyContext = Context(
