@@ -10,7 +10,11 @@ build=(pkg-config gcc libc6-dev libsystemd-dev libcurl4-openssl-dev libsodium-de
 runtime=(git libsystemd0 libsecret-1-0 man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # libsecret's headers: git's C helper is built against them, and a test compares CLibSecret's declarations with them.
-test=("${keyring[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd)
+# The other Secret Service providers the suite runs against (contrib/testing/provider.sh): KeePassXC,
+# and KWallet's daemon with QCA's OpenSSL plugin, without which its Secret Service API cannot open
+# the encrypted session libsecret asks for.
+providers=(keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
+test=("${keyring[@]}" "${providers[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

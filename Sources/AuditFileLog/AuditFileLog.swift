@@ -9,9 +9,10 @@ import Synchronization
 /// writers never interleave; rotated to `audit.jsonl.1` when the next line would take it past
 /// `maximumBytes`. The token fingerprint's key, `audit.key`, lies beside it.
 ///
-/// Rotation and writes share one `flock` on the log file itself: a write holds it shared, a
-/// rotation exclusive, and a writer whose file was renamed meanwhile opens the new one. So no
-/// line is lost or written past the cap, and writers never wait on one another, only on a rotation.
+/// Rotation and writes share one exclusive `flock` on the log file itself, held from the size
+/// check to the write: writers that each checked the size under a shared lock could together
+/// write past the cap. A writer whose file was renamed meanwhile opens the new one. So no line is
+/// lost or written past the cap; a writer waits only for another's single write or rename.
 public final class AuditFileLog: AuditLog {
     public static let fileName = "audit.jsonl"
     public static let keyFileName = "audit.key"
@@ -36,6 +37,10 @@ public final class AuditFileLog: AuditLog {
         self.warn = warn
         self.forward = forward
     }
+
+    /// A process at the other end of a socket, as the kernel named it by `pid` (`SO_PEERCRED`):
+    /// what /proc shows of it, read as for this process's own lines (docs/audit.md, "Fields").
+    public static func caller(ofProcess pid: Int32) -> AuditCaller { LocalCaller.process(pid) }
 
     /// Whether this process has said that the log cannot be written: once is enough.
     private static let hasWarned = Atomic<Bool>(false)
@@ -153,22 +158,14 @@ public final class AuditFileLog: AuditLog {
             }
             let descriptor = try openLog()
             defer { close(descriptor) }
-            try lock(descriptor, LOCK_SH, deadline: deadline)
+            try lock(descriptor, LOCK_EX, deadline: deadline)
             // A rotation between the open and the lock renamed this file away: open the new one.
             guard try isCurrent(descriptor) else { continue }
             var status = stat()
             guard fstat(descriptor, &status) == 0 else { throw Self.systemFailure("cannot examine it", errno) }
             if Int(status.st_size) > 0, Int(status.st_size) + line.count > maximumBytes {
-                // flock converts a shared lock to an exclusive one by releasing it first, so two
-                // writers that both want to rotate cannot deadlock; whoever comes second finds the
-                // file already renamed.
-                try lock(descriptor, LOCK_EX, deadline: deadline)
-                guard try isCurrent(descriptor) else { continue }
-                guard fstat(descriptor, &status) == 0 else { throw Self.systemFailure("cannot examine it", errno) }
-                if Int(status.st_size) > 0, Int(status.st_size) + line.count > maximumBytes {
-                    guard rename(path, rotatedPath) == 0 else {
-                        throw Self.systemFailure("cannot rotate it to \(rotatedPath)", errno)
-                    }
+                guard rename(path, rotatedPath) == 0 else {
+                    throw Self.systemFailure("cannot rotate it to \(rotatedPath)", errno)
                 }
                 continue
             }

@@ -2,28 +2,51 @@ import Glibc
 import PortalTokenCore
 
 /// The caller of a command run directly: this process, as /proc shows it (proc(5)), and the
-/// chain of programs that started it. Read once per event, as bytes (this runs on every `get`);
-/// every fact that cannot be read is left out.
+/// chain of programs that started it; or, for a request on a socket, the peer the kernel named.
+/// Read once per event, as bytes (this runs on every `get`); every fact that cannot be read is
+/// left out.
 enum LocalCaller {
     static func current() -> AuditCaller {
         var caller = AuditCaller(
-            pid: getpid(), uid: getuid(), gid: getgid(), userNamespace: userNamespace(),
+            pid: getpid(), uid: getuid(), gid: getgid(), userNamespace: userNamespace("/proc/self/ns/user"),
             executable: link("/proc/self/exe"))
-        var pid = getppid()
-        while pid > 1, caller.parents.count < AuditCaller.maximumParents {
-            // `/proc/PID/exe` is readable for the user's own processes; another user's (a root
-            // sshd) is named by its `comm` instead, in parentheses.
-            let stat = read("/proc/\(pid)/stat")
-            caller.parents.append(link("/proc/\(pid)/exe") ?? stat.flatMap(name(inStat:)).map { "(\($0))" } ?? "?")
-            guard let stat, let parent = parentPID(inStat: stat) else { break }
-            pid = parent
+        caller.parents = parents(from: getppid())
+        return caller
+    }
+
+    /// Another process, by the pid the kernel gave for it (`SO_PEERCRED`): its executable, user
+    /// namespace and parents as /proc shows them now. Its uid and gid are the caller's to fill in,
+    /// from the same word of the kernel; a pid that is not a process of this namespace (0) gives
+    /// nothing more.
+    static func process(_ pid: pid_t) -> AuditCaller {
+        guard pid > 0 else { return AuditCaller() }
+        var caller = AuditCaller(
+            pid: pid, userNamespace: userNamespace("/proc/\(pid)/ns/user"), executable: link("/proc/\(pid)/exe"))
+        if let stat = read("/proc/\(pid)/stat") {
+            if caller.executable == nil { caller.executable = name(inStat: stat).map { "(\($0))" } }
+            if let parent = parentPID(inStat: stat) { caller.parents = parents(from: parent) }
         }
         return caller
     }
 
-    /// The inode number of `/proc/self/ns/user`, which reads "user:[4026531837]".
-    static func userNamespace() -> UInt64? {
-        guard let text = link("/proc/self/ns/user") else { return nil }
+    /// The executables of `pid` and its ancestors, nearest first, stopping before pid 1.
+    private static func parents(from start: pid_t) -> [String] {
+        var parents: [String] = []
+        var pid = start
+        while pid > 1, parents.count < AuditCaller.maximumParents {
+            // `/proc/PID/exe` is readable for the user's own processes; another user's (a root
+            // sshd) is named by its `comm` instead, in parentheses.
+            let stat = read("/proc/\(pid)/stat")
+            parents.append(link("/proc/\(pid)/exe") ?? stat.flatMap(name(inStat:)).map { "(\($0))" } ?? "?")
+            guard let stat, let parent = parentPID(inStat: stat) else { break }
+            pid = parent
+        }
+        return parents
+    }
+
+    /// The inode number of a `/proc/PID/ns/user` link, which reads "user:[4026531837]".
+    static func userNamespace(_ path: String) -> UInt64? {
+        guard let text = link(path) else { return nil }
         let bytes = Array(text.utf8)
         guard let open = bytes.firstIndex(of: UInt8(ascii: "[")), let close = bytes.lastIndex(of: UInt8(ascii: "]")),
             open < close

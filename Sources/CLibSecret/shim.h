@@ -313,6 +313,11 @@ static inline gboolean portal_secret_item_delete_sync(void *fn, SecretItem *item
     return ((gboolean (*)(SecretItem *, GCancellable *, GError **))fn)(item, cancellable, error);
 }
 
+static inline gboolean portal_secret_item_load_secret_sync(void *fn, SecretItem *item, GCancellable *cancellable,
+                                                           GError **error) {
+    return ((gboolean (*)(SecretItem *, GCancellable *, GError **))fn)(item, cancellable, error);
+}
+
 static inline GHashTable *portal_secret_item_get_attributes(void *fn, SecretItem *item) {
     return ((GHashTable *(*)(SecretItem *))fn)(item);
 }

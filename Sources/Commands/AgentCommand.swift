@@ -91,7 +91,8 @@ struct AgentCommand: Command {
             try PortalProxy(
                 rules: ProxyRules(
                     listener: .unixSocket, credential: nil, pathPrefixes: ["/"], userAgent: PortalProxy.userAgent),
-                policy: policy, context: proxyContext, sessions: try proxyContext.sessionService(), log: log)
+                policy: policy, address: nil, context: proxyContext,
+                sessions: try PortalProxy.ProxySessions(proxyContext), log: log)
         }.mapError { CLIError($0) }
         try context.services.serveAgent(
             AgentServeOptions(

@@ -188,7 +188,7 @@ final class AgentRouter: Sendable {
             if let audited = Self.auditOperation(endpoint) {
                 let event = AuditEvent(
                     operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
-                    caller: AuditCaller(caller, socket: socket.rawValue),
+                    caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
                     authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
                     host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
                 running.withLock { _ in recordAudit(event) }
@@ -210,7 +210,7 @@ final class AgentRouter: Sendable {
         // The command's audit line names the caller at the other end of the socket.
         var services = servicesBox.services
         let openLog = services.auditLog
-        let auditCaller = AuditCaller(caller, socket: socket.rawValue)
+        let auditCaller = servicesBox.services.auditCaller(caller, socket: socket.rawValue)
         services.auditLog = { options in CallerStampedAuditLog(openLog(options), caller: auditCaller) }
         let result = running.withLock { _ in
             CapturedRun.run(input: request.body) { streams in

@@ -65,3 +65,13 @@ struct CallerPolicy: Sendable {
         }
     }
 }
+
+extension Services {
+    /// The audit caller of a socket's peer (the agent's and the proxy's lines, docs/audit.md,
+    /// "Fields"): the kernel's identity of it, and the programs that started it.
+    func auditCaller(_ identity: CallerIdentity, socket: String) -> AuditCaller {
+        var caller = AuditCaller(identity, socket: socket)
+        if identity.pidVerified { caller.parents = describeProcess(identity.pid).parents }
+        return caller
+    }
+}

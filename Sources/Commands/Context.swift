@@ -170,6 +170,28 @@ public final class Context {
     /// The backend in use and why (what `status` shows), decided once per run: in `auto`, from
     /// what the session bus shows. Silent: the fallback to the file is announced by the write
     /// that creates the file store.
+    /// Which program provides the Secret Service on the session bus, when the bus can say; nil
+    /// with no bus or no provider, or when asking fails (only `doctor` and `status` ask, and a
+    /// name is all they want).
+    func secretServiceProvider() -> SecretServiceProvider? {
+        guard let bus = try? sessionBus() else { return nil }
+        return try? bus.secretServiceProvider()
+    }
+
+    /// A keyring that is locked or did not answer in time, or whose provider changed what it was
+    /// given, names its provider: that program's
+    /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
+    /// daemon, within the bound.
+    func namingTheProvider(_ error: StoreError) -> StoreError {
+        guard error.kind == .locked || error.kind == .timedOut || error.namesProvider,
+            decidedBackend?.backend == .secretService,
+            let provider = secretServiceProvider()
+        else { return error }
+        var named = error
+        named.message += "; provider: \(provider.name)"
+        return named
+    }
+
     func backendChoice() throws -> BackendChoice {
         if let decidedBackend { return decidedBackend }
         let requested = try Self.requestedBackend(settings)
@@ -359,16 +381,19 @@ public final class Context {
     }
 
     /// One bounded read of the default collection's `Locked` property on the session bus, without
-    /// libsecret: what a cached keyring answer costs before it is served.
+    /// libsecret: what a cached keyring answer costs before it is served. A locked collection is
+    /// asked to unlock with no prompt first, as every read of it is.
     func confirmKeyringUnlocked() throws(StoreError) {
-        if try busForKeyringChecks().isDefaultCollectionLocked() {
+        let bus = try busForKeyringChecks()
+        if try bus.isDefaultCollectionLocked(), try !bus.unlockDefaultCollectionWithoutPrompt() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
         }
     }
 
     /// The Portal session of the configured auth environment: the transport, the host gate of
-    /// the configured API, the session lock and the user's hook.
-    func sessionService() throws -> SessionService {
+    /// the configured API, the session lock and the user's hook. `ended` is told, before the hook
+    /// runs, each time this process is the one that removed the session.
+    func sessionService(ended: (() -> Void)? = nil) throws -> SessionService {
         try checkPortalSettings()
         let apiBase = try apiBase()
         let hook = SessionHook(context: self)
@@ -376,7 +401,10 @@ public final class Context {
             authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try sessions(),
             lock: try storeLock(), transport: try transport(),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
-            sessionEnded: hook.run, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
+            sessionEnded: { event in
+                ended?()
+                hook.run(event)
+            }, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
             now: now)
     }
 

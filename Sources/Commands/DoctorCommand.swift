@@ -6,7 +6,8 @@ struct DoctorCommand: Command {
     static let summary = "Check the keyring, the encrypted file, the config and the hook"
     static let details = """
         One line per check, ok or problem, with a hint for each problem: the session bus, the
-        Secret Service provider, whether the default keyring is locked, the backend in use and
+        Secret Service provider (gnome-keyring, KeePassXC, KWallet, oo7 or another) and what
+        portal-token knows of its ways, whether the default keyring is locked, the backend in use and
         why, the encrypted file (path, owner, mode, passphrase source: a problem when it is the
         backend in use and only a prompt could give the passphrase), a second store, the config
         file, the hook, whether prompts are possible (GIT_TERMINAL_PROMPT=0 and
@@ -76,8 +77,16 @@ private struct Diagnosis {
         if bus.ok {
             do {
                 try keyring.ping()
-                checks.append(
-                    Check(name: "secret service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+                if let owner = context.secretServiceProvider() {
+                    checks.append(
+                        Check(
+                            name: "secret service provider", ok: true,
+                            detail: "\(owner.name) answers on org.freedesktop.secrets"))
+                    checks.append(Check(name: "provider quirks", ok: true, detail: owner.quirks))
+                } else {
+                    checks.append(
+                        Check(name: "secret service provider", ok: true, detail: "org.freedesktop.secrets answers"))
+                }
             } catch {
                 provider = error.kind
                 let ok = error.kind == .unavailable && requested != .secretService

@@ -133,7 +133,11 @@ public enum PortalTokenCLI {
         context.settingsError = settingsError
         context.audit = commandType.auditOperation.map(AuditDraft.init)
         invocation.context = context
-        try command.run(in: context)
+        do {
+            try command.run(in: context)
+        } catch let error as StoreError {
+            throw context.namingTheProvider(error)
+        }
     }
 
     /// The settings every command reads: a value that is wrong is reported before a setting

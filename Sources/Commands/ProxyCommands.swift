@@ -7,7 +7,8 @@ import Synchronization
 /// allow goes to the configured API origin with the session's bearer added, and its answer comes
 /// back as it arrives; everything else is refused before any connection to Portal is made. On a
 /// Unix socket (the agent's, or `proxy --socket`) the rules file decides per caller first, from
-/// the kernel's word on who it is (docs/agent.md, "The rules file").
+/// the kernel's word on who it is (docs/agent.md, "The rules file"). Each request forwarded or
+/// refused writes one audit line (docs/audit.md, "The proxy's lines").
 final class PortalProxy: @unchecked Sendable {
     let rules: ProxyRules
     /// The rules file's judge of callers on a Unix socket; nil on a loopback port, whose callers
@@ -23,20 +24,50 @@ final class PortalProxy: @unchecked Sendable {
     /// The session is read, slid and ended by one request at a time in this process; other
     /// processes are kept apart by the store's own lock, as for `api`.
     private let sessionAccess = Mutex(())
+    /// Set by the session service, under `sessionAccess`, when this process removed the session.
+    private let endedHere: SessionEndMark
+    /// nil when the log is off.
+    private let auditLog: (any AuditLog)?
+    /// The `caller.socket` of each line: the Unix socket's path, or "tcp"; nil names the agent's
+    /// socket the request came in on (`main` or `restricted`), as the agent's own lines do.
+    private let socketName: String?
+    private let services: Services
 
+    /// `address` is where `portal-token proxy` listens; nil for the agent's sockets.
     init(
-        rules: ProxyRules, policy: CallerPolicy?, context: Context, sessions: SessionService,
-        log: (@Sendable (String) -> Void)? = nil
+        rules: ProxyRules, policy: CallerPolicy?, address: LocalListenAddress?, context: Context,
+        sessions: ProxySessions, log: (@Sendable (String) -> Void)? = nil
     ) throws {
         self.rules = rules
         self.policy = policy
         self.log = log
         self.apiBase = try context.apiBase()
-        self.sessions = sessions
+        self.sessions = sessions.service
+        self.endedHere = sessions.ended
         self.transport = context.services.streamingTransport(try HTTPTransportOptions(settings: context.settings))
         self.trace = context.trace
         let streams = context.streams
         self.warn = { streams.printError("portal-token: warning: \($0)") }
+        self.auditLog = context.auditLog()
+        switch address {
+        case .unixSocket(let path)?: socketName = path
+        case .loopback?: socketName = "tcp"
+        case nil: socketName = nil
+        }
+        self.services = context.services
+    }
+
+    /// The session service a proxy sends with, and the mark that tells it a request of its own
+    /// ended the session.
+    struct ProxySessions {
+        let service: SessionService
+        let ended: SessionEndMark
+
+        init(_ context: Context) throws {
+            let ended = SessionEndMark()
+            self.ended = ended
+            service = try context.sessionService(ended: { ended.set() })
+        }
     }
 
     /// The header of a refusal by the rules file: the rule that decided, or `default`.
@@ -49,6 +80,10 @@ final class PortalProxy: @unchecked Sendable {
         _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: CallerIdentity?,
         socket: AgentRules.Socket = .main
     ) {
+        // Read while the caller waits for its answer: once answered, it may be gone.
+        let auditCaller = auditLog == nil ? nil : self.auditCaller(caller, socket: socket)
+        var line = ProxyAuditLine(method: request.method)
+        defer { if let auditCaller { record(line, auditCaller) } }
         if let policy {
             // A Unix socket's server closes a connection whose caller the kernel cannot name, so
             // a missing identity here is a refusal too.
@@ -67,6 +102,8 @@ final class PortalProxy: @unchecked Sendable {
                     "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))")
                 response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
                 try? exchange.answer(response)
+                line.outcome = .refused
+                line.status = 403
                 return
             }
         }
@@ -74,27 +111,34 @@ final class PortalProxy: @unchecked Sendable {
         case .refuse(let status, let reason):
             trace("proxy: \(request.method) \(request.path) refused (\(status))")
             try? exchange.answer(.text(status, "portal-token proxy: \(reason)"))
+            line.outcome = .refused
+            line.status = status
         case .forward(let proxied):
-            forward(proxied, exchange)
+            forward(proxied, exchange, &line)
         }
     }
 
-    private func forward(_ proxied: ProxiedRequest, _ exchange: any LocalExchange) {
+    private func forward(_ proxied: ProxiedRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine) {
         let url = apiBase.url(path: proxied.target)
         var session: PortalSession?
         var authorization = proxied.clientAuthorization
         if authorization == nil {
             guard sessions.allowsBearer(url) else {
+                line.status = 502
                 try? exchange.answer(
                     .text(502, "portal-token proxy: the configured API host may not receive the session token"))
                 return
             }
-            do {
-                let current = try sessionAccess.withLock { _ in try sessions.sessionToSend() }
+            let (sent, ended) = sessionAccess.withLock { _ in endedHere.watch { try sessions.sessionToSend() } }
+            switch sent {
+            case .success(let current):
                 session = current
+                line.session = current
                 authorization = current.token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) }
-            } catch {
-                answer(error, exchange)
+            case .failure(let error):
+                line.outcome = AuditDraft.outcome(of: error)
+                line.endedSession = ended
+                line.status = answer(error, exchange)
                 return
             }
         }
@@ -108,33 +152,40 @@ final class PortalProxy: @unchecked Sendable {
             outcome = try transport.exchange(upstream, into: exchange)
         } catch {
             trace("proxy: \(proxied) failed: \(error.message)")
+            line.outcome = .unreachable
             if !exchange.hasBegun {
                 let status: Int
                 switch error {
                 case .timedOut, .connectTimedOut: status = 504
                 default: status = 502
                 }
+                line.status = status
                 try? exchange.answer(.text(status, "portal-token proxy: \(error.message)"))
             }
             return
         }
         trace("proxy: \(proxied) -> HTTP \(outcome.status)")
+        line.status = outcome.status
+        line.outcome = .served
         // The client has its whole answer before a 401's hook runs.
         exchange.complete()
         guard let session else { return }
-        do {
-            try sessionAccess.withLock { _ in
-                try sessions.settle(session, status: outcome.status, answeredBy: outcome.effectiveURL)
-            }
-        } catch SessionError.ended {
+        let (settled, ended) = sessionAccess.withLock { _ in
+            endedHere.watch { try sessions.settle(session, status: outcome.status, answeredBy: outcome.effectiveURL) }
+        }
+        switch settled {
+        case .success: break
+        case .failure(SessionError.ended):
             // The 401 went back to the client; the hook has run, in this process or another.
-        } catch {
+            line.outcome = .unauthorized
+            line.endedSession = ended
+        case .failure(let error):
             warn("the session could not be updated after a proxied request: \(CLIError(error).message)")
         }
     }
 
-    /// What the proxy answers when it cannot send a request with the session.
-    private func answer(_ error: any Error, _ exchange: any LocalExchange) {
+    /// What the proxy answers when it cannot send a request with the session; returns the status.
+    private func answer(_ error: any Error, _ exchange: any LocalExchange) -> Int {
         let status: Int
         switch error {
         case let error as SessionError:
@@ -147,6 +198,64 @@ final class PortalProxy: @unchecked Sendable {
         default: status = 500
         }
         try? exchange.answer(.text(status, "portal-token proxy: \(CLIError(error).message)"))
+        return status
+    }
+
+    /// The caller the listener knows: on a Unix socket the kernel's identity of it, as the
+    /// agent's lines name theirs; on the loopback port no one in particular.
+    private func auditCaller(_ caller: CallerIdentity?, socket: AgentRules.Socket) -> AuditCaller {
+        let name = socketName ?? socket.rawValue
+        guard let caller else { return AuditCaller(socket: name) }
+        return services.auditCaller(caller, socket: name)
+    }
+
+    /// Writes a request's one line: the session it was sent with, if any (none when the client
+    /// sent its own Authorization).
+    private func record(_ line: ProxyAuditLine, _ caller: AuditCaller) {
+        auditLog?.record(
+            AuditEvent(
+                operation: .proxy, outcome: line.outcome, caller: caller,
+                authEnvironmentID: line.session?.authEnvironmentID ?? sessions.authEnvironmentID,
+                endUserID: line.session?.endUserID, token: line.session?.token, method: line.loggedMethod,
+                httpStatus: line.status.flatMap { (100...599).contains($0) ? $0 : nil },
+                endedSession: line.endedSession))
+    }
+}
+
+/// What one proxied request's audit line says, filled in as the request goes: never its path,
+/// query, headers or body (docs/audit.md, "What is never written").
+struct ProxyAuditLine {
+    var method: String
+    var outcome: AuditOutcome = .failed
+    /// The status the client was answered: Portal's, or the proxy's own.
+    var status: Int?
+    /// The session whose bearer was added.
+    var session: PortalSession?
+    var endedSession = false
+
+    /// The method as the log holds it: an uppercase name, as Portal's methods are; any other
+    /// text a client sent is left out rather than written.
+    var loggedMethod: String? {
+        let bytes = method.utf8
+        guard (1...16).contains(bytes.count), bytes.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
+        else { return nil }
+        return method
+    }
+}
+
+/// Whether the session service, during one call made under the proxy's session lock, found this
+/// process to be the one that removed the session (and so ran the hook).
+final class SessionEndMark: Sendable {
+    private let ended = Atomic<Bool>(false)
+
+    func set() { ended.store(true, ordering: .sequentiallyConsistent) }
+
+    /// Runs `body` and says whether it ended the session. Called under the proxy's session lock
+    /// only, and read there: another request's call cannot clear or set it in between.
+    func watch<T>(_ body: () throws -> T) -> (result: Result<T, any Error>, ended: Bool) {
+        ended.store(false, ordering: .sequentiallyConsistent)
+        let result = Result { try body() }
+        return (result, ended.exchange(false, ordering: .sequentiallyConsistent))
     }
 }
 
@@ -232,7 +341,7 @@ struct ProxyCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let sessions = try context.sessionService()
+        let sessions = try PortalProxy.ProxySessions(context)
         // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
         var policy: CallerPolicy?
         if case .unixSocket = address {
@@ -253,7 +362,7 @@ struct ProxyCommand: Command {
             rules: ProxyRules(
                 listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
                 userAgent: PortalProxy.userAgent),
-            policy: policy, context: context, sessions: sessions)
+            policy: policy, address: address, context: context, sessions: sessions)
         if let port = server.port, let credential {
             var lines = Array(
                 """
@@ -277,8 +386,8 @@ extension ExecCommand {
     /// random port and credential) that lives as long as it does; its environment names the
     /// proxy and never holds the token (docs/proxy.md, "exec --proxy").
     func runWithProxy(in context: Context) throws -> Never {
-        let sessions = try context.sessionService()
-        _ = try sessions.usableSession()
+        let sessions = try PortalProxy.ProxySessions(context)
+        _ = try sessions.service.usableSession()
         // Signals this process forwards or ignores are taken by sigwait below, so they are blocked
         // before any thread starts; the command gets them back at their defaults.
         var handled = sigset_t()
@@ -292,7 +401,7 @@ extension ExecCommand {
         let proxy = try PortalProxy(
             rules: ProxyRules(
                 listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
-            policy: nil, context: context, sessions: sessions)
+            policy: nil, address: .loopback(port: port), context: context, sessions: sessions)
         try server.start { request, exchange, caller in proxy.handle(request, exchange, caller) }
 
         var environment = ProcessEnvironment.current()
@@ -302,8 +411,12 @@ extension ExecCommand {
         environment[ProxyEnvironment.url] = "http://127.0.0.1:\(port)"
         environment[ProxyEnvironment.header] = ProxyRules.markerHeader
         environment[ProxyEnvironment.credential] = credential.text
-        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = sessions.authEnvironmentID
+        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = sessions.service.authEnvironmentID
 
+        // The run's own line, as plain exec writes it (its exit code is COMMAND's); each request
+        // COMMAND sends through the proxy writes its own.
+        context.audit?.program = String(command[0].split(separator: "/").last ?? "")
+        context.recordAudit(error: nil, exitCode: nil)
         closeOwnDescriptorsOnExec()
         let child = try spawn(environment: environment, signals: handled)
         let code = waitForChild(child, signals: handled)

@@ -50,6 +50,9 @@ public struct Services {
     /// The audit log (docs/audit.md), opened only when a credential event is recorded or the
     /// log is read.
     public var auditLog: (AuditLogOptions) -> any AuditLog
+    /// What /proc shows of another process, named by the kernel (a socket's peer), for its audit
+    /// line: its pid, executable, user namespace and parents, as far as they can be read.
+    public var describeProcess: @Sendable (_ pid: Int32) -> AuditCaller
     /// The clock, in seconds since the epoch.
     public var now: () -> Int64
     /// The text of `/proc/self/mountinfo`, nil when it cannot be read: whether other users can
@@ -99,6 +102,7 @@ public struct Services {
         },
         agentSecretCache: (() -> any SecretCache)? = nil,
         auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() },
+        describeProcess: @escaping @Sendable (Int32) -> AuditCaller = { AuditCaller(pid: $0 > 0 ? $0 : nil) },
         streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
             UnavailableStreamingTransport()
         },
@@ -108,6 +112,7 @@ public struct Services {
         }
     ) {
         self.auditLog = auditLog
+        self.describeProcess = describeProcess
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems
         self.keyringDiagnosis = keyringDiagnosis

@@ -40,7 +40,11 @@ struct StatusCommand: Command {
         }
         let environmentID = try context.authEnvironmentID()
         let choice = try context.backendChoice()
-        let backend = (name: choice.backend.rawValue, reason: choice.reason)
+        // The keyring names the program behind it (docs/storage.md, "Providers").
+        let provider = choice.backend == .secretService ? context.secretServiceProvider() : nil
+        let backend = (
+            name: choice.backend.rawValue + (provider.map { " on \($0.name)" } ?? ""), reason: choice.reason
+        )
         let session = try context.sessionService().restore()
         let now = context.now()
         let decision = session?.decision(at: now)
@@ -54,7 +58,8 @@ struct StatusCommand: Command {
             var members: [String: JSONValue] = [
                 "signedIn": .bool(signedIn),
                 "authEnvironmentId": .string(environmentID),
-                "backend": .string(backend.name),
+                "backend": .string(choice.backend.rawValue),
+                "provider": provider.map { .string($0.name) } ?? .null,
                 "backendReason": .string(backend.reason),
                 "twoFactorStepWaiting": .bool(step != nil),
                 "promptsRuledOutBy": promptsRuledOutBy.map { .string($0) } ?? .null,

@@ -100,6 +100,7 @@ public enum Composition {
                     directory: options.directory, maximumBytes: options.maximumBytes, warn: options.warn,
                     forward: forward)
             },
+            describeProcess: { AuditFileLog.caller(ofProcess: $0) },
             streamingTransport: { CurlStreamingTransport(options: $0) },
             bindLocalServer: { address throws(CLIError) in try StreamingLocalServer.bind(address) })
     }

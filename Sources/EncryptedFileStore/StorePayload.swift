@@ -9,7 +9,7 @@ import PortalTokenCore
 ///
 ///     {"nextSequence": 3,
 ///      "items": [{"sequence": 2, "created": 1767225600, "modified": 1767225600,
-///                 "label": "Git: https://example.com/",
+///                 "label": "Git: https:∕∕example.com∕",
 ///                 "attributes": {"xdg:schema": "org.git.Password", "protocol": "https", …},
 ///                 "secret": "…"}]}
 ///

@@ -52,7 +52,7 @@ public enum AuditOperation: String, Sendable, CaseIterable {
     case api, refresh, login, redirect
     case verifyTOTP = "verify-totp"
     case logout
-    /// A request the proxy forwarded to Portal with the session token.
+    /// A request the proxy forwarded to Portal or refused by its checks.
     case proxy
 }
 
@@ -67,7 +67,7 @@ public enum AuditOutcome: String, Sendable, CaseIterable {
     /// No credential matched.
     case notFound = "not-found"
     case notSignedIn = "not-signed-in"
-    /// Refused by a rule of the agent.
+    /// Refused by a rule of the agent, or by a check of the proxy.
     case refused
     /// The keyring or the file store was locked.
     case locked

@@ -26,7 +26,7 @@ public struct StoredItem: Sendable, Equatable {
         sequence: Int64 = 0, id: String = ""
     ) {
         self.attributes = attributes
-        self.label = label
+        self.label = Self.storableLabel(label)
         self.secret = secret
         self.created = created
         self.modified = modified
@@ -47,16 +47,44 @@ public struct StoredItem: Sendable, Equatable {
     public static let providerAddedAttributes: Set<String> = ["Title", "UserName", "URL", "Notes", "Uuid", "Path"]
 
     /// An item as a Secret Service provider holds it: `sequenceAttribute` is taken out of the
-    /// attributes into `sequence` (0, the oldest, when it is missing or not a number: an item
-    /// that another program wrote), and the attributes the provider added are left out.
+    /// attributes into `sequence`, and the attributes the provider added are left out. An item
+    /// another program wrote has no sequence: its place is its provider's `Modified` (or
+    /// `Created`) time in the same unit, nanoseconds of the wall clock, so it sorts among
+    /// portal-token's own writes by when it was made, to the second (docs/storage.md, "Items").
     public init(
         storedAttributes: ItemAttributes, label: String, secret: Secret, created: Int64?, modified: Int64?, id: String
     ) {
         var attributes = storedAttributes.filter { !Self.providerAddedAttributes.contains($0.key) }
-        let sequence = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) } ?? 0
+        let stored = attributes.removeValue(forKey: Self.sequenceAttribute).flatMap { Int64($0) }
+        let sequence =
+            stored ?? max(modified ?? 0, created ?? 0).multipliedReportingOverflow(by: 1_000_000_000).partialValue
         self.init(
             attributes: attributes, label: label, secret: secret, created: created, modified: modified,
             sequence: sequence, id: id)
+        // As the provider holds it: another program's label is shown as it wrote it.
+        self.label = label
+    }
+
+    /// The label an item is written with: every `/` becomes `∕` (U+2215 DIVISION SLASH), which
+    /// reads the same. KWallet turns a `/` in a label into a folder, and the item's label then
+    /// comes back without it; no lookup ever uses a label, so nothing depends on this but what a
+    /// person sees in a keyring manager (docs/storage.md, "Items").
+    public static func storableLabel(_ label: String) -> String {
+        guard label.contains("/") else { return label }
+        var storable = ""
+        for character in label {
+            if character == "/" { storable += labelSlash } else { storable.append(character) }
+        }
+        return storable
+    }
+
+    /// What stands for `/` in a label portal-token writes.
+    public static let labelSlash = "\u{2215}"
+
+    /// The order a store lists items in: newest first by sequence; the id only makes ties
+    /// (items another program wrote within one second) come out the same way every time.
+    public static func isListedBefore(_ first: StoredItem, _ second: StoredItem) -> Bool {
+        (first.sequence, first.id) > (second.sequence, second.id)
     }
 
     /// Whether the item carries every attribute of `filter` with the same value.
@@ -212,15 +240,21 @@ public struct StoreError: Error, Sendable, Equatable {
     /// happened (or may still happen): a keyring daemon that stalls after it received the
     /// request carries it out all the same. The message says so; never "nothing was deleted".
     public var outcomeUnknown: Bool
+    /// The store's own program did what went wrong: the error names it (the Secret Service
+    /// provider), as it does for a lock or a timeout.
+    public var namesProvider: Bool
 
     /// The hint every "keyring is locked" error carries.
     public static let keyringLockedHint =
         "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
-    public init(_ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false) {
+    public init(
+        _ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false, namesProvider: Bool = false
+    ) {
         self.kind = kind
         self.message = message
         self.hint = hint
         self.outcomeUnknown = outcomeUnknown
+        self.namesProvider = namesProvider
     }
 }

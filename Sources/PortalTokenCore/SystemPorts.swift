@@ -17,6 +17,22 @@ public protocol SessionBusConnection: AnyObject {
     /// is locked (an unlock may need a prompt), or the provider answered in a way this read does
     /// not handle. A provider that does not answer in time is an error.
     func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]?
+    /// Which program owns `org.freedesktop.secrets` (the bus daemon names its process), or nil
+    /// when none does.
+    func secretServiceProvider() throws(StoreError) -> SecretServiceProvider?
+    /// Asks the provider to unlock the default collection (`Service.Unlock`), within the bound,
+    /// and never runs a prompt it answers with: true when it unlocked with no prompt (it answered
+    /// the prompt `/`, `SecretServiceProvider.noPrompt`), false when a prompt is needed, there is
+    /// no default collection, or it did not answer in time (docs/storage.md, "Providers").
+    func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool
+}
+
+extension SessionBusConnection {
+    /// A bus that cannot ask unlocks nothing.
+    public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool { false }
+
+    /// A bus that cannot say which program provides the Secret Service names none.
+    public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? { nil }
 }
 
 /// What `doctor` asks the Secret Service through libsecret.

@@ -49,6 +49,7 @@ enum LibSecret {
         private let collectionForAliasSyncFunction, collectionGetLockedFunction,
             collectionGetLabelFunction: UnsafeMutableRawPointer
         private let schemaNewvFunction, itemCreateSyncFunction, itemDeleteSyncFunction: UnsafeMutableRawPointer
+        private let itemLoadSecretSyncFunction: UnsafeMutableRawPointer
         private let itemGetAttributesFunction, itemGetLockedFunction, itemGetModifiedFunction: UnsafeMutableRawPointer
         private let itemGetCreatedFunction, itemGetSecretFunction, itemGetLabelFunction: UnsafeMutableRawPointer
         private let valueNewFunction, valueGetFunction, valueUnrefFunction: UnsafeMutableRawPointer
@@ -107,6 +108,7 @@ enum LibSecret {
             schemaNewvFunction = try resolve("secret_schema_newv")
             itemCreateSyncFunction = try resolve("secret_item_create_sync")
             itemDeleteSyncFunction = try resolve("secret_item_delete_sync")
+            itemLoadSecretSyncFunction = try resolve("secret_item_load_secret_sync")
             itemGetAttributesFunction = try resolve("secret_item_get_attributes")
             itemGetLockedFunction = try resolve("secret_item_get_locked")
             itemGetModifiedFunction = try resolve("secret_item_get_modified")
@@ -294,6 +296,13 @@ enum LibSecret {
             _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
         ) -> Bool {
             portal_secret_item_delete_sync(itemDeleteSyncFunction, item, cancellable, error) != 0
+        }
+
+        func itemLoadSecretSync(
+            _ item: OpaquePointer, _ cancellable: OpaquePointer,
+            _ error: UnsafeMutablePointer<UnsafeMutablePointer<GError>?>
+        ) -> Bool {
+            portal_secret_item_load_secret_sync(itemLoadSecretSyncFunction, item, cancellable, error) != 0
         }
 
         func itemGetAttributes(_ item: OpaquePointer) -> OpaquePointer? {

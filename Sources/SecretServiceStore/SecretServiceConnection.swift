@@ -19,7 +19,14 @@ final class SecretServiceConnection {
     private var decidedPromptPermission: PromptPermission?
     private var service: OpaquePointer?
 
-    init(timeoutMilliseconds: Int, promptPermission: @escaping () -> PromptPermission) {
+    /// Asks the provider to unlock the default collection with no prompt: true when it did.
+    private let unlockWithoutPrompt: () throws(StoreError) -> Bool
+
+    init(
+        timeoutMilliseconds: Int, promptPermission: @escaping () -> PromptPermission,
+        unlockWithoutPrompt: @escaping () throws(StoreError) -> Bool = { false }
+    ) {
+        self.unlockWithoutPrompt = unlockWithoutPrompt
         self.timeoutMilliseconds = timeoutMilliseconds
         askPromptPermission = promptPermission
     }
@@ -111,9 +118,34 @@ final class SecretServiceConnection {
     func search(_ attributes: [(String, String)], loadSecrets: Bool, while operation: String) throws(StoreError)
         -> ItemList
     {
-        let found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
-        guard found.items.contains(where: \.isLocked), promptPermission.isAllowed else { return found }
+        let found: ItemList
+        do {
+            found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        } catch  where error.kind == .timedOut {
+            throw lockedInsteadOfTimeout(error)
+        }
+        guard found.items.contains(where: \.isLocked) else { return found }
+        if try unlockWithoutPrompt() {
+            return try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+        }
+        guard promptPermission.isAllowed else { return found }
         return try search(attributes, loadSecrets: loadSecrets, unlocking: true, while: operation)
+    }
+
+    /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
+    /// before search", its default) answers a search in a locked database only once a person
+    /// unlocks it in the dialog it shows (docs/storage.md, "Providers"). The provider still
+    /// answers other calls meanwhile, so whether the default collection is locked is asked
+    /// within the bound; when it is not, the timeout stands.
+    func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
+        guard let collection = try? defaultCollectionIfAny(), collection.isLocked else { return timeout }
+        return StoreError(
+            .locked,
+            """
+            keyring '\(collection.label)' is locked, and the Secret Service provider held the search for \
+            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
+            """,
+            hint: lockedHint)
     }
 
     private func search(
@@ -158,7 +190,7 @@ final class SecretServiceConnection {
     /// setting rules it out, else an error naming the lock (and the setting).
     func unlockedDefaultCollection() throws(StoreError) -> CollectionReference {
         let collection = try defaultCollection()
-        guard collection.isLocked else { return collection }
+        guard collection.isLocked, try !unlockWithoutPrompt() else { return collection }
         guard promptPermission.isAllowed else { throw lockedError(label: collection.label) }
         let service = try connect()
         let lib = LibSecret.functions
@@ -190,12 +222,16 @@ final class SecretServiceConnection {
         return collection.map { CollectionReference(owning: $0) }
     }
 
-    /// Throws when the default collection is locked. Called on a miss only: a lookup in a locked
-    /// collection finds nothing, exactly like one that has nothing, and must not read as such.
-    func ensureDefaultCollectionIsNotLocked() throws(StoreError) {
-        if let collection = try defaultCollectionIfAny(), collection.isLocked {
+    /// Throws when the default collection is locked and the provider does not unlock it with no
+    /// prompt; true when it was locked and now is not (the caller searches again). Called on a
+    /// miss only: a lookup in a locked collection finds nothing, exactly like one that has
+    /// nothing, and must not read as such.
+    func ensureDefaultCollectionIsNotLocked() throws(StoreError) -> Bool {
+        guard let collection = try defaultCollectionIfAny(), collection.isLocked else { return false }
+        guard try unlockWithoutPrompt() else {
             throw StoreError(.locked, "keyring '\(collection.label)' is locked", hint: lockedHint)
         }
+        return true
     }
 
     /// For an item a search returned without its secret: locked (the item, or its collection),
@@ -203,7 +239,8 @@ final class SecretServiceConnection {
     /// "gone" (docs/storage.md, "A keyring that never hangs and never lies") and returns.
     func ensureItemIsGone(_ item: FoundItem) throws(StoreError) {
         if item.isLocked { throw lockedError() }
-        try ensureDefaultCollectionIsNotLocked()
+        // Unlocked only now: the item was not read, and is not known to be gone.
+        if try ensureDefaultCollectionIsNotLocked() { throw lockedError() }
     }
 
     /// The error for an item found locked.
@@ -222,11 +259,11 @@ final class SecretServiceConnection {
             hint: "unlock it first (log in to the desktop session, or open Passwords and Keys / seahorse)")
     }
 
-    /// Creates an item (never replacing one) and returns its object path.
+    /// Creates an item (never replacing one) and returns it.
     func create(
         in collection: CollectionReference, schema: OpaquePointer,
         attributes: [(String, String)], label: String, secret: Secret, while operation: String
-    ) throws(StoreError) -> String {
+    ) throws(StoreError) -> FoundItem {
         let lib = LibSecret.functions
         let value = secret.withBytes { bytes in
             // secret_value_new copies the bytes; an empty secret still needs a valid pointer.
@@ -245,7 +282,16 @@ final class SecretServiceConnection {
                 collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
-        return FoundItem(ItemReference(owning: created)).objectPath
+        return FoundItem(ItemReference(owning: created))
+    }
+
+    /// The secret of an item, read from the provider now (one `GetSecret` call); nil when the
+    /// provider gave none.
+    func loadSecret(of item: FoundItem, while operation: String) throws(StoreError) -> Secret? {
+        _ = try bounded(operation) { cancellable, error in
+            LibSecret.functions.itemLoadSecretSync(item.pointer, cancellable, &error)
+        }
+        return item.secret
     }
 
     /// Deletes the item; one that another process deleted first counts as deleted. A delete the

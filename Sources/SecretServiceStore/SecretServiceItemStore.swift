@@ -13,6 +13,7 @@ public final class SecretServiceItemStore: ItemStore {
     private var schemas: [String: OpaquePointer] = [:]
     /// The session bus this run holds (sd-bus), for reads that need no unlock; nil without one.
     private let sessionBus: () -> (any SessionBusConnection)?
+    private let unlockWithoutPrompt: UnlockWithoutPrompt
 
     /// - Parameters:
     ///   - timeoutMilliseconds: the bound on each libsecret call.
@@ -26,8 +27,13 @@ public final class SecretServiceItemStore: ItemStore {
         timeoutMilliseconds: Int = 3000, promptPermission: @escaping () -> PromptPermission,
         sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
     ) {
+        // A locked default collection is first asked to unlock with no prompt, over the bus the
+        // run holds: one place for that rule, for the reads over sd-bus and for libsecret.
+        let unlock = UnlockWithoutPrompt(sessionBus)
         connection = SecretServiceConnection(
-            timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission)
+            timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission,
+            unlockWithoutPrompt: { () throws(StoreError) -> Bool in try unlock.ask() })
+        unlockWithoutPrompt = unlock
         self.sessionBus = sessionBus
     }
 
@@ -42,11 +48,26 @@ public final class SecretServiceItemStore: ItemStore {
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
-        if let bus = sessionBus(), let items = try bus.unlockedSecretServiceItems(filters) { return items }
+        if let bus = sessionBus() {
+            var locked: StoreError?
+            do {
+                if let items = try bus.unlockedSecretServiceItems(filters) { return items }
+            } catch  where error.kind == .locked {
+                // A provider that held the search while locked.
+                locked = error
+            }
+            // A lock in the way: the provider may unlock with no prompt.
+            if try unlockWithoutPrompt.ask(), let items = try bus.unlockedSecretServiceItems(filters) {
+                return items
+            }
+            if let locked { throw locked }
+        }
         // libsecret: it unlocks, with a prompt where one is allowed, or says what is locked.
-        let items = try loaded(filters, while: "reading the keyring")
+        var items = try loaded(filters, while: "reading the keyring")
         // A locked collection finds nothing, exactly like one that holds nothing.
-        if items.isEmpty { try connection.ensureDefaultCollectionIsNotLocked() }
+        if items.isEmpty, try connection.ensureDefaultCollectionIsNotLocked() {
+            items = try loaded(filters, while: "reading the keyring")
+        }
         return items.map(\.item)
     }
 
@@ -74,7 +95,22 @@ public final class SecretServiceItemStore: ItemStore {
             in: collection, schema: schema(item.schema, attributes: attributes.keys),
             attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
             label: item.label, secret: item.secret, while: operation)
-        for old in previous where old.found.objectPath != created {
+        // Read back from the item just made: a provider may change a secret as it stores it
+        // (KeePassXC expands `{REF:…}` and `{TITLE}`-style placeholders in what it hands out).
+        // An item that does not hold what was given is removed again, and what it was to
+        // replace stays (docs/storage.md, "Providers").
+        guard try connection.loadSecret(of: created, while: operation) == item.secret else {
+            try connection.delete(created, while: "removing an item the keyring changed")
+            throw StoreError(
+                .failed,
+                """
+                the Secret Service provider changed the secret as it stored it (it read back different), \
+                so nothing was replaced
+                """,
+                hint: "the provider may expand placeholders such as {REF:…} or {TITLE}; store a secret without them",
+                namesProvider: true)
+        }
+        for old in previous where old.found.objectPath != created.objectPath {
             try connection.delete(old.found, while: "replacing an item in the keyring")
         }
         return true
@@ -111,12 +147,11 @@ public final class SecretServiceItemStore: ItemStore {
             let stored = StoredItem(
                 storedAttributes: item.attributes, label: item.label, secret: secret, created: created,
                 modified: modified, id: item.objectPath)
-            items.append((item, stored))
+            // The provider's own matching is not trusted to be a subset match: an item that does
+            // not carry every attribute of a filter is not an answer (docs/storage.md, "Providers").
+            if stored.matches(any: filters) { items.append((item, stored)) }
         }
-        return items.enumerated().sorted {
-            $0.element.item.sequence != $1.element.item.sequence
-                ? $0.element.item.sequence > $1.element.item.sequence : $0.offset < $1.offset
-        }.map(\.element)
+        return items.sorted { StoredItem.isListedBefore($0.item, $1.item) }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {
@@ -126,5 +161,23 @@ public final class SecretServiceItemStore: ItemStore {
         let built = makeSchema(name: name, attributes: names.map { ($0, SECRET_SCHEMA_ATTRIBUTE_STRING) })
         schemas[key] = built
         return built
+    }
+}
+
+/// `Service.Unlock` on the default collection with no prompt, over the run's session bus. A
+/// provider that answered with a prompt once is not asked again in the same run: each such call
+/// leaves a prompt object behind, and the answer is the prompt path or "locked" either way.
+private final class UnlockWithoutPrompt {
+    private let sessionBus: () -> (any SessionBusConnection)?
+    private var refused = false
+
+    init(_ sessionBus: @escaping () -> (any SessionBusConnection)?) { self.sessionBus = sessionBus }
+
+    /// True when the provider unlocked the collection with no prompt.
+    func ask() throws(StoreError) -> Bool {
+        guard !refused, let bus = sessionBus() else { return false }
+        if try bus.unlockDefaultCollectionWithoutPrompt() { return true }
+        refused = true
+        return false
     }
 }

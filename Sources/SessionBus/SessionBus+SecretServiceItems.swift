@@ -16,8 +16,9 @@ import PortalTokenCore
 ///    and each found item's properties (attributes, label, times).
 ///
 /// Six calls to the provider for one item, where git's C helper makes six too (and fourteen
-/// more to the bus daemon). Only libsecret may unlock, so the answer is nil, and libsecret
-/// reads, whenever a lock is in the way: the default collection is locked (some providers then
+/// more to the bus daemon). Only libsecret runs an unlock prompt, so the answer is nil, and the
+/// caller asks `unlockDefaultCollectionWithoutPrompt` before libsecret reads, whenever a lock is
+/// in the way: the default collection is locked (some providers then
 /// answer a search with nothing at all, which is not "nothing stored"), or has no alias, or an
 /// item found is locked. A provider error other than "no provider" or a timeout is left to
 /// libsecret too, which knows how to tell a vanished item from a failure.
@@ -109,12 +110,38 @@ extension SessionBus {
                 created: properties.created, modified: properties.modified, id: path)
             if item.matches(any: filters) { items.append(item) }
         }
-        // Newest first by the sequence each write stamps; items of one sequence (written by
-        // another program, without one) keep the provider's order.
-        return items.enumerated().sorted {
-            $0.element.sequence != $1.element.sequence
-                ? $0.element.sequence > $1.element.sequence : $0.offset < $1.offset
-        }.map(\.element)
+        return items.sorted(by: StoredItem.isListedBefore)
+    }
+
+    /// `Service.Unlock` on the default collection, within the bound; the prompt it may answer
+    /// with is never run here (only libsecret prompts, and only where a prompt is allowed).
+    /// True when the provider unlocked it with no prompt (`SecretServiceProvider.noPrompt`).
+    public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool {
+        let operation = "unlocking the keyring"
+        let alias = [
+            try newCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias") { call in
+                call.append("s", "default")
+            }
+        ]
+        guard let aliased = try callAll(alias, while: operation) else { return false }
+        let collection = try readObjectPath(aliased[0])
+        guard collection != "/" else { return false }
+        let unlock = [
+            try newCall(Self.secretServicePath, Self.serviceInterface, "Unlock") { call in
+                call.container("a", "o") { call.append("o", collection) }
+            }
+        ]
+        let answered: [Reply]?
+        do {
+            answered = try callAll(unlock, while: operation)
+        } catch  where error.kind == .timedOut {
+            // A provider that holds Unlock is showing its own dialog: that is still "locked".
+            return false
+        }
+        guard let reply = answered?.first else { return false }
+        let unlocked = try readObjectPaths(reply.message)
+        let prompt = try readObjectPath(reply)
+        return prompt == SecretServiceProvider.noPrompt && unlocked.contains(collection)
     }
 
     /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock

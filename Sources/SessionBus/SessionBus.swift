@@ -96,6 +96,49 @@ public final class SessionBus: SessionBusConnection {
         }
     }
 
+    /// Which program owns `org.freedesktop.secrets`: the bus daemon names the owner's process
+    /// (`GetConnectionUnixProcessID`), whose executable and command line name the program. nil
+    /// when no program owns the name now (an activatable provider not started yet).
+    public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? {
+        let pid: UInt32
+        do {
+            pid = try call(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "GetConnectionUnixProcessID",
+                argument: Self.secretServiceName, while: "asking the session bus which program provides the keyring"
+            ) { reply throws(StoreError) in
+                var value: UInt32 = 0
+                try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "u")), &value), "reading the bus's answer")
+                return value
+            }
+        } catch  where error.kind == .unavailable {
+            return nil
+        }
+        return SecretServiceProvider(
+            executable: Self.executable(of: pid_t(bitPattern: pid)),
+            commandLine: Self.commandLine(of: pid_t(bitPattern: pid)))
+    }
+
+    /// The path /proc gives for a process's executable ("" where it cannot be read: another
+    /// user's process, or a sandbox).
+    static func executable(of pid: pid_t) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return "" }
+        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// A process's arguments, from /proc (at most 4 KiB of them).
+    static func commandLine(of pid: pid_t) -> [String] {
+        let descriptor = open("/proc/\(pid)/cmdline", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return [] }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let length = read(descriptor, &buffer, buffer.count)
+        guard length > 0 else { return [] }
+        return buffer[0..<length].split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+    }
+
     // MARK: The bus
 
     /// The bus's unique ID, which the bus daemon answers itself (`GetId`): one round trip, never

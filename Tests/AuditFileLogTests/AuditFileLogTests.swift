@@ -51,6 +51,29 @@ struct AuditFileLogTests {
         #expect(folder.warnings.isEmpty)
     }
 
+    @Test("another process is read as this one is: its executable, user namespace and parents; pid 0 gives nothing")
+    func anotherProcess() throws {
+        let own = LocalCaller.current()
+        let child = fork()
+        if child == 0 {
+            pause()
+            _exit(0)
+        }
+        defer {
+            kill(child, SIGKILL)
+            _ = waitpid(child, nil, 0)
+        }
+        let peer = AuditFileLog.caller(ofProcess: child)
+        #expect(peer.pid == child)
+        #expect(peer.executable == own.executable && peer.executable != nil)
+        #expect(peer.userNamespace == own.userNamespace && peer.userNamespace != nil)
+        // Its parent is this process: the same chain, one step longer.
+        #expect(peer.parents == Array(([own.executable!] + own.parents).prefix(AuditCaller.maximumParents)))
+        // Filled in by whoever knows them from the kernel.
+        #expect(peer.uid == nil && peer.gid == nil && peer.socket == nil)
+        #expect(AuditFileLog.caller(ofProcess: 0) == AuditCaller())
+    }
+
     @Test("the key is made once: one token, one fingerprint across log handles; another token, another one")
     func fingerprints() throws {
         let folder = try Folder()

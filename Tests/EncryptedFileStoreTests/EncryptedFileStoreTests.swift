@@ -440,7 +440,7 @@ struct EncryptedFileItemTests {
         #expect(found.first?.username == awkward && found.first?.path == awkward)
         #expect(found.first?.password.text == oneLine && found.first?.oauthRefreshToken?.text == oneLine)
         let items = try reopened.search([[StoredItem.schemaAttribute: Self.schema, awkward: awkward]])
-        #expect(items.map(\.label) == [awkward] && items.map(\.secret) == [Secret(awkward)])
+        #expect(items.map(\.label) == [StoredItem.storableLabel(awkward)] && items.map(\.secret) == [Secret(awkward)])
     }
 
     @Test("a delete that matches nothing does not rewrite the file")

@@ -77,11 +77,13 @@ struct AuditLogTests {
     }
 
     /// Runs every command that records an event, each expected to add exactly one line with the
-    /// given operation and outcome (and, where given, exit code); returns nothing, checks as it goes.
+    /// given operation and outcome (and, where given, exit code), and requests through the proxy;
+    /// checks as it goes. Returns the other tokens it used.
+    @discardableResult
     static func runEveryCommand(
         _ portal: PortalHarness, token: String, secondToken: String, password: String,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) throws {
+    ) throws -> [String] {
         let log = try Log(portal.git.environment)
         let scratch = try ScratchFolder("audit")
         let docker = try DockerHelperTests.helperDirectory(scratch) + "/docker-credential-portal-token"
@@ -129,6 +131,7 @@ struct AuditLogTests {
         }
         #expect(log.last["endedSession"] as? Bool == true, sourceLocation: sourceLocation)
         #expect(portal.hookRuns.count == 1, sourceLocation: sourceLocation)
+        let deadToken = try runProxy(portal, token: token, password: password, sourceLocation: sourceLocation)
 
         let registry = "registry.example.com:5000"
         let dockerSteps: [(String, String, String, String, Int32)] = [
@@ -157,6 +160,127 @@ struct AuditLogTests {
                 ProcessRunner.portalTokenPath, arguments, stdin: "", environment: portal.git.environment)
         }
         #expect(log.lines().count == before, sourceLocation: sourceLocation)
+        return [deadToken]
+    }
+
+    /// The proxy's lines (docs/audit.md, "The proxy's lines"): `exec --proxy` writes its own, and
+    /// each request forwarded or refused one more, on the loopback listener and on a Unix socket;
+    /// a 401 to the session's token ends it on exactly one line. Returns the token that Portal
+    /// refused.
+    static func runProxy(
+        _ portal: PortalHarness, token: String, password: String, sourceLocation: SourceLocation
+    ) throws -> String {
+        let log = try Log(portal.git.environment)
+        #expect(try portal.adopt(token: token, endUserID: "user-a").exitCode == 0, sourceLocation: sourceLocation)
+        var before = log.lines().count
+        let script = """
+            u="http://$PORTAL_API_HOST"
+            w() { c -o /dev/null -w '%{http_code}\n' "$@"; }
+            w -H "$H" $J "$u/api/v3/clients/me"
+            w -H "$H" -H "Host: elsewhere.example" "$u/api/v3/clients/me"
+            w $J "$u/api/v3/clients/me"
+            w -H "$PORTAL_TOKEN_PROXY_HEADER: wrong" "$u/api/v3/clients/me"
+            w -H "$H" -X TRACE "$u/api/v3/clients/me"
+            w -H "$H" "$u/api/v3/auth/private-path?secret=\(password)"
+            w -H "$H" -H "Authorization: Bearer \(password)" $J "$u/api/v3/clients/me"
+            """
+        let result = try ProxyTests.exec(portal, script)
+        #expect(result.exitCode == 0, "\(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stdout == "200\n403\n412\n403\n405\n403\n401\n", sourceLocation: sourceLocation)
+        let entries = Array(log.entries.dropFirst(before))
+        typealias Expected = (operation: String, outcome: String, method: String?, status: Int?, token: Bool)
+        let expected: [Expected] = [
+            ("exec", "served", nil, nil, true),
+            ("proxy", "served", "GET", 200, true),
+            ("proxy", "refused", "GET", 403, false),
+            ("proxy", "refused", "GET", 412, false),
+            ("proxy", "refused", "GET", 403, false),
+            ("proxy", "refused", "TRACE", 405, false),
+            ("proxy", "refused", "GET", 403, false),
+            // The client's own Authorization: the session is neither named nor ended.
+            ("proxy", "served", "GET", 401, false),
+        ]
+        #expect(entries.count == expected.count, "\(log.lines().dropFirst(before))", sourceLocation: sourceLocation)
+        let fingerprint = entries.first?["tokenFingerprint"] as? String
+        #expect(fingerprint != nil, sourceLocation: sourceLocation)
+        for (entry, want) in zip(entries, expected) {
+            let line = "\(entry)"
+            #expect(entry["operation"] as? String == want.operation, "\(line)", sourceLocation: sourceLocation)
+            #expect(entry["outcome"] as? String == want.outcome, "\(line)", sourceLocation: sourceLocation)
+            #expect(entry["exitCode"] == nil && entry["endedSession"] == nil, "\(line)", sourceLocation: sourceLocation)
+            #expect(entry["authEnvironmentId"] as? String == portal.environmentID, sourceLocation: sourceLocation)
+            #expect(
+                entry["tokenFingerprint"] as? String == (want.token ? fingerprint : nil), "\(line)",
+                sourceLocation: sourceLocation)
+            #expect(
+                entry["endUserId"] as? String == (want.token ? "user-a" : nil), "\(line)",
+                sourceLocation: sourceLocation
+            )
+            guard want.operation == "proxy" else { continue }
+            #expect(entry["method"] as? String == want.method, "\(line)", sourceLocation: sourceLocation)
+            #expect(entry["httpStatus"] as? Int == want.status, "\(line)", sourceLocation: sourceLocation)
+            // Anyone on the host can reach a loopback port: no process is named.
+            let caller = entry["caller"] as? [String: Any]
+            #expect(caller?["socket"] as? String == "tcp", "\(line)", sourceLocation: sourceLocation)
+            #expect(caller?["pid"] == nil && caller?["executable"] == nil, "\(line)", sourceLocation: sourceLocation)
+        }
+        #expect(!log.everything.contains("private-path"), "a path", sourceLocation: sourceLocation)
+
+        // On a Unix socket the kernel names the caller: curl, run by this test.
+        let directory = "/tmp/portal-token-proxy-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = directory + "/proxy.sock"
+        before = log.lines().count
+        let proxy = try ProcessRunner.spawn(
+            ProcessRunner.portalTokenPath, ["proxy", "--socket", socket], environment: portal.git.environment)
+        var waited = 0
+        while !FileManager.default.fileExists(atPath: socket), waited < 100 {
+            usleep(100_000)
+            waited += 1
+        }
+        let curl = try ProcessRunner.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--max-time", "20", "--unix-socket", socket, "-o", "/dev/null", "-w", "%{http_code}", "-H",
+                "Accept: application/json", "-H", "Content-Type: application/json",
+                "http://localhost/api/v3/clients/me",
+            ])
+        // The line follows the answer (a 401's hook may run in between): wait for it, then stop.
+        waited = 0
+        while log.lines().count == before, waited < 100 {
+            usleep(50_000)
+            waited += 1
+        }
+        kill(proxy, SIGTERM)
+        _ = waitpid(proxy, nil, 0)
+        #expect(curl.stdout == "200", "\(curl.stderr)", sourceLocation: sourceLocation)
+        #expect(log.lines().count == before + 1, "one line for the request, none for the command")
+        let served = log.last
+        #expect(served["operation"] as? String == "proxy" && served["outcome"] as? String == "served")
+        #expect(served["tokenFingerprint"] as? String == fingerprint, sourceLocation: sourceLocation)
+        let caller = served["caller"] as? [String: Any]
+        #expect(caller?["socket"] as? String == socket, sourceLocation: sourceLocation)
+        #expect((caller?["pid"] as? Int ?? 0) > 1, "\(served)", sourceLocation: sourceLocation)
+        #expect(caller?["uid"] as? Int == Int(getuid()) && caller?["gid"] as? Int == Int(getgid()))
+        #expect((caller?["executable"] as? String)?.hasSuffix("/curl") == true, "\(served)")
+        #expect((caller?["parents"] as? [String])?.isEmpty == false, "the test runner started curl")
+        #expect(caller?["userNamespace"] != nil, sourceLocation: sourceLocation)
+
+        // A 401 to the session's token ends the session: the one line that did says so.
+        let dead = canary("tok")
+        #expect(try portal.adopt(token: dead, endUserID: "user-a").exitCode == 0, sourceLocation: sourceLocation)
+        before = log.lines().count
+        let ended = try ProxyTests.exec(
+            portal, #"c -o /dev/null -w '%{http_code}' -H "$H" $J "http://$PORTAL_API_HOST/api/v3/clients/me""#)
+        #expect(ended.stdout == "401", "\(ended.stderr)", sourceLocation: sourceLocation)
+        let last = Array(log.entries.dropFirst(before))
+        #expect(last.map { $0["operation"] as? String } == ["exec", "proxy"], sourceLocation: sourceLocation)
+        #expect(last.last?["outcome"] as? String == "unauthorized", sourceLocation: sourceLocation)
+        #expect(last.last?["endedSession"] as? Bool == true, sourceLocation: sourceLocation)
+        #expect(last.last?["httpStatus"] as? Int == 401, sourceLocation: sourceLocation)
+        #expect(last.last?["tokenFingerprint"] != nil && last.last?["tokenFingerprint"] as? String != fingerprint)
+        #expect(portal.hookRuns.count == 2, sourceLocation: sourceLocation)
+        return dead
     }
 
     @Test("every credential command writes one line, and every line is valid against docs/audit.schema.json")
@@ -192,7 +316,8 @@ struct AuditLogTests {
     func canaries() throws {
         let harness = try SignInHarness(backend: .file)
         let token = Self.canary("tok"), second = Self.canary("tok"), password = Self.canary("pw")
-        try Self.runEveryCommand(harness.portal, token: token, secondToken: second, password: password)
+        let others = try Self.runEveryCommand(
+            harness.portal, token: token, secondToken: second, password: password)
         // A sign-in with an email address, and the token it brings.
         let login = try harness.start(["login", "--email", SignInTests.email])
         try login.waitForStderr(containing: "waiting for the browser")
@@ -204,7 +329,7 @@ struct AuditLogTests {
         let log = try Log(harness.environment)
         let everything = log.everything
         #expect(!everything.isEmpty)
-        for secret in [token, second, password, issued] {
+        for secret in [token, second, password, issued] + others {
             var pieces = [secret, Data(secret.utf8).base64EncodedString()]
             let characters = Array(secret)
             for start in 0...(characters.count - 8) { pieces.append(String(characters[start..<(start + 8)])) }
@@ -233,6 +358,36 @@ struct AuditLogTests {
             })
         #expect(pids.count == 50)
         #expect(try Self.validate([log.path]) == before + 50)
+    }
+
+    @Test("30 concurrent requests through the proxy, served on its threads, leave 30 intact lines")
+    func concurrentProxiedRequests() throws {
+        let portal = try PortalHarness(backend: .file)
+        let token = Self.canary("tok")
+        portal.server.registerLiveToken(token)
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        let log = try Log(portal.git.environment)
+        let before = log.lines().count
+        let result = try ProxyTests.exec(
+            portal,
+            """
+            i=0
+            while [ $i -lt 30 ]; do
+                c -o /dev/null -w '%{http_code}\\n' -H "$H" $J "http://$PORTAL_API_HOST/api/v3/clients/me" &
+                i=$((i + 1))
+            done
+            wait
+            """)
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdout == String(repeating: "200\n", count: 30), "\(result.stdout)")
+        let entries = Array(log.entries.dropFirst(before))
+        #expect(entries.count == 31, "\(log.lines().dropFirst(before))")
+        #expect(entries.first?["operation"] as? String == "exec")
+        let proxied = entries.dropFirst()
+        #expect(proxied.allSatisfy { $0["operation"] as? String == "proxy" && $0["outcome"] as? String == "served" })
+        #expect(proxied.allSatisfy { $0["httpStatus"] as? Int == 200 && $0["method"] as? String == "GET" })
+        #expect(Set(entries.map { $0["tokenFingerprint"] as? String }).count == 1)
+        #expect(try Self.validate([log.path]) == before + 31)
     }
 
     /// `count` `portal-token token` processes started at once; each must succeed.

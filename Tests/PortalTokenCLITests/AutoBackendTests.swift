@@ -215,7 +215,10 @@ struct AutoBackendTests {
         #expect(before.exitCode == 1)
         #expect(
             before.stdout.contains(
-                "backend:      secret-service (a Secret Service provider is registered on the session bus)"))
+                """
+                backend:      secret-service on gnome-keyring (a Secret Service provider is registered on the \
+                session bus)
+                """))
         #expect(
             before.stdout.contains(
                 """

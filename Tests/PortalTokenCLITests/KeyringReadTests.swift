@@ -16,10 +16,18 @@ struct KeyringReadTests {
 
     /// The method calls each client that connected while `body` ran sent, by its unique name.
     static func monitoredCalls(on keyring: PrivateKeyring, during body: () throws -> Void) throws -> [String: [Call]] {
-        let output = keyring.directory.appendingPathComponent("monitor-\(UUID().uuidString)").path
+        try monitoredCalls(
+            directory: keyring.directory, busAddress: keyring.busAddress, environment: keyring.environment,
+            during: body)
+    }
+
+    /// The same on any private bus: `directory` holds the monitor's output.
+    static func monitoredCalls(
+        directory: URL, busAddress: String, environment: [String: String], during body: () throws -> Void
+    ) throws -> [String: [Call]] {
+        let output = directory.appendingPathComponent("monitor-\(UUID().uuidString)").path
         let monitor = try ProcessRunner.spawn(
-            "/usr/bin/dbus-monitor", ["--address", keyring.busAddress], environment: keyring.environment,
-            stdout: output)
+            "/usr/bin/dbus-monitor", ["--address", busAddress], environment: environment, stdout: output)
         defer {
             kill(monitor, SIGTERM)
             _ = waitpid(monitor, nil, 0)
@@ -38,14 +46,16 @@ struct KeyringReadTests {
         #expect(try seen("member=NameLost"), "dbus-monitor did not start monitoring")
         try body()
         // The bus delivers in order: once the monitor has the marker, it has all that came before.
+        // The marker is a call portal-token never makes (it does ask GetId), so it is not mistaken
+        // for one of the run's own.
         let marker = try ProcessRunner.run(
             "/usr/bin/dbus-send",
             [
                 "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                "org.freedesktop.DBus.GetId",
-            ], environment: keyring.environment, timeout: 10)
+                "org.freedesktop.DBus.ListNames",
+            ], environment: environment, timeout: 10)
         #expect(marker.exitCode == 0)
-        #expect(try seen("member=GetId"), "the marker call never reached dbus-monitor")
+        #expect(try seen("member=ListNames"), "the marker call never reached dbus-monitor")
 
         var calls: [String: [Call]] = [:]
         var clients: [String] = []
@@ -58,7 +68,7 @@ struct KeyringReadTests {
             }
             let sender = field("sender"), member = field("member")
             if member == "Hello" { clients.append(sender) }
-            if member == "GetId" { markerSender = sender }
+            if member == "ListNames" { markerSender = sender }
             calls[sender, default: []].append(Call(destination: field("destination"), member: member))
         }
         return calls.filter { clients.contains($0.key) && $0.key != markerSender }

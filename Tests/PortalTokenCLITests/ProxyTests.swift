@@ -168,6 +168,24 @@ struct ProxyTests {
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n") == Array(repeating: "401", count: 8), "\(result.stdout)")
         #expect(portal.hookRuns == ["unauthorized U \(portal.environmentID)"])
+        // One audit line each, whole; the one whose 401 ended the session says so, and only it.
+        let lines = try String(
+            contentsOfFile: try #require(portal.git.environment["XDG_STATE_HOME"]) + "/portal-token/audit.jsonl",
+            encoding: .utf8
+        ).split(separator: "\n")
+        let proxied = lines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+            .filter { $0["operation"] as? String == "proxy" }
+        #expect(proxied.count == 8, "\(lines)")
+        #expect(proxied.allSatisfy { $0["httpStatus"] as? Int == 401 }, "\(proxied)")
+        #expect(proxied.filter { $0["endedSession"] as? Bool == true }.count == 1, "\(proxied)")
+        // Sent with the token and refused, or found no session left to send.
+        #expect(
+            proxied.allSatisfy { ["unauthorized", "not-signed-in"].contains($0["outcome"] as? String ?? "") },
+            "\(proxied)")
+        #expect(
+            proxied.filter { $0["endedSession"] as? Bool == true }.allSatisfy {
+                $0["outcome"] as? String == "unauthorized"
+            })
         #expect(try portal.git.portalToken(["token"]).exitCode == 1)
     }
 

@@ -41,18 +41,26 @@ extension InProcessKeyringTests {
             try check.run(on: Self.open())
         }
 
+        @Test("Unlock on gnome-keyring's unlocked default collection answers the prompt `/`: unlocked, nothing to run")
+        func unlockAnswersNoPrompt() throws {
+            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            #expect(try bus.unlockDefaultCollectionWithoutPrompt())
+            #expect(try !bus.isDefaultCollectionLocked())
+        }
+
         @Test(
             """
             the session bus answers an unlocked keyring itself: subset match, a provider's attributes ignored, the \
-            sequence out of the attributes, another program's item after ours
+            sequence out of the attributes, another program's item placed by its Modified time, as libsecret's read does
             """)
         func readsWithoutLibsecret() throws {
             let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
             let store = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
             let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
             // Written by another program first, with an attribute as KeePassXC adds and no sequence.
+            // KeePassXC makes a `Title` attribute the entry's title, which is its label: the same.
             let stored = try ProcessRunner.run(
-                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "extra"],
+                "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "other"],
                 stdin: "theirs", environment: ProcessRunner.environment(), timeout: 10)
             #expect(stored.exitCode == 0, "\(stored.stderr)")
             defer { _ = try? store.delete([[StoredItem.schemaAttribute: schema]]) }
@@ -64,7 +72,12 @@ extension InProcessKeyringTests {
             #expect(found.map(\.secret.text) == ["mine", "theirs"])
             #expect(found.map(\.label) == ["ours", "other"])
             #expect(found[0].attributes == [StoredItem.schemaAttribute: schema, "k": "2"])
-            #expect(found[0].sequence > 0 && found[1].sequence == 0)
+            #expect(found[0].sequence > found[1].sequence)
+            #expect(found[1].sequence == (found[1].modified ?? 0) * 1_000_000_000 && found[1].sequence > 0)
+            // Both reads put the items in one order.
+            let throughLibsecret = try store.search([[StoredItem.schemaAttribute: schema]])
+            #expect(throughLibsecret.map(\.sequence) == found.map(\.sequence))
+            #expect(throughLibsecret.map(\.secret.text) == ["mine", "theirs"])
             #expect(found[1].attributes == [StoredItem.schemaAttribute: schema, "k": "1"])
             let subset = try #require(
                 try bus.unlockedSecretServiceItems([[StoredItem.schemaAttribute: schema, "k": "1"]]))
@@ -97,7 +110,7 @@ extension InProcessKeyringTests {
                 ], environment: ProcessRunner.environment(), timeout: 10)
             #expect(search.exitCode == 0)
             let lines = Set((search.stdout + search.stderr).split(separator: "\n").map { $0.trimmingWhitespace })
-            #expect(lines.contains("label = Git: https://\(host):8443/team/repo.git"))
+            #expect(lines.contains("label = Git: https:∕∕\(host):8443∕team∕repo.git"))
             #expect(lines.contains("attribute.protocol = https"))
             #expect(lines.contains("attribute.server = \(host)"))
             #expect(lines.contains("attribute.port = 8443"))
