@@ -172,6 +172,45 @@ struct AgentProxyTests {
         #expect(harness.portal.requests(to: "/api/v3/clients/me").map(\.bearerToken) == [token, token])
     }
 
+    @Test(
+        "each request proxied or refused through the agent writes one audit line naming the caller the kernel reports")
+    func auditLines() throws {
+        let harness = try AgentHarness(start: false)
+        let state = harness.scratch + "/state"
+        try harness.start(environmentChanges: ["XDG_STATE_HOME": state])
+        let token = try harness.signIn()
+        #expect(try Self.curl(harness.socket).stdout.contains("status=200"))
+        #expect(try harness.sandboxed(Self.curlArguments(harness.socket)).stdout.contains("status=403"))
+        let log = state + "/portal-token/audit.jsonl"
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect(!text.contains(token))
+        #expect(try AuditLogTests.validate([log]) == text.split(separator: "\n").count)
+        let lines = try text.split(separator: "\n").map { try JSONValue.parse(String($0)) }
+            .filter { $0["operation"]?.stringValue == "proxy" }
+        #expect(lines.count == 2, "\(text)")
+        guard lines.count == 2 else { return }
+        let ownNamespace = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/user")
+        let agentPID = try #require(harness.agent?.pid)
+        // A served request's line is written once its session is settled, after the client has
+        // its answer: the two lines may come in either order.
+        let served = try #require(lines.first { $0["outcome"]?.stringValue == "served" }, "\(text)")
+        let refused = try #require(lines.first { $0["outcome"]?.stringValue == "refused" }, "\(text)")
+        #expect(served["httpStatus"]?.int64Value == 200)
+        #expect(served["tokenFingerprint"]?.stringValue?.count == 16)
+        #expect(refused["httpStatus"]?.int64Value == 403)
+        #expect(refused["tokenFingerprint"] == nil)
+        for line in lines {
+            let caller = try #require(line["caller"])
+            #expect(caller["uid"]?.int64Value == Int64(getuid()))
+            #expect(caller["pid"]?.int64Value.map { $0 > 1 && $0 != Int64(agentPID) } == true, "\(line)")
+            #expect(caller["socket"]?.stringValue == "main")
+            #expect(caller["executable"]?.stringValue?.hasSuffix("/curl") == true, "\(line)")
+        }
+        #expect(served["caller"]?["userNamespace"]?.int64Value.map { "user:[\($0)]" } == ownNamespace)
+        let other = refused["caller"]?["userNamespace"]?.int64Value
+        #expect(other != nil && other.map { "user:[\($0)]" } != ownNamespace, "\(refused)")
+    }
+
     @Test("portal-token proxy --socket judges its callers by the agent's rules file")
     func proxyCommandUsesTheRules() throws {
         let harness = try AgentHarness(start: false)
