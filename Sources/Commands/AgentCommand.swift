@@ -19,6 +19,9 @@ struct AgentCommand: Command {
         Endpoints: GET /v1/token, /v1/status, /v1/exec-credential, /v1/list;
         POST /v1/git/get|store|erase|capability (git's credential protocol as the body);
         POST /v1/docker/get|store|erase|list (Docker's helper input as the body).
+        Any other path is proxied to the Portal API with the session token added, as
+        portal-token proxy does, for callers the rules allow (allow proxy; by default the
+        same user may use the client API paths under /api/v3/clients/me).
         Clients: PORTAL_TOKEN_AGENT_SOCK=PATH (or --agent-socket PATH) makes get, store,
         erase, token, exec, exec-credential, status, list and the Docker helper use the
         agent; or curl --unix-socket PATH http://localhost/v1/token.
@@ -26,8 +29,6 @@ struct AgentCommand: Command {
         Refusals, and with --verbose every request, are logged on stderr. SIGTERM or SIGINT
         stop it; with --idle-exit it stops once no client has connected for that long.
         """
-
-    static let rulesFileName = "agent.rules"
 
     let socketPath: String?
     let restrictedSocketPath: String?
@@ -60,14 +61,9 @@ struct AgentCommand: Command {
         let main = socketPath ?? Self.defaultSocketPath("agent.sock", environment: environment)
         let restricted =
             restrictedSocketPath ?? Self.defaultSocketPath("agent-restricted.sock", environment: environment)
-        let rules = try loadRules(context)
+        let policy = try CallerPolicy.load(context, rulesPath: rulesPath)
         let streams = context.streams
         let log: @Sendable (String) -> Void = { streams.printError($0) }
-        let placement = CgroupPlacement(
-            path: (try? FileReading.contents(of: "/proc/self/cgroup", limit: 65_536)).flatMap { bytes in
-                String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("0::") }
-                    .map { String($0.dropFirst(3)) }
-            })
         // The settings flags the agent was started with hold for every request it runs, the
         // Docker helper's included (which reads no flags): as their environment variables.
         var requestEnvironment = environment
@@ -77,45 +73,44 @@ struct AgentCommand: Command {
             }
         }
         let router = AgentRouter(
-            rules: rules, environment: requestEnvironment,
+            policy: policy, environment: requestEnvironment,
             defaultEnvironmentID: context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
-            services: context.services, agentUID: getuid(),
-            agentPlacement: placement, verbose: context.isTracing, log: log,
+            services: context.services, verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
+        // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the
+        // callers the rules' `allow proxy` (or the default) lets through. The proxy reads the
+        // session as the router's commands do: prompts ruled out, and keys cached where the agent
+        // keeps them (its memory when the kernel keyring is refused).
+        var proxyServices = context.services
+        proxyServices.secretCache = proxyServices.agentSecretCache
+        let proxyContext = Context(
+            streams: context.streams, environment: router.environment, settings: context.settings,
+            programName: context.programName, services: proxyServices)
+        // An agent without Portal settings still serves its own endpoints; proxying says why not.
+        let proxy = Result { () throws -> PortalProxy in
+            try PortalProxy(
+                rules: ProxyRules(
+                    listener: .unixSocket, credential: nil, pathPrefixes: ["/"], userAgent: PortalProxy.userAgent),
+                policy: policy, address: nil, context: proxyContext,
+                sessions: try PortalProxy.ProxySessions(proxyContext), log: log)
+        }.mapError { CLIError($0) }
         try context.services.serveAgent(
             AgentServeOptions(
                 mainSocketPath: main, restrictedSocketPath: restricted,
                 idleExitMilliseconds: idleExitSeconds.map { Int64($0) * 1000 }, log: log),
-            { request, caller, socket in router.answer(request, caller: caller, socket: socket) })
-    }
-
-    /// The rules file: none is no rules (the default alone); one that others may write is
-    /// refused, since it decides who gets the token.
-    private func loadRules(_ context: Context) throws -> AgentRules {
-        let path =
-            rulesPath ?? context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/"
-            + Self.rulesFileName
-        let bytes: [UInt8]
-        do {
-            bytes = try FileReading.contents(of: path, limit: 1 << 20, ownOnly: true)
-        } catch .missing where rulesPath == nil {
-            return AgentRules()
-        } catch .writableByOthers(let mode) {
-            throw CLIError.usage(
-                "cannot use the rules file \(path): others may write to it (mode \(String(mode, radix: 8)))",
-                hint: "restrict it with 'chmod go-w \(path)'")
-        } catch .foreignOwner(let uid) {
-            throw CLIError.usage("cannot use the rules file \(path): it belongs to uid \(uid)")
-        } catch {
-            throw CLIError.usage("cannot read the rules file \(path): \(PortalTokenCLI.describe(error))")
-        }
-        do {
-            return try AgentRules.parse(String(decoding: bytes, as: UTF8.self))
-        } catch {
-            throw CLIError.usage(
-                "the rules file \(path), line \(error.line): \(error.message)",
-                hint: "see docs/agent.md, \"The rules file\"")
-        }
+            { request, exchange, caller, socket in
+                if AgentRouter.isAgentPath(request.path) {
+                    router.serve(request, exchange, caller: caller, socket: socket)
+                } else {
+                    switch proxy {
+                    case .success(let proxy): proxy.handle(request, exchange, caller, socket: socket)
+                    case .failure(let error):
+                        try? exchange.answer(
+                            AgentRouter.refusal(
+                                503, "the agent cannot proxy the Portal API: \(error.message)", hint: nil))
+                    }
+                }
+            })
     }
 }
 

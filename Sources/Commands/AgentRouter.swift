@@ -12,14 +12,12 @@ final class AgentRouter: Sendable {
     /// The header that carries the command's exit code.
     static let exitHeader = "Portal-Token-Exit"
 
-    let rules: AgentRules
+    let policy: CallerPolicy
     /// The environment every command runs with: the agent's own, prompts ruled out.
     let environment: [String: String]
     /// The environment a request without `?env=` gets: the agent's own setting (flag,
     /// variable or config file), which the rules judge `allow token` against.
     let defaultEnvironmentID: String
-    let agentUID: UInt32
-    let agentPlacement: CgroupPlacement
     let verbose: Bool
     let log: @Sendable (String) -> Void
     /// One command at a time: the stores' adapters are not all safe to use from several threads,
@@ -36,12 +34,12 @@ final class AgentRouter: Sendable {
     }
 
     init(
-        rules: AgentRules, environment: [String: String], defaultEnvironmentID: String?, services: Services,
-        agentUID: UInt32, agentPlacement: CgroupPlacement, verbose: Bool, log: @escaping @Sendable (String) -> Void,
+        policy: CallerPolicy, environment: [String: String], defaultEnvironmentID: String?, services: Services,
+        verbose: Bool, log: @escaping @Sendable (String) -> Void,
         recordAudit: @escaping @Sendable (AuditEvent) -> Void = { _ in }
     ) {
         self.recordAudit = recordAudit
-        self.rules = rules
+        self.policy = policy
         self.defaultEnvironmentID = defaultEnvironmentID ?? ""
         var environment = environment
         // A request never prompts (no one is at the agent's terminal for it), and the agent
@@ -53,8 +51,6 @@ final class AgentRouter: Sendable {
         var services = services
         services.secretCache = services.agentSecretCache
         self.servicesBox = ServicesBox(services)
-        self.agentUID = agentUID
-        self.agentPlacement = agentPlacement
         self.verbose = verbose
         self.log = log
     }
@@ -64,6 +60,40 @@ final class AgentRouter: Sendable {
         case token, status, execCredential, list
         case git(String)
         case docker(String)
+    }
+
+    /// The bound on a request body to the agent's own endpoints (a git or Docker request).
+    static let maximumBodyBytes = HTTPRequestLimits().maximumBodyBytes
+
+    /// Whether a path is one of the agent's own (`/v1/…`); every other is the Portal API's.
+    static func isAgentPath(_ path: Substring) -> Bool {
+        path == "/v1" || path.hasPrefix("/v1/")
+    }
+
+    /// Serves a request to one of the agent's endpoints on the streaming server: its body read
+    /// whole, within `maximumBodyBytes` (413 past it), then answered.
+    func serve(
+        _ request: HTTPServerRequest, _ exchange: any LocalExchange, caller: CallerIdentity, socket: AgentRules.Socket
+    ) {
+        var request = request
+        let body: [UInt8]?
+        do {
+            // A declared length past the bound is refused before a byte of the body is read.
+            let declared = request.headers.value(for: "Content-Length").flatMap { Int($0) }
+            body =
+                declared.map { $0 > Self.maximumBodyBytes } == true
+                ? nil : try exchange.readBody(limit: Self.maximumBodyBytes)
+        } catch {
+            // The client left or broke the framing; the server tells it, if it can.
+            return
+        }
+        guard let body else {
+            try? exchange.answer(.text(413, "the request body is larger than the agent takes"))
+            return
+        }
+        request.body = body
+        defer { zeroize(&request.body) }
+        try? exchange.answer(answer(request, caller: caller, socket: socket))
     }
 
     func answer(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> HTTPServerResponse {
@@ -150,17 +180,15 @@ final class AgentRouter: Sendable {
         let decision: AgentRules.Decision
         if case .gitGet(let host) = operation, host.isEmpty {
             // capability reveals nothing: any caller a rule or the default lets read at all.
-            decision = rules.decide(
-                .status, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
+            decision = policy.decide(.status, for: caller, on: socket)
         } else {
-            decision = rules.decide(
-                operation, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
+            decision = policy.decide(operation, for: caller, on: socket)
         }
         guard decision.allowed else {
             if let audited = Self.auditOperation(endpoint) {
                 let event = AuditEvent(
                     operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
-                    caller: AuditCaller(caller, socket: socket.rawValue),
+                    caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
                     authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
                     host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
                 running.withLock { _ in recordAudit(event) }
@@ -182,7 +210,7 @@ final class AgentRouter: Sendable {
         // The command's audit line names the caller at the other end of the socket.
         var services = servicesBox.services
         let openLog = services.auditLog
-        let auditCaller = AuditCaller(caller, socket: socket.rawValue)
+        let auditCaller = servicesBox.services.auditCaller(caller, socket: socket.rawValue)
         services.auditLog = { options in CallerStampedAuditLog(openLog(options), caller: auditCaller) }
         let result = running.withLock { _ in
             CapturedRun.run(input: request.body) { streams in

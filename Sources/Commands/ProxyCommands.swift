@@ -5,10 +5,17 @@ import Synchronization
 
 /// The authenticating reverse proxy to the Portal API (docs/proxy.md): each request the rules
 /// allow goes to the configured API origin with the session's bearer added, and its answer comes
-/// back as it arrives; everything else is refused before any connection to Portal is made. Each
-/// request forwarded or refused writes one audit line (docs/audit.md, "The proxy's lines").
+/// back as it arrives; everything else is refused before any connection to Portal is made. On a
+/// Unix socket (the agent's, or `proxy --socket`) the rules file decides per caller first, from
+/// the kernel's word on who it is (docs/agent.md, "The rules file"). Each request forwarded or
+/// refused writes one audit line (docs/audit.md, "The proxy's lines").
 final class PortalProxy: @unchecked Sendable {
     let rules: ProxyRules
+    /// The rules file's judge of callers on a Unix socket; nil on a loopback port, whose callers
+    /// the marker header's credential admits.
+    private let policy: CallerPolicy?
+    /// Where refusals by the rules file are told (the agent's log); nil says nothing.
+    private let log: (@Sendable (String) -> Void)?
     private let apiBase: PortalAPIBase
     private let sessions: SessionService
     private let transport: any StreamingHTTPTransport
@@ -21,12 +28,19 @@ final class PortalProxy: @unchecked Sendable {
     private let endedHere: SessionEndMark
     /// nil when the log is off.
     private let auditLog: (any AuditLog)?
-    /// The `caller.socket` of each line: the Unix socket's path, or "tcp".
-    private let socketName: String
-    private let describeProcess: @Sendable (Int32) -> AuditCaller
+    /// The `caller.socket` of each line: the Unix socket's path, or "tcp"; nil names the agent's
+    /// socket the request came in on (`main` or `restricted`), as the agent's own lines do.
+    private let socketName: String?
+    private let services: Services
 
-    init(rules: ProxyRules, address: LocalListenAddress, context: Context, sessions: ProxySessions) throws {
+    /// `address` is where `portal-token proxy` listens; nil for the agent's sockets.
+    init(
+        rules: ProxyRules, policy: CallerPolicy?, address: LocalListenAddress?, context: Context,
+        sessions: ProxySessions, log: (@Sendable (String) -> Void)? = nil
+    ) throws {
         self.rules = rules
+        self.policy = policy
+        self.log = log
         self.apiBase = try context.apiBase()
         self.sessions = sessions.service
         self.endedHere = sessions.ended
@@ -36,10 +50,11 @@ final class PortalProxy: @unchecked Sendable {
         self.warn = { streams.printError("portal-token: warning: \($0)") }
         self.auditLog = context.auditLog()
         switch address {
-        case .unixSocket(let path): socketName = path
-        case .loopback: socketName = "tcp"
+        case .unixSocket(let path)?: socketName = path
+        case .loopback?: socketName = "tcp"
+        case nil: socketName = nil
         }
-        self.describeProcess = context.services.describeProcess
+        self.services = context.services
     }
 
     /// The session service a proxy sends with, and the mark that tells it a request of its own
@@ -55,13 +70,43 @@ final class PortalProxy: @unchecked Sendable {
         }
     }
 
+    /// The header of a refusal by the rules file: the rule that decided, or `default`.
+    static let decidedByHeader = "Portal-Token-Decided-By"
+
     /// The value the proxy puts before a client's own `User-Agent`.
     static var userAgent: String { "portal-token/\(PortalTokenCLI.version)" }
 
-    func handle(_ request: HTTPServerRequest, _ exchange: any LocalExchange, _ peer: LocalCaller) {
+    func handle(
+        _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: CallerIdentity?,
+        socket: AgentRules.Socket = .main
+    ) {
         // Read while the caller waits for its answer: once answered, it may be gone.
-        let caller = auditLog == nil ? nil : auditCaller(peer)
+        let auditCaller = auditLog == nil ? nil : self.auditCaller(caller, socket: socket)
         var line = ProxyAuditLine(method: request.method)
+        defer { if let auditCaller { record(line, auditCaller) } }
+        if let policy {
+            // A Unix socket's server closes a connection whose caller the kernel cannot name, so
+            // a missing identity here is a refusal too.
+            let operation = AgentRules.Operation.proxy(method: request.method, path: String(request.path))
+            let decision =
+                caller.map { policy.decide(operation, for: $0, on: socket) }
+                ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
+            guard decision.allowed else {
+                trace("proxy: \(request.method) \(request.path) refused (\(decision.decidedBy))")
+                log?(
+                    "portal-token agent: refused \(operation) on the \(socket.rawValue) socket for "
+                        + "\(caller.map(String.init(describing:)) ?? "an unknown caller") "
+                        + "(\(decision.decidedBy): \(decision.reason))")
+                var response = HTTPServerResponse.text(
+                    403,
+                    "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))")
+                response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
+                try? exchange.answer(response)
+                line.outcome = .refused
+                line.status = 403
+                return
+            }
+        }
         switch rules.decide(request) {
         case .refuse(let status, let reason):
             trace("proxy: \(request.method) \(request.path) refused (\(status))")
@@ -71,7 +116,6 @@ final class PortalProxy: @unchecked Sendable {
         case .forward(let proxied):
             forward(proxied, exchange, &line)
         }
-        if let caller { record(line, caller) }
     }
 
     private func forward(_ proxied: ProxiedRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine) {
@@ -157,16 +201,12 @@ final class PortalProxy: @unchecked Sendable {
         return status
     }
 
-    /// The caller the listener knows: on a Unix socket the kernel's pid, uid and gid and what
-    /// /proc shows of that process; on the loopback port no one in particular.
-    private func auditCaller(_ peer: LocalCaller) -> AuditCaller {
-        var caller = AuditCaller()
-        if let pid = peer.pid { caller = describeProcess(pid) }
-        // The kernel's word, not what /proc shows a moment later.
-        caller.uid = peer.uid
-        caller.gid = peer.gid
-        caller.socket = socketName
-        return caller
+    /// The caller the listener knows: on a Unix socket the kernel's identity of it, as the
+    /// agent's lines name theirs; on the loopback port no one in particular.
+    private func auditCaller(_ caller: CallerIdentity?, socket: AgentRules.Socket) -> AuditCaller {
+        let name = socketName ?? socket.rawValue
+        guard let caller else { return AuditCaller(socket: name) }
+        return services.auditCaller(caller, socket: name)
     }
 
     /// Writes a request's one line: the session it was sent with, if any (none when the client
@@ -243,7 +283,9 @@ struct ProxyCommand: Command {
         127.0.0.1:PORT (or localhost:PORT) and the header Portal-Token-Proxy with the
         credential: without it the answer is 412, with another value 403. --socket PATH
         serves on a Unix socket (0600, in a directory only you can write) instead, to
-        processes of your own user only.
+        processes the rules file allows ($XDG_CONFIG_HOME/portal-token/agent.rules, the
+        agent's: allow proxy); by default your own user in your own user namespace, outside
+        containers, refused callers getting 403. The agent's sockets serve the same proxy.
 
         A 401 from Portal ends the session (the on-session-invalidated hook runs once) and is
         passed back; every accepted request slides the expiry, as api does. Runs until killed.
@@ -300,10 +342,14 @@ struct ProxyCommand: Command {
 
     func run(in context: Context) throws {
         let sessions = try PortalProxy.ProxySessions(context)
-        let uid = getuid()
-        // The seam for callers on a Unix socket: the kernel's word on who connected. Only this
-        // user is served here; the agent decides by its rules instead.
-        let server = try context.services.bindLocalServer(address) { caller in caller.uid == uid }
+        // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
+        var policy: CallerPolicy?
+        if case .unixSocket = address {
+            policy = try CallerPolicy.load(context, rulesPath: nil)
+            // The own user may send what this proxy was started to forward.
+            policy?.defaultProxy = .proxy(methods: methods, prefixes: pathPrefixes)
+        }
+        let server = try context.services.bindLocalServer(address)
         var credential: Secret?
         let listener: ProxyListenerKind
         if let port = server.port {
@@ -316,7 +362,7 @@ struct ProxyCommand: Command {
             rules: ProxyRules(
                 listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
                 userAgent: PortalProxy.userAgent),
-            address: address, context: context, sessions: sessions)
+            policy: policy, address: address, context: context, sessions: sessions)
         if let port = server.port, let credential {
             var lines = Array(
                 """
@@ -331,7 +377,7 @@ struct ProxyCommand: Command {
         } else if case .unixSocket(let path) = address {
             context.streams.printError("portal-token: proxy listening on \(path)")
         }
-        try server.run(proxy.handle)
+        try server.run { request, exchange, caller in proxy.handle(request, exchange, caller) }
     }
 }
 
@@ -349,14 +395,14 @@ extension ExecCommand {
         for signal in [SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGCHLD] { sigaddset(&handled, signal) }
         pthread_sigmask(SIG_BLOCK, &handled, nil)
 
-        let server = try context.services.bindLocalServer(.loopback(port: 0)) { _ in false }
+        let server = try context.services.bindLocalServer(.loopback(port: 0))
         guard let port = server.port else { throw CLIError("the proxy has no port", exitCode: .usage) }
         let credential = ProxyRules.makeCredential()
         let proxy = try PortalProxy(
             rules: ProxyRules(
                 listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
-            address: .loopback(port: port), context: context, sessions: sessions)
-        try server.start(proxy.handle)
+            policy: nil, address: .loopback(port: port), context: context, sessions: sessions)
+        try server.start { request, exchange, caller in proxy.handle(request, exchange, caller) }
 
         var environment = ProcessEnvironment.current()
         environment.removeValue(forKey: Self.defaultTokenVariable)

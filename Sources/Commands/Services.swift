@@ -60,14 +60,12 @@ public struct Services {
     public var procMountInfo: () -> String?
     /// The proxy's transport: bodies streamed both ways, no redirect, no proxy.
     public var streamingTransport: (HTTPTransportOptions) -> any StreamingHTTPTransport
-    /// Binds a local server whose bodies stream; `admit` decides, from the kernel's word, who
-    /// may use a Unix socket (a caller it refuses is closed unanswered).
-    public var bindLocalServer:
-        (_ address: LocalListenAddress, _ admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
-            any LocalStreamingServer
+    /// Binds a local server whose bodies stream; on a Unix socket each request comes with the
+    /// caller's kernel identity, for the handler to judge by the rules.
+    public var bindLocalServer: (_ address: LocalListenAddress) throws(CLIError) -> any LocalStreamingServer
     /// Serves the agent's sockets until a signal or the idle exit (docs/agent.md, "The sockets"):
-    /// each request is handed to `handle` with the caller's kernel identity and the socket it
-    /// came in on.
+    /// each request is handed to `handle` as soon as its head is read, its body streaming, with
+    /// the caller's kernel identity and the socket it came in on.
     public var serveAgent: (_ options: AgentServeOptions, _ handle: @escaping AgentHandler) throws -> Void
     /// One exchange with the agent over its socket, bounded (docs/agent.md, "Client mode").
     public var agentExchange:
@@ -108,11 +106,10 @@ public struct Services {
         streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
             UnavailableStreamingTransport()
         },
-        bindLocalServer:
-            @escaping (LocalListenAddress, @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError) ->
-            any LocalStreamingServer = { _, _ throws(CLIError) in
-                throw CLIError("this build cannot serve a local socket", exitCode: .usage)
-            }
+        bindLocalServer: @escaping (LocalListenAddress) throws(CLIError) -> any LocalStreamingServer = {
+            _ throws(CLIError) in
+            throw CLIError("this build cannot serve a local socket", exitCode: .usage)
+        }
     ) {
         self.auditLog = auditLog
         self.describeProcess = describeProcess
@@ -163,9 +160,11 @@ public struct AgentServeOptions {
     }
 }
 
-/// Answers one request to the agent, given who asked and on which socket. Called on the
+/// Answers one request to the agent through its exchange (the body read while it arrives, the
+/// answer written while it is made), given who asked and on which socket. Called on the
 /// connection's thread; several run at once.
-public typealias AgentHandler = @Sendable (HTTPServerRequest, CallerIdentity, AgentRules.Socket) -> HTTPServerResponse
+public typealias AgentHandler =
+    @Sendable (HTTPServerRequest, any LocalExchange, CallerIdentity, AgentRules.Socket) -> Void
 
 /// What finishes a sign-in the desktop handler accepted: the grant's exchange, which runs after
 /// the launcher has its answer; what it throws is reported on stderr (and in a notification).

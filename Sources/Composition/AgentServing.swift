@@ -62,7 +62,7 @@ enum AgentServing {
             accept: { descriptor, index in
                 PeerCredentials.identify(descriptor).map { ($0, sockets[index]) }
             },
-            handle: { request, peer in handle(request, peer.0, peer.1) })
+            stream: { request, exchange, peer in handle(request, exchange, peer.0, peer.1) })
         let log = options.log
         let waitedSignals = stopSignals
         DetachedThread.start {

@@ -102,8 +102,6 @@ public enum Composition {
             },
             describeProcess: { AuditFileLog.caller(ofProcess: $0) },
             streamingTransport: { CurlStreamingTransport(options: $0) },
-            bindLocalServer: { address, admit throws(CLIError) in
-                try StreamingLocalServer.bind(address, admit: admit)
-            })
+            bindLocalServer: { address throws(CLIError) in try StreamingLocalServer.bind(address) })
     }
 }

@@ -8,31 +8,28 @@ import Synchronization
 
 /// The streaming local server behind `Services.bindLocalServer`: `LocalHTTPServer` in its
 /// streaming mode, on a loopback TCP socket or a Unix socket. On a Unix socket each caller is
-/// named by the kernel (`SO_PEERCRED`) and `admit` decides before a byte is read.
+/// named by the kernel (`PeerCredentials.identify`), as the agent's are, and its requests are
+/// judged by the handler; a caller the kernel cannot name is closed unanswered.
 final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
     let port: UInt16?
     private let descriptor: Int32
     private let isUnixSocket: Bool
-    private let admit: @Sendable (LocalCaller) -> Bool
-    private let server = Mutex<LocalHTTPServer<LocalCaller>?>(nil)
+    private let server = Mutex<LocalHTTPServer<CallerIdentity?>?>(nil)
     /// Whether a background `run` has not returned yet.
     private let running = Mutex(false)
 
-    private init(descriptor: Int32, port: UInt16?, admit: @escaping @Sendable (LocalCaller) -> Bool) {
+    private init(descriptor: Int32, port: UInt16?) {
         self.descriptor = descriptor
         self.port = port
         self.isUnixSocket = port == nil
-        self.admit = admit
     }
 
-    static func bind(_ address: LocalListenAddress, admit: @escaping @Sendable (LocalCaller) -> Bool) throws(CLIError)
-        -> StreamingLocalServer
-    {
+    static func bind(_ address: LocalListenAddress) throws(CLIError) -> StreamingLocalServer {
         switch address {
         case .loopback(let port):
             do {
                 let (descriptor, bound) = try LoopbackTCPListener.listen(port: port)
-                return StreamingLocalServer(descriptor: descriptor, port: bound, admit: admit)
+                return StreamingLocalServer(descriptor: descriptor, port: bound)
             } catch {
                 throw CLIError(
                     "cannot listen on 127.0.0.1:\(port): \(error.reason)", hint: "choose another port, or 0 for any",
@@ -41,23 +38,20 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
         case .unixSocket(let path):
             do {
                 let descriptor = try UnixSocketListener.listen(at: path)
-                return StreamingLocalServer(descriptor: descriptor, port: nil, admit: admit)
+                return StreamingLocalServer(descriptor: descriptor, port: nil)
             } catch {
                 throw CLIError(error.message, exitCode: .usage)
             }
         }
     }
 
-    private func make(_ handler: @escaping LocalStreamHandler) throws -> LocalHTTPServer<LocalCaller> {
+    private func make(_ handler: @escaping LocalStreamHandler) throws -> LocalHTTPServer<CallerIdentity?> {
         let isUnixSocket = self.isUnixSocket
-        let admit = self.admit
-        let made = try LocalHTTPServer<LocalCaller>(
+        let made = try LocalHTTPServer<CallerIdentity?>(
             listeners: [descriptor],
             accept: { connection, _ in
-                guard isUnixSocket else { return LocalCaller() }
-                guard let peer = PeerCredentials.identify(connection) else { return nil }
-                let caller = LocalCaller(pid: peer.pid, uid: peer.uid, gid: peer.gid)
-                return admit(caller) ? caller : nil
+                guard isUnixSocket else { return .some(nil) }
+                return PeerCredentials.identify(connection).map { .some($0) }
             },
             stream: { request, exchange, caller in handler(request, exchange, caller) })
         server.withLock { $0 = made }

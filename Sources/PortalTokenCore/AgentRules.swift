@@ -10,6 +10,7 @@
 ///     container docker:3f2a*
 ///     allow token env-prod
 ///     allow git-get github.com *.example.com
+///     allow proxy GET /api/v3/clients/me
 /// ```
 ///
 /// The first rule whose conditions the caller meets decides; a caller no rule matches falls to
@@ -43,6 +44,9 @@ public struct AgentRules: Sendable, Equatable {
         case list
         /// git or Docker `store` and `erase`.
         case write
+        /// A request to the Portal API through the proxy (the agent's, or `portal-token proxy`
+        /// on a Unix socket), by its method and path.
+        case proxy(method: String, path: String)
 
         public var description: String {
             switch self {
@@ -52,6 +56,7 @@ public struct AgentRules: Sendable, Equatable {
             case .dockerGet(let registry): return "Docker get for \(registry)"
             case .list: return "list"
             case .write: return "a store or erase"
+            case .proxy(let method, let path): return "proxying \(method) \(path.prefix(128))"
             }
         }
 
@@ -142,6 +147,9 @@ public struct AgentRules: Sendable, Equatable {
         case dockerGet([String])
         case list
         case write
+        /// Methods (empty: `ProxyRules.defaultMethods`) and path prefixes (empty:
+        /// `ProxyRules.defaultPathPrefixes`).
+        case proxy(methods: [String], prefixes: [String])
 
         func covers(_ operation: Operation) -> Bool {
             switch (self, operation) {
@@ -155,9 +163,19 @@ public struct AgentRules: Sendable, Equatable {
                 return patterns.contains { Glob.matches($0, registry) }
             case (.list, .list), (.write, .write):
                 return true
+            case (.proxy(let methods, let prefixes), .proxy(let method, let path)):
+                return Self.proxyAllows(method: method, path: path, methods: methods, prefixes: prefixes)
             default:
                 return false
             }
+        }
+
+        /// Whether a proxied request is within the methods and path prefixes given (empty: the
+        /// proxy's defaults); paths are checked as the proxy checks them, dot segments refused.
+        static func proxyAllows(method: String, path: String, methods: [String], prefixes: [String]) -> Bool {
+            (methods.isEmpty ? ProxyRules.defaultMethods : methods).contains(method)
+                && ProxyRules.isAllowed(
+                    path: path[...], prefixes: prefixes.isEmpty ? ProxyRules.defaultPathPrefixes : prefixes)
         }
     }
 
@@ -179,9 +197,13 @@ public struct AgentRules: Sendable, Equatable {
     /// Decides one operation for one caller on one socket, given the agent's own uid and where
     /// the agent itself runs (an agent inside a container serves that container's processes as
     /// its own; another container is still refused by default).
+    ///
+    /// `defaultProxy` is what the default lets the agent's own user send through the proxy: the
+    /// client API (`ProxyRules`' defaults) unless the proxy was started with others.
     public func decide(
         _ operation: Operation, for caller: CallerIdentity, on socket: Socket, agentUID: UInt32,
-        agentPlacement: CgroupPlacement = CgroupPlacement(path: nil)
+        agentPlacement: CgroupPlacement = CgroupPlacement(path: nil),
+        defaultProxy: Grant = .proxy(methods: [], prefixes: [])
     ) -> Decision {
         if socket == .restricted, operation.isWrite {
             return Decision(
@@ -213,6 +235,12 @@ public struct AgentRules: Sendable, Equatable {
             placement.containerID != agentPlacement.containerID || caller.flatpakAppID != agentPlacement.flatpakAppID
         {
             return Decision(allowed: false, decidedBy: "default", reason: "the caller runs in a container or sandbox")
+        }
+        if case .proxy = operation, !defaultProxy.covers(operation) {
+            return Decision(
+                allowed: false, decidedBy: "default",
+                reason: "by default only the proxy's own methods and paths are proxied (the client API unless it "
+                    + "was started with others)")
         }
         return Decision(allowed: true, decidedBy: "default", reason: "the agent's own user")
     }
@@ -308,12 +336,35 @@ public struct AgentRules: Sendable, Equatable {
                         throw ParseError(line: number, "'allow docker-get' needs registries (or *)")
                     }
                     grant = .dockerGet(patterns)
+                case "proxy":
+                    var methods: [String] = []
+                    var prefixes: [String] = []
+                    for value in patterns {
+                        if value.hasPrefix("/") {
+                            guard ProxyRules.isAllowed(path: value[...], prefixes: [value]) else {
+                                throw ParseError(
+                                    line: number,
+                                    "'allow proxy' takes path prefixes without dot segments or encoded slashes")
+                            }
+                            prefixes.append(value)
+                        } else {
+                            guard ProxyRules.defaultMethods.contains(value) else {
+                                throw ParseError(
+                                    line: number,
+                                    "'allow proxy' takes methods ("
+                                        + ProxyRules.defaultMethods.joined(separator: ", ")
+                                        + ") and path prefixes starting with /")
+                            }
+                            methods.append(value)
+                        }
+                    }
+                    grant = .proxy(methods: methods, prefixes: prefixes)
                 case "status", "list", "write":
                     guard patterns.isEmpty else { throw ParseError(line: number, "'allow \(what)' takes no value") }
                     grant = what == "status" ? .status : what == "list" ? .list : .write
                 default:
                     throw ParseError(
-                        line: number, "'allow' takes token, git-get, docker-get, status, list or write")
+                        line: number, "'allow' takes token, git-get, docker-get, proxy, status, list or write")
                 }
                 rules[rules.count - 1].grants.append(grant)
             default:

@@ -9,19 +9,6 @@ public enum LocalListenAddress: Sendable, Equatable {
     case unixSocket(path: String)
 }
 
-/// Who connected, as the kernel says (`SO_PEERCRED`); all nil over TCP, where it cannot say.
-public struct LocalCaller: Sendable, Equatable {
-    public var pid: Int32?
-    public var uid: UInt32?
-    public var gid: UInt32?
-
-    public init(pid: Int32? = nil, uid: UInt32? = nil, gid: UInt32? = nil) {
-        self.pid = pid
-        self.uid = uid
-        self.gid = gid
-    }
-}
-
 /// One request of a streaming server: its body to read, its answer to write.
 public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
     /// Whether the answer's head has been sent.
@@ -30,8 +17,29 @@ public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
     func complete()
 }
 
-/// Answers each request, on the connection's thread; several run at once.
-public typealias LocalStreamHandler = @Sendable (HTTPServerRequest, any LocalExchange, LocalCaller) -> Void
+extension HTTPBodySource {
+    /// The whole body, when it holds at most `limit` bytes; nil when it holds more (the answer
+    /// is then 413, as the buffered server's). Throws when the client left or broke the framing.
+    /// What was read of a body too large is wiped.
+    public func readBody(limit: Int) throws -> [UInt8]? {
+        var body: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        defer { zeroize(&chunk) }
+        while true {
+            let count = try chunk.withUnsafeMutableBytes { try read(into: $0) }
+            if count == 0 { return body }
+            guard body.count + count <= limit else {
+                zeroize(&body)
+                return nil
+            }
+            body += chunk[0..<count]
+        }
+    }
+}
+
+/// Answers each request, on the connection's thread; several run at once. The caller is the
+/// kernel's word on a Unix socket (`CallerIdentity`), nil on a loopback port, where it cannot say.
+public typealias LocalStreamHandler = @Sendable (HTTPServerRequest, any LocalExchange, CallerIdentity?) -> Void
 
 /// A bound listener, serving once started.
 public protocol LocalStreamingServer: AnyObject, Sendable {

@@ -106,6 +106,83 @@ struct AgentRulesTests {
         #expect(flatpak.decide(.token(environment: "env-1"), for: app, on: .main, agentUID: 1000).allowed)
     }
 
+    @Test("by default the own user may proxy the client API paths with the usual methods, and nothing else")
+    func proxyDefault() {
+        let rules = AgentRules()
+        func decide(_ method: String, _ path: String, _ caller: CallerIdentity = Self.own) -> AgentRules.Decision {
+            rules.decide(.proxy(method: method, path: path), for: caller, on: .main, agentUID: Self.agentUID)
+        }
+        #expect(decide("GET", "/api/v3/clients/me").allowed)
+        #expect(decide("PATCH", "/api/v3/clients/me/settings").allowed)
+        for (method, path) in [
+            ("GET", "/api/v3/admin"), ("GET", "/api/v3/clients/meow"), ("GET", "/api/v3/clients/me/../../admin"),
+            ("CONNECT", "/api/v3/clients/me"), ("OPTIONS", "/api/v3/clients/me"),
+        ] {
+            let decision = decide(method, path)
+            #expect(!decision.allowed, "\(method) \(path)")
+            #expect(decision.decidedBy == "default")
+        }
+        var rootElsewhere = Self.unshared
+        rootElsewhere.uid = 0
+        for caller in [Self.unshared, rootElsewhere, Self.docker] {
+            #expect(!decide("GET", "/api/v3/clients/me", caller).allowed, "\(caller)")
+        }
+        #expect(
+            !rules.decide(
+                .proxy(method: "GET", path: "/api/v3/clients/me"), for: Self.own, on: .restricted,
+                agentUID: Self.agentUID
+            ).allowed)
+    }
+
+    @Test("a proxy started with its own methods and paths lets its own user send those by default, and only those")
+    func proxyDefaultFollowsTheProxy() {
+        let scope = AgentRules.Grant.proxy(methods: ["GET"], prefixes: ["/api/v3/catalog"])
+        func decide(_ method: String, _ path: String, _ caller: CallerIdentity = Self.own) -> Bool {
+            AgentRules().decide(
+                .proxy(method: method, path: path), for: caller, on: .main, agentUID: Self.agentUID,
+                defaultProxy: scope
+            ).allowed
+        }
+        #expect(decide("GET", "/api/v3/catalog/items"))
+        #expect(!decide("POST", "/api/v3/catalog/items"))
+        #expect(!decide("GET", "/api/v3/clients/me"))
+        #expect(!decide("GET", "/api/v3/catalog/items", Self.unshared))
+    }
+
+    @Test("allow proxy grants methods and path prefixes, the defaults when it names none")
+    func proxyGrants() throws {
+        let rules = try AgentRules.parse(
+            """
+            rule sandbox
+                user-namespace other
+                allow proxy
+            rule build
+                container docker:3f2a*
+                allow proxy GET HEAD /api/v3/clients/me /api/v3/catalog/
+            rule own
+                uid 1000
+                allow token *
+            """)
+        func decide(_ caller: CallerIdentity, _ method: String, _ path: String, on socket: AgentRules.Socket = .main)
+            -> AgentRules.Decision
+        {
+            rules.decide(.proxy(method: method, path: path), for: caller, on: socket, agentUID: Self.agentUID)
+        }
+        #expect(decide(Self.unshared, "POST", "/api/v3/clients/me").allowed)
+        #expect(decide(Self.unshared, "GET", "/api/v3/clients/me", on: .restricted).allowed)
+        #expect(!decide(Self.unshared, "GET", "/api/v3/catalog/x").allowed)
+        #expect(decide(Self.docker, "GET", "/api/v3/catalog/items").allowed)
+        #expect(decide(Self.docker, "HEAD", "/api/v3/clients/me").allowed)
+        let post = decide(Self.docker, "POST", "/api/v3/clients/me")
+        #expect(!post.allowed)
+        #expect(post.decidedBy == "rule build")
+        #expect(!decide(Self.docker, "GET", "/api/v3/catalog/../admin").allowed)
+        // A rule that matches but grants no proxy refuses it, naming itself.
+        let own = decide(Self.own, "GET", "/api/v3/clients/me")
+        #expect(!own.allowed)
+        #expect(own.decidedBy == "rule own")
+    }
+
     @Test("a malformed rules file names the line and what was wrong, never the line's text")
     func parseErrors() {
         let cases: [(String, Int)] = [
@@ -117,6 +194,9 @@ struct AgentRulesTests {
             ("rule a\n  exe relative/path\n", 2),
             ("rule a b\n", 1),
             ("rule a\n  secret-canary-word x\n", 2),
+            ("rule a\n  allow proxy CONNECT\n", 2),
+            ("rule a\n  allow proxy get\n", 2),
+            ("rule a\n  allow proxy /api/../admin\n", 2),
         ]
         for (text, line) in cases {
             do {
