@@ -80,7 +80,7 @@ private final class StreamContext {
     }
 }
 
-private struct HandleState {
+private struct HandleState: CurlHandleResources {
     let handle: UnsafeMutableRawPointer
     let host: String
     var cStrings: [UnsafeMutablePointer<CChar>] = []
@@ -171,63 +171,7 @@ private struct HandleState {
         try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HTTPHEADER, headerList))
     }
 
-    private mutating func trustAdditionally(caBundleAt path: String) throws(HTTPError) {
-        guard let extra = try? FileReading.contents(of: path, limit: 16 << 20) else {
-            throw .caBundleUnreadable(path: path)
-        }
-        var systemBundle: [UInt8] = []
-        var defaultPath: UnsafeMutablePointer<CChar>?
-        if LibCurl.functions.getinfoString(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
-            systemBundle = (try? FileReading.contents(of: String(cString: defaultPath), limit: 16 << 20)) ?? []
-        }
-        var combined = systemBundle
-        if !combined.isEmpty, combined.last != UInt8(ascii: "\n") { combined.append(UInt8(ascii: "\n")) }
-        combined += extra
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(combined.count, 1), alignment: 1)
-        buffer.copyBytes(from: combined)
-        caBlob = buffer
-        var blob = curl_blob(data: buffer.baseAddress, len: combined.count, flags: UInt32(CURL_BLOB_NOCOPY))
-        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
-    }
-
-    mutating func release() {
-        if let list = headerList {
-            var node: UnsafeMutablePointer<curl_slist>? = list
-            while let current = node {
-                if let data = current.pointee.data { explicit_bzero(data, strlen(data)) }
-                node = current.pointee.next
-            }
-            LibCurl.functions.slistFreeAll(list)
-            headerList = nil
-        }
-        if let caBlob {
-            caBlob.deallocate()
-            self.caBlob = nil
-        }
-        for string in cStrings { free(string) }
-        cStrings = []
-    }
-
-    private mutating func append(header: String) throws(HTTPError) {
-        guard let list = LibCurl.functions.slistAppend(headerList, header) else {
-            throw .other(host: host, detail: "out of memory")
-        }
-        headerList = list
-    }
-
-    private mutating func set(_ option: CURLoption, string: String) throws(HTTPError) {
-        guard let copy = strdup(string) else { throw .other(host: host, detail: "out of memory") }
-        cStrings.append(copy)
-        try check(LibCurl.functions.setoptPointer(handle, option, copy))
-    }
-
-    private func set(_ option: CURLoption, _ value: Int) throws(HTTPError) {
-        try check(LibCurl.functions.setoptLong(handle, option, value))
-    }
-
-    private func check(_ code: CURLcode) throws(HTTPError) {
-        guard code == CURLE_OK else { throw .other(host: host, detail: "libcurl refused an option") }
-    }
+    mutating func release() { releaseHandleResources() }
 }
 
 /// Each header line of the answer; the blank line after a final (non-1xx) status line hands the

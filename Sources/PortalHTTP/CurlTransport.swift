@@ -113,7 +113,7 @@ public final class CurlTransport: HTTPTransport {
 
 /// One request's libcurl state: the C strings, header list and body buffer that must outlive
 /// `curl_easy_perform`, and the accumulator its callbacks fill.
-private struct Exchange {
+private struct Exchange: CurlHandleResources {
     let handle: UnsafeMutableRawPointer
     let host: String
     let options: HTTPTransportOptions
@@ -231,44 +231,6 @@ private struct Exchange {
         try set(CURLOPT_NOPROXY, string: "*")
     }
 
-    private mutating func append(header: String) throws(HTTPError) {
-        guard let list = LibCurl.functions.slistAppend(headerList, header) else {
-            throw .other(host: host, detail: "out of memory")
-        }
-        headerList = list
-    }
-
-    /// Trusts the bundle's CA certificates and no others: neither the system's bundle (which a
-    /// blob replaces) nor its directory of hashed certificates (`CURLOPT_CAPATH`, unset).
-    private mutating func trustOnly(caBundleAt path: String) throws(HTTPError) {
-        guard let bundle = readFile(path) else { throw .caBundleUnreadable(path: path) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bundle.count, 1), alignment: 1)
-        buffer.copyBytes(from: bundle)
-        caBlob = buffer
-        var blob = curl_blob(data: buffer.baseAddress, len: bundle.count, flags: UInt32(CURL_BLOB_NOCOPY))
-        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
-        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAPATH, nil))
-    }
-
-    /// Trusts the system's CA certificates and the bundle's: libcurl's `CURLOPT_CAINFO` alone
-    /// would replace the system bundle, so the two files go to OpenSSL together as one blob.
-    private mutating func trustAdditionally(caBundleAt path: String) throws(HTTPError) {
-        guard let extra = readFile(path) else { throw .caBundleUnreadable(path: path) }
-        var systemBundle: [UInt8] = []
-        var defaultPath: UnsafeMutablePointer<CChar>?
-        if LibCurl.functions.getinfoString(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
-            systemBundle = readFile(String(cString: defaultPath)) ?? []
-        }
-        var combined = systemBundle
-        if !combined.isEmpty, combined.last != UInt8(ascii: "\n") { combined.append(UInt8(ascii: "\n")) }
-        combined += extra
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(combined.count, 1), alignment: 1)
-        buffer.copyBytes(from: combined)
-        caBlob = buffer
-        var blob = curl_blob(data: buffer.baseAddress, len: combined.count, flags: UInt32(CURL_BLOB_NOCOPY))
-        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
-    }
-
     func perform() throws(HTTPError) -> HTTPResponse {
         let code = LibCurl.functions.easyPerform(handle)
         guard code == CURLE_OK else { throw error(for: code) }
@@ -298,7 +260,7 @@ private struct Exchange {
             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_CACERT_BADFILE,
             CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
             CURLE_SSL_SHUTDOWN_FAILED, CURLE_USE_SSL_FAILED:
-            return .tlsFailure(host: host, detail: Self.text(of: code))
+            return .tlsFailure(host: host, detail: curlErrorText(code))
         case CURLE_FILESIZE_EXCEEDED:
             return .responseTooLarge(host: host, limitBytes: options.maximumResponseBytes)
         case CURLE_WRITE_ERROR where accumulator.exceededLimit:
@@ -306,55 +268,19 @@ private struct Exchange {
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
             return .unsupportedURL
         default:
-            return .other(host: host, detail: Self.text(of: code))
+            return .other(host: host, detail: curlErrorText(code))
         }
-    }
-
-    /// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.
-    private static func text(of code: CURLcode) -> String {
-        guard let text = LibCurl.functions.easyStrerror(code) else { return "libcurl error \(code.rawValue)" }
-        return String(cString: text).lowercased()
     }
 
     mutating func release() {
-        if let list = headerList {
-            // Wipe every line (one is Authorization) before libcurl frees the copies.
-            var node: UnsafeMutablePointer<curl_slist>? = list
-            while let current = node {
-                if let data = current.pointee.data { explicit_bzero(data, strlen(data)) }
-                node = current.pointee.next
-            }
-            LibCurl.functions.slistFreeAll(list)
-            headerList = nil
-        }
         if let body {
             explicit_bzero(body.baseAddress!, body.count)
             body.deallocate()
             self.body = nil
         }
-        if let caBlob {
-            caBlob.deallocate()
-            self.caBlob = nil
-        }
-        for string in cStrings { free(string) }
-        cStrings = []
+        releaseHandleResources()
     }
 
-    private mutating func set(_ option: CURLoption, string: String) throws(HTTPError) {
-        guard let copy = strdup(string) else { throw .other(host: host, detail: "out of memory") }
-        cStrings.append(copy)
-        try check(LibCurl.functions.setoptPointer(handle, option, copy))
-    }
-
-    private func set(_ option: CURLoption, _ value: Int) throws(HTTPError) {
-        try check(LibCurl.functions.setoptLong(handle, option, value))
-    }
-
-    private func check(_ code: CURLcode) throws(HTTPError) {
-        guard code == CURLE_OK else {
-            throw .other(host: host, detail: "libcurl refused an option (\(Self.text(of: code)))")
-        }
-    }
 }
 
 /// What libcurl's callbacks collect: the body within its bound and the final response's headers.
@@ -406,10 +332,6 @@ private func receiveHeader(
 
 /// A CA bundle: a regular file (never a FIFO waited on) of at most 16 MiB, far above the
 /// system's few hundred kilobytes.
-private func readFile(_ path: String) -> [UInt8]? {
-    try? FileReading.contents(of: path, limit: 16 << 20)
-}
-
 /// Byte classes of RFC 9110 that the transport checks before anything reaches the wire.
 enum HTTPSyntax {
     /// `tchar`: what a method or header name may hold.

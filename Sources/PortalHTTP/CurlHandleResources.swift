@@ -1,0 +1,104 @@
+import Basics
+import CCurl
+import Glibc
+import PortalTokenCore
+
+/// What a libcurl easy handle is given for one request and must outlive it: the option strings
+/// (libcurl keeps pointers to them), the header list (one line may be `Authorization`) and the
+/// CA blob. Both transports set their options through this and free them the same way: the
+/// header lines are wiped before libcurl frees them.
+protocol CurlHandleResources {
+    var handle: UnsafeMutableRawPointer { get }
+    /// The host named in errors.
+    var host: String { get }
+    var cStrings: [UnsafeMutablePointer<CChar>] { get set }
+    var headerList: UnsafeMutablePointer<curl_slist>? { get set }
+    var caBlob: UnsafeMutableRawBufferPointer? { get set }
+}
+
+extension CurlHandleResources {
+    mutating func append(header: String) throws(HTTPError) {
+        guard let list = LibCurl.functions.slistAppend(headerList, header) else {
+            throw .other(host: host, detail: "out of memory")
+        }
+        headerList = list
+    }
+
+    mutating func set(_ option: CURLoption, string: String) throws(HTTPError) {
+        guard let copy = strdup(string) else { throw .other(host: host, detail: "out of memory") }
+        cStrings.append(copy)
+        try check(LibCurl.functions.setoptPointer(handle, option, copy))
+    }
+
+    func set(_ option: CURLoption, _ value: Int) throws(HTTPError) {
+        try check(LibCurl.functions.setoptLong(handle, option, value))
+    }
+
+    func check(_ code: CURLcode) throws(HTTPError) {
+        guard code == CURLE_OK else {
+            throw .other(host: host, detail: "libcurl refused an option (\(curlErrorText(code)))")
+        }
+    }
+
+    /// Trusts the bundle's CA certificates and no others: neither the system's bundle (which a
+    /// blob replaces) nor its directory of hashed certificates (`CURLOPT_CAPATH`, unset).
+    mutating func trustOnly(caBundleAt path: String) throws(HTTPError) {
+        guard let bundle = readCABundle(path) else { throw .caBundleUnreadable(path: path) }
+        try setCABlob(bundle)
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAPATH, nil))
+    }
+
+    /// Trusts the system's CA certificates and the bundle's: libcurl's `CURLOPT_CAINFO` alone
+    /// would replace the system bundle, so the two files go to OpenSSL together as one blob.
+    mutating func trustAdditionally(caBundleAt path: String) throws(HTTPError) {
+        guard let extra = readCABundle(path) else { throw .caBundleUnreadable(path: path) }
+        var systemBundle: [UInt8] = []
+        var defaultPath: UnsafeMutablePointer<CChar>?
+        if LibCurl.functions.getinfoString(handle, CURLINFO_CAINFO, &defaultPath) == CURLE_OK, let defaultPath {
+            systemBundle = readCABundle(String(cString: defaultPath)) ?? []
+        }
+        var combined = systemBundle
+        if !combined.isEmpty, combined.last != UInt8(ascii: "\n") { combined.append(UInt8(ascii: "\n")) }
+        combined += extra
+        try setCABlob(combined)
+    }
+
+    private mutating func setCABlob(_ bytes: [UInt8]) throws(HTTPError) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 1)
+        buffer.copyBytes(from: bytes)
+        caBlob = buffer
+        var blob = curl_blob(data: buffer.baseAddress, len: bytes.count, flags: UInt32(CURL_BLOB_NOCOPY))
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_CAINFO_BLOB, &blob))
+    }
+
+    /// Frees what the request was given, wiping every header line (one is `Authorization`)
+    /// before libcurl frees the copies.
+    mutating func releaseHandleResources() {
+        if let list = headerList {
+            var node: UnsafeMutablePointer<curl_slist>? = list
+            while let current = node {
+                if let data = current.pointee.data { explicit_bzero(data, strlen(data)) }
+                node = current.pointee.next
+            }
+            LibCurl.functions.slistFreeAll(list)
+            headerList = nil
+        }
+        if let caBlob {
+            caBlob.deallocate()
+            self.caBlob = nil
+        }
+        for string in cStrings { free(string) }
+        cStrings = []
+    }
+}
+
+/// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.
+func curlErrorText(_ code: CURLcode) -> String {
+    guard let text = LibCurl.functions.easyStrerror(code) else { return "libcurl error \(code.rawValue)" }
+    return String(cString: text).lowercased()
+}
+
+/// A CA bundle, read within a bound.
+func readCABundle(_ path: String) -> [UInt8]? {
+    try? FileReading.contents(of: path, limit: 16 << 20)
+}
