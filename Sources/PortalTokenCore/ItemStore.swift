@@ -248,6 +248,19 @@ public struct StoreError: Error, Sendable, Equatable {
     public static let keyringLockedHint =
         "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
 
+    /// A search the Secret Service provider held until the bound while `keyring` (its name in
+    /// the message) is locked: KeePassXC answers a search in a locked database only once a person
+    /// unlocks it in its own dialog, so this is "locked", not a timeout. Both keyring reads use it.
+    public static func lockedWhileSearchHeld(_ keyring: String, timeoutMilliseconds: Int) -> StoreError {
+        StoreError(
+            .locked,
+            """
+            \(keyring) is locked, and the Secret Service provider held the search for \(timeoutMilliseconds) ms \
+            (it may be showing its own unlock dialog)
+            """,
+            hint: keyringLockedHint)
+    }
+
     public init(
         _ kind: Kind, _ message: String, hint: String? = nil, outcomeUnknown: Bool = false, namesProvider: Bool = false
     ) {

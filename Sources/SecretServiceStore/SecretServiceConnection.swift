@@ -139,13 +139,7 @@ final class SecretServiceConnection {
     /// within the bound; when it is not, the timeout stands.
     func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
         guard let collection = try? defaultCollectionIfAny(), collection.isLocked else { return timeout }
-        return StoreError(
-            .locked,
-            """
-            keyring '\(collection.label)' is locked, and the Secret Service provider held the search for \
-            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
-            """,
-            hint: lockedHint)
+        return .lockedWhileSearchHeld("keyring '\(collection.label)'", timeoutMilliseconds: timeoutMilliseconds)
     }
 
     private func search(

@@ -150,13 +150,7 @@ extension SessionBus {
     /// default collection is locked is asked within the bound; when it is not, the timeout stands.
     private func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
         guard (try? isDefaultCollectionLocked()) == true else { return timeout }
-        return StoreError(
-            .locked,
-            """
-            the default keyring is locked, and the Secret Service provider held the search for \
-            \(timeoutMilliseconds) ms (it may be showing its own unlock dialog)
-            """,
-            hint: StoreError.keyringLockedHint)
+        return .lockedWhileSearchHeld("the default keyring", timeoutMilliseconds: timeoutMilliseconds)
     }
 
     /// The attribute sets to search for: one search when the filters differ only in their schema
