@@ -263,6 +263,10 @@ static inline SecretService *portal_secret_service_get_sync(void *fn, SecretServ
     return ((SecretService *(*)(SecretServiceFlags, GCancellable *, GError **))fn)(flags, cancellable, error);
 }
 
+static inline void portal_secret_service_disconnect(void *fn) {
+    ((void (*)(void))fn)();
+}
+
 static inline GList *portal_secret_service_search_sync(void *fn, SecretService *service, const SecretSchema *schema,
                                                        GHashTable *attributes, SecretSearchFlags flags,
                                                        GCancellable *cancellable, GError **error) {

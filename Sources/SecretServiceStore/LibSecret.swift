@@ -44,7 +44,7 @@ enum LibSecret {
         private let dbusProxyGetConnectionFunction, dbusProxyGetObjectPathFunction: UnsafeMutableRawPointer
         private let dbusConnectionCallSyncFunction, variantUnrefFunction: UnsafeMutableRawPointer
         // libsecret
-        private let serviceGetSyncFunction, serviceSearchSyncFunction,
+        private let serviceGetSyncFunction, serviceDisconnectFunction, serviceSearchSyncFunction,
             serviceUnlockSyncFunction: UnsafeMutableRawPointer
         private let collectionForAliasSyncFunction, collectionGetLockedFunction,
             collectionGetLabelFunction: UnsafeMutableRawPointer
@@ -100,6 +100,7 @@ enum LibSecret {
             dbusConnectionCallSyncFunction = try resolve("g_dbus_connection_call_sync")
             variantUnrefFunction = try resolve("g_variant_unref")
             serviceGetSyncFunction = try resolve("secret_service_get_sync")
+            serviceDisconnectFunction = try resolve("secret_service_disconnect")
             serviceSearchSyncFunction = try resolve("secret_service_search_sync")
             serviceUnlockSyncFunction = try resolve("secret_service_unlock_sync")
             collectionForAliasSyncFunction = try resolve("secret_collection_for_alias_sync")
@@ -239,6 +240,10 @@ enum LibSecret {
         ) -> OpaquePointer? {
             portal_secret_service_get_sync(serviceGetSyncFunction, flags, cancellable, error)
         }
+
+        /// Drops libsecret's shared service object, and with it the session it opened: the next
+        /// `serviceGetSync` connects anew and opens a new session when one is needed.
+        func serviceDisconnect() { portal_secret_service_disconnect(serviceDisconnectFunction) }
 
         /// A search by attributes alone, of any schema.
         func serviceSearchSync(

@@ -78,6 +78,27 @@ final class SecretServiceConnection {
         return service
     }
 
+    /// Opens a new session with the provider for what follows: the shared service object, whose
+    /// session the last call used, is dropped, and the next call connects anew. Items and
+    /// collections found before keep the old session, so they are looked up again afterwards.
+    /// For a session whose secrets did not decode (docs/storage.md, "Providers").
+    func renewSession() {
+        guard let service else { return }
+        let lib = LibSecret.functions
+        lib.objectUnref(service)
+        self.service = nil
+        lib.serviceDisconnect()
+        renewals += 1
+    }
+
+    /// How many times `renewSession` has dropped the session: a collection found before the
+    /// last renewal is looked up again.
+    private(set) var renewals = 0
+
+    /// How many sessions one read or write tries before it gives up on a provider whose
+    /// encrypted sessions fail: each new session fails alone, so a second almost always works.
+    static let sessionAttempts = 3
+
     /// Whether GLib could find a session bus (gio's g_dbus_address_get_for_bus_sync): an address
     /// in DBUS_SESSION_BUS_ADDRESS, the socket `$XDG_RUNTIME_DIR/bus`, or an X11 display through
     /// which dbus-launch can autolaunch one. When this says no, connecting cannot succeed.
@@ -145,17 +166,20 @@ final class SecretServiceConnection {
     private func search(
         _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool, while operation: String
     ) throws(StoreError) -> ItemList {
-        let service = try connect()
-        let lib = LibSecret.functions
+        let lib = try LibSecret.load()
         let table = makeAttributeTable(attributes)
         defer { lib.hashTableUnref(table) }
         var flags = SECRET_SEARCH_ALL.rawValue
         if loadSecrets { flags |= SECRET_SEARCH_LOAD_SECRETS.rawValue }
         if unlocking { flags |= SECRET_SEARCH_UNLOCK.rawValue }
         // An item another process deletes between the search and the loading of its secret
-        // fails the whole call; it is gone, not an error, so the search is asked again.
+        // fails the whole call; it is gone, not an error, so the search is asked again. So is
+        // a search whose encrypted session the provider refused, under a new session.
+        var refusals = 0
         for _ in 0..<4 {
+            let service = try connect()
             var vanished = false
+            var refused = false
             do {
                 let list = try bounded(
                     operation,
@@ -165,6 +189,7 @@ final class SecretServiceConnection {
                             vanished = true
                             return StoreError(.failed, "")
                         }
+                        refused = Self.isRefusedSession(error) && refusals + 1 < Self.sessionAttempts
                         return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
                     }
                 ) { cancellable, error in
@@ -173,6 +198,9 @@ final class SecretServiceConnection {
                 return ItemList(list)
             } catch  where vanished {
                 continue
+            } catch  where refused {
+                refusals += 1
+                renewSession()
             }
         }
         throw StoreError(
@@ -229,9 +257,10 @@ final class SecretServiceConnection {
     }
 
     /// For an item a search returned without its secret: locked (the item, or its collection),
-    /// which throws; or deleted by another process between the search and the read, which is
-    /// "gone" (docs/storage.md, "A keyring that never hangs and never lies") and returns.
-    func ensureItemIsGone(_ item: FoundItem) throws(StoreError) {
+    /// which throws; else it was deleted by another process between the search and the read, or
+    /// its secret did not decode, and the caller searches again (docs/storage.md, "A keyring that
+    /// never hangs and never lies").
+    func ensureUnreadItemIsNotLocked(_ item: FoundItem) throws(StoreError) {
         if item.isLocked { throw lockedError() }
         // Unlocked only now: the item was not read, and is not known to be gone.
         if try ensureDefaultCollectionIsNotLocked() { throw lockedError() }
@@ -253,10 +282,13 @@ final class SecretServiceConnection {
             hint: "unlock it first (log in to the desktop session, or open Passwords and Keys / seahorse)")
     }
 
-    /// Creates an item (never replacing one) and returns it.
+    /// Creates an item (never replacing one) and returns it. `sessionRefused` is set when the
+    /// provider could not decrypt the secret under the session: kwalletd5 fails that way for
+    /// about one encrypted session in a hundred, and leaves an item with no secret behind
+    /// (`removeUnfinished` removes it; docs/storage.md, "Providers").
     func create(
-        in collection: CollectionReference, schema: OpaquePointer,
-        attributes: [(String, String)], label: String, secret: Secret, while operation: String
+        in collection: CollectionReference, schema: OpaquePointer, attributes: [(String, String)], label: String,
+        secret: Secret, sessionRefused: inout Bool, while operation: String
     ) throws(StoreError) -> FoundItem {
         let lib = LibSecret.functions
         let value = secret.withBytes { bytes in
@@ -271,12 +303,39 @@ final class SecretServiceConnection {
         defer { lib.valueUnref(value) }
         let table = makeAttributeTable(attributes)
         defer { lib.hashTableUnref(table) }
-        let created = try bounded(operation) { cancellable, error in
+        var refused = false
+        defer { sessionRefused = refused }
+        let created = try bounded(
+            operation,
+            classify: { error in
+                refused = Self.isRefusedSession(error)
+                return storeError(from: error, while: operation, timeoutMilliseconds: self.timeoutMilliseconds)
+            }
+        ) { cancellable, error in
             lib.itemCreateSync(
                 collection.pointer, schema, table, label, value, SECRET_ITEM_CREATE_NONE, cancellable, &error)
         }
         guard let created else { throw StoreError(.failed, "the Secret Service did not create the item") }
         return FoundItem(ItemReference(owning: created))
+    }
+
+    /// Removes what a create the provider refused left behind: an item that carries every
+    /// attribute given, the sequence stamp of that write among them, so nothing else matches.
+    func removeUnfinished(_ attributes: [(String, String)], while operation: String) throws(StoreError) {
+        for item in try search(attributes, loadSecrets: false, while: operation).items {
+            try delete(item, while: "removing an item the keyring did not finish")
+        }
+    }
+
+    /// Whether the provider refused the encrypted session the secret came in: kwalletd5 answers
+    /// "Can't find session /org/freedesktop/secrets/session/N" (though the session is open)
+    /// when it cannot decrypt a secret, and refuses to open one whose client key is a byte short
+    /// ("Client public key size is invalid"), which one key in 256 is. libsecret passes on the
+    /// provider's text and not always the error's name, so the text is what is matched.
+    static func isRefusedSession(_ error: UnsafeMutablePointer<GError>) -> Bool {
+        let message = String(cString: error.pointee.message)
+        return message.contains("Can't find session /org/freedesktop/secrets/session/")
+            || message.contains("Client public key size is invalid")
     }
 
     /// The secret of an item, read from the provider now (one `GetSecret` call); nil when the

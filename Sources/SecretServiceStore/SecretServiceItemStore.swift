@@ -79,8 +79,10 @@ public final class SecretServiceItemStore: ItemStore {
         where isPrevious: (StoredItem) -> Bool, with item: StoredItem
     ) throws(StoreError) -> Bool {
         let operation = "writing to the keyring"
-        let collection = try connection.unlockedDefaultCollection()
+        var collection = try connection.unlockedDefaultCollection()
+        let renewals = connection.renewals
         let matching = try loaded(filters, while: operation)
+        if connection.renewals != renewals { collection = try connection.defaultCollection() }
         guard condition(matching.first?.item) else { return false }
         let previous = matching.filter { isPrevious($0.item) }
         var attributes = item.attributes
@@ -91,16 +93,39 @@ public final class SecretServiceItemStore: ItemStore {
         let sequence = max(
             Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec), (matching.first?.item.sequence ?? 0) + 1)
         attributes[StoredItem.sequenceAttribute] = String(sequence)
-        let created = try connection.create(
-            in: collection, schema: schema(item.schema, attributes: attributes.keys),
-            attributes: attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) },
-            label: item.label, secret: item.secret, while: operation)
-        // Read back from the item just made: a provider may change a secret as it stores it
-        // (KeePassXC expands `{REF:…}` and `{TITLE}`-style placeholders in what it hands out).
-        // An item that does not hold what was given is removed again, and what it was to
-        // replace stays (docs/storage.md, "Providers").
-        guard try connection.loadSecret(of: created, while: operation) == item.secret else {
+        let stored = attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        var attempt = 1
+        var created: FoundItem
+        while true {
+            // A provider whose encrypted session failed either refuses the create (and leaves an
+            // item with no secret, which is removed) or hands back no secret for the new item;
+            // either way the write is made again under a new session (docs/storage.md,
+            // "Providers"). A secret that reads back different is the provider's doing.
+            var sessionRefused = false
+            do {
+                created = try connection.create(
+                    in: collection, schema: schema(item.schema, attributes: attributes.keys), attributes: stored,
+                    label: item.label, secret: item.secret, sessionRefused: &sessionRefused, while: operation)
+            } catch  where sessionRefused && attempt < SecretServiceConnection.sessionAttempts {
+                try connection.removeUnfinished(stored, while: operation)
+                connection.renewSession()
+                collection = try connection.defaultCollection()
+                attempt += 1
+                continue
+            }
+            // Read back from the item just made: a provider may change a secret as it stores it
+            // (KeePassXC expands `{REF:…}` and `{TITLE}`-style placeholders in what it hands out).
+            // An item that does not hold what was given is removed again, and what it was to
+            // replace stays (docs/storage.md, "Providers").
+            let readBack = try connection.loadSecret(of: created, while: operation)
+            if readBack == item.secret { break }
             try connection.delete(created, while: "removing an item the keyring changed")
+            if readBack == nil, attempt < SecretServiceConnection.sessionAttempts {
+                connection.renewSession()
+                collection = try connection.defaultCollection()
+                attempt += 1
+                continue
+            }
             throw StoreError(
                 .failed,
                 """
@@ -110,7 +135,15 @@ public final class SecretServiceItemStore: ItemStore {
                 hint: "the provider may expand placeholders such as {REF:…} or {TITLE}; store a secret without them",
                 namesProvider: true)
         }
-        for old in previous where old.found.objectPath != created.objectPath {
+        // After a deletion on the way, the earlier search's paths are not safe names on
+        // kwalletd5 (see `delete`): what is replaced is found again.
+        let replaced =
+            attempt == 1
+            ? previous
+            : try loaded(filters, while: operation).filter {
+                isPrevious($0.item) && $0.item.sequence != sequence
+            }
+        for old in replaced where old.found.objectPath != created.objectPath {
             try connection.delete(old.found, while: "replacing an item in the keyring")
         }
         return true
@@ -136,33 +169,52 @@ public final class SecretServiceItemStore: ItemStore {
 
     /// The items matching any filter, each once, newest first by the sequence each write
     /// stamps (items without one, written by another program, after them in the provider's
-    /// order), with their secrets. An item whose secret did not load is locked (an error) or
-    /// was deleted since the search (left out).
+    /// order), with their secrets. An item whose secret did not load is locked (an error), was
+    /// deleted since the search (left out), or came in a session whose encryption failed
+    /// (kwalletd5, docs/storage.md "Providers"): the search is made again under a new session,
+    /// and an item still without its secret after that is an error, never taken for gone.
     private typealias Loaded = (found: FoundItem, item: StoredItem)
     private func loaded(_ filters: [ItemAttributes], while operation: String) throws(StoreError) -> [Loaded] {
-        var found: [FoundItem] = []
-        for filter in filters {
-            let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-            for item in try connection.search(query, loadSecrets: true, while: operation).items
-            where !found.contains(where: { $0.objectPath == item.objectPath }) {
-                found.append(item)
+        var attempt = 1
+        while true {
+            var found: [FoundItem] = []
+            for filter in filters {
+                let query = filter.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+                for item in try connection.search(query, loadSecrets: true, while: operation).items
+                where !found.contains(where: { $0.objectPath == item.objectPath }) {
+                    found.append(item)
+                }
             }
-        }
-        var items: [Loaded] = []
-        for item in found {
-            guard let secret = item.secret else {
-                try connection.ensureItemIsGone(item)
-                continue
+            var items: [Loaded] = []
+            var unread = 0
+            for item in found {
+                guard let secret = item.secret else {
+                    try connection.ensureUnreadItemIsNotLocked(item)
+                    unread += 1
+                    continue
+                }
+                let (created, modified) = item.times
+                let stored = StoredItem(
+                    storedAttributes: item.attributes, label: item.label, secret: secret, created: created,
+                    modified: modified, id: item.objectPath)
+                // The provider's own matching is not trusted to be a subset match: an item that
+                // does not carry every attribute of a filter is not an answer (docs/storage.md,
+                // "Providers").
+                if stored.matches(any: filters) { items.append((item, stored)) }
             }
-            let (created, modified) = item.times
-            let stored = StoredItem(
-                storedAttributes: item.attributes, label: item.label, secret: secret, created: created,
-                modified: modified, id: item.objectPath)
-            // The provider's own matching is not trusted to be a subset match: an item that does
-            // not carry every attribute of a filter is not an answer (docs/storage.md, "Providers").
-            if stored.matches(any: filters) { items.append((item, stored)) }
+            if unread == 0 { return items.sorted { StoredItem.isListedBefore($0.item, $1.item) } }
+            guard attempt < SecretServiceConnection.sessionAttempts else {
+                throw StoreError(
+                    .failed,
+                    """
+                    the Secret Service provider handed back \(unread == 1 ? "an item" : "\(unread) items") without \
+                    \(unread == 1 ? "its secret" : "their secrets") in \(attempt) sessions while \(operation)
+                    """,
+                    hint: "try again; if it persists, restart the keyring daemon", namesProvider: true)
+            }
+            connection.renewSession()
+            attempt += 1
         }
-        return items.sorted { StoredItem.isListedBefore($0.item, $1.item) }
     }
 
     private func schema(_ name: String, attributes: Dictionary<String, String>.Keys) -> OpaquePointer {

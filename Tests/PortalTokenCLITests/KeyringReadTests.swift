@@ -14,17 +14,11 @@ struct KeyringReadTests {
         let member: String
     }
 
-    /// The method calls each client that connected while `body` ran sent, by its unique name.
-    static func monitoredCalls(on keyring: PrivateKeyring, during body: () throws -> Void) throws -> [String: [Call]] {
-        try monitoredCalls(
-            directory: keyring.directory, busAddress: keyring.busAddress, environment: keyring.environment,
-            during: body)
-    }
-
-    /// The same on any private bus: `directory` holds the monitor's output.
-    static func monitoredCalls(
-        directory: URL, busAddress: String, environment: [String: String], during body: () throws -> Void
-    ) throws -> [String: [Call]] {
+    /// Everything dbus-monitor saw on the bus while `body` ran, as it printed it; `body` is given
+    /// the file it is printing to, to look at as it goes. `directory` holds that file.
+    static func monitored(
+        directory: URL, busAddress: String, environment: [String: String], during body: (String) throws -> Void
+    ) throws -> String {
         let output = directory.appendingPathComponent("monitor-\(UUID().uuidString)").path
         let monitor = try ProcessRunner.spawn(
             "/usr/bin/dbus-monitor", ["--address", busAddress], environment: environment, stdout: output)
@@ -44,7 +38,7 @@ struct KeyringReadTests {
         }
         // dbus-monitor is told its name is lost once it monitors.
         #expect(try seen("member=NameLost"), "dbus-monitor did not start monitoring")
-        try body()
+        try body(output)
         // The bus delivers in order: once the monitor has the marker, it has all that came before.
         // The marker is a call portal-token never makes (it does ask GetId), so it is not mistaken
         // for one of the run's own.
@@ -56,12 +50,27 @@ struct KeyringReadTests {
             ], environment: environment, timeout: 10)
         #expect(marker.exitCode == 0)
         #expect(try seen("member=ListNames"), "the marker call never reached dbus-monitor")
+        return try String(contentsOfFile: output, encoding: .utf8)
+    }
 
+    /// The method calls each client that connected while `body` ran sent, by its unique name.
+    static func monitoredCalls(on keyring: PrivateKeyring, during body: () throws -> Void) throws -> [String: [Call]] {
+        try monitoredCalls(
+            directory: keyring.directory, busAddress: keyring.busAddress, environment: keyring.environment,
+            during: body)
+    }
+
+    /// The same on any private bus: `directory` holds the monitor's output.
+    static func monitoredCalls(
+        directory: URL, busAddress: String, environment: [String: String], during body: () throws -> Void
+    ) throws -> [String: [Call]] {
+        let output = try monitored(directory: directory, busAddress: busAddress, environment: environment) { _ in
+            try body()
+        }
         var calls: [String: [Call]] = [:]
         var clients: [String] = []
         var markerSender = ""
-        for line in try String(contentsOfFile: output, encoding: .utf8).split(separator: "\n")
-        where line.hasPrefix("method call ") {
+        for line in output.split(separator: "\n") where line.hasPrefix("method call ") {
             func field(_ name: String) -> String {
                 guard let start = line.range(of: " \(name)=") else { return "" }
                 return String(line[start.upperBound...].prefix { $0 != " " && $0 != ";" })

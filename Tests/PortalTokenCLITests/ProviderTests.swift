@@ -199,6 +199,55 @@ struct ProviderTests {
         #expect(byLabel.exitCode == 0 && byLabel.stdout.isEmpty, "\(byLabel.stdout) \(byLabel.stderr)")
     }
 
+    @Test(
+        """
+        on KWallet, encrypted sessions the provider refuses or cannot use are replaced: every store, read and \
+        erase stays exact, and no half-made item is left
+        """)
+    func failedSessionsOnKWallet() throws {
+        // kwalletd5 5.103 fails about one encrypted session in a hundred: it refuses a client key
+        // a byte short, and fails to decrypt under some keys, answering "Can't find session"
+        // after it has half made the item (docs/storage.md, "Providers"). Rounds of stores,
+        // reads and erases go on until the provider has failed sessions twice (seen on the bus),
+        // so the test always exercises what it is about.
+        let keyring = try PrivateProvider(.kwallet)
+        var environment = keyring.environment
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = String(Self.bound)
+        func run(_ arguments: [String], _ input: String) throws -> ProcessResult {
+            try ProcessRunner.portalToken(arguments, stdin: input, environment: environment, timeout: 30)
+        }
+        func failures(in output: String) -> Int {
+            let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            return text.components(separatedBy: "string \"Can't find session /org/freedesktop/secrets/session/").count
+                + text.components(separatedBy: "string \"Client public key size is invalid\"").count - 2
+        }
+        let address = try #require(environment["DBUS_SESSION_BUS_ADDRESS"])
+        var cycles = 0
+        var failed = 0
+        _ = try KeyringReadTests.monitored(
+            directory: keyring.directory, busAddress: address, environment: environment
+        ) { output in
+            while failed < 2 && cycles < 1200 {
+                cycles += 1
+                let request = "protocol=https\nhost=kwallet.example\nusername=user\(cycles)\n"
+                let stored = try run(["store"], request + "password=pass\(cycles)\n")
+                try #require(stored.exitCode == 0 && stored.stderr.isEmpty, "store \(cycles): \(stored.stderr)")
+                let got = try run(["get"], request)
+                try #require(got.stdout.hasSuffix("password=pass\(cycles)\n"), "get \(cycles): \(got.stdout)")
+                let erased = try run(["erase"], request)
+                try #require(erased.exitCode == 0 && erased.stderr.isEmpty, "erase \(cycles): \(erased.stderr)")
+                let gone = try run(["get"], request)
+                try #require(gone.exitCode == 0 && gone.stdout.isEmpty, "get \(cycles) after erase: \(gone.stdout)")
+                if cycles % 20 == 0 { failed = failures(in: output) }
+            }
+        }
+        #expect(failed >= 2, "the provider failed no session in \(cycles) cycles: nothing was exercised")
+        // Nothing is left: no item without a secret, nor any other.
+        let left = try run(["get"], "protocol=https\nhost=kwallet.example\n")
+        #expect(left.stdout.isEmpty, "left behind: \(left.stdout)")
+    }
+
     @Test("on KeePassXC, a secret the provider changes as it stores it is refused, and what it replaces stays")
     func changedSecretOnKeePassXC() throws {
         let seeded = try Seeded(.keepassxc)
