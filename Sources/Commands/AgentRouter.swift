@@ -50,6 +50,9 @@ final class AgentRouter: Sendable {
         self.environment = environment
         var services = services
         services.secretCache = services.agentSecretCache
+        // Nor does a command it runs call an agent (a `lock` would call this one, which runs one
+        // command at a time, and wait on itself).
+        services.agentExchange = { path, _, _ throws(HTTPError) in throw .cannotConnect(host: path) }
         self.servicesBox = ServicesBox(services)
         self.verbose = verbose
         self.log = log
@@ -57,7 +60,7 @@ final class AgentRouter: Sendable {
 
     /// The endpoints: each one's method, the command it runs, and the operation the rules judge.
     private enum Endpoint {
-        case token, status, execCredential, list
+        case token, status, execCredential, list, lock
         case git(String)
         case docker(String)
     }
@@ -105,6 +108,7 @@ final class AgentRouter: Sendable {
         case "/v1/status": (endpoint, method) = (.status, "GET")
         case "/v1/exec-credential": (endpoint, method) = (.execCredential, "GET")
         case "/v1/list": (endpoint, method) = (.list, "GET")
+        case "/v1/lock": (endpoint, method) = (.lock, "POST")
         case "/v1/git/get", "/v1/git/store", "/v1/git/erase", "/v1/git/capability":
             (endpoint, method) = (.git(String(path.dropFirst("/v1/git/".count))), "POST")
         case "/v1/docker/get", "/v1/docker/store", "/v1/docker/erase", "/v1/docker/list":
@@ -148,6 +152,11 @@ final class AgentRouter: Sendable {
         case .list:
             operation = .list
             arguments += ["list"] + (query["format"] == "json" ? ["--format", "json"] : [])
+        case .lock:
+            // Judged as a write: dropping the agent's keys makes the next request ask the store
+            // again, which only a caller that may change the store should be able to cause.
+            operation = .write
+            arguments += ["lock"]
         case .git(let word):
             switch word {
             case "get", "capability":

@@ -55,7 +55,7 @@ public struct AgentRules: Sendable, Equatable {
             case .gitGet(let host): return "git get for \(host)"
             case .dockerGet(let registry): return "Docker get for \(registry)"
             case .list: return "list"
-            case .write: return "a store or erase"
+            case .write: return "a store, erase or lock"
             case .proxy(let method, let path): return "proxying \(method) \(path.prefix(128))"
             }
         }
@@ -207,7 +207,8 @@ public struct AgentRules: Sendable, Equatable {
     ) -> Decision {
         if socket == .restricted, operation.isWrite {
             return Decision(
-                allowed: false, decidedBy: "restricted socket", reason: "the restricted socket never stores or erases")
+                allowed: false, decidedBy: "restricted socket",
+                reason: "the restricted socket never stores, erases or locks")
         }
         if let rule = rules.first(where: { $0.matches(caller, on: socket) }) {
             let allowed = rule.grants(operation)

@@ -193,7 +193,7 @@ struct AgentTests {
         let store = try harness.sandboxed(
             [ProcessRunner.portalTokenPath, "store"], stdin: "protocol=https\nhost=x.tld\nusername=u\npassword=p\n")
         #expect(store.exitCode == 4)
-        #expect(store.stderr.contains("rule sandboxes does not grant a store or erase"))
+        #expect(store.stderr.contains("rule sandboxes does not grant a store, erase or lock"))
     }
 
     @Test("another uid is refused and logged, even when the socket's file mode would let it in")
@@ -285,13 +285,15 @@ struct AgentTests {
         let credential = "protocol=https\nhost=forwarded.example\nusername=u\npassword=p\n"
         let store = try harness.client(["store"], stdin: credential, socket: socket)
         #expect(store.exitCode == 4)
-        #expect(store.stderr.contains("the restricted socket never stores or erases"))
+        #expect(store.stderr.contains("the restricted socket never stores, erases or locks"))
         let erase = try harness.client(
             ["erase"], stdin: harness.portal.portalOrigin + "password=\(token)\n", socket: socket)
         #expect(erase.exitCode == 4)
         let logout = try harness.client(["logout"], socket: socket)
         #expect(logout.exitCode == 4)
         #expect(logout.stderr.contains("logout is not served through the agent"))
+        let lock = try harness.client(["lock"], socket: socket)
+        #expect(lock.exitCode == 4 && lock.stderr.contains("never stores, erases or locks"), "\(lock.stderr)")
         // The session is still there, and a read the rule does not grant is refused.
         #expect(try harness.client(["token"], socket: socket).exitCode == 0)
         let get = try harness.client(["get"], stdin: harness.portal.portalOrigin, socket: socket)
@@ -436,7 +438,11 @@ struct AgentTests {
         #expect(harness.portal.hookRuns.isEmpty)
     }
 
-    @Test("where the kernel refuses keyrings to the agent, it keeps the file's key and the session in its memory")
+    @Test(
+        """
+        where the kernel refuses keyrings to the agent, it keeps the file's key and the session in its memory, and \
+        lock empties it, in client mode and on the host
+        """)
     func keysInMemory() throws {
         let harness = try AgentHarness(start: false)
         let token = try harness.signIn()
@@ -454,6 +460,21 @@ struct AgentTests {
         #expect(second.exitCode == 0 && second.stdout == token + "\n", "\(second.stderr)")
         let credential = try harness.client(["get"], stdin: "protocol=https\nhost=nothing.example\n")
         #expect(credential.exitCode == 0, "\(credential.stderr)")
+        // `lock` in client mode empties the agent's memory: with no passphrase source left, the
+        // next read cannot open the file.
+        let lock = try harness.client(["lock"])
+        #expect(lock.exitCode == 0 && lock.stderr.contains("dropped every cached key"), "\(lock.stderr)")
+        let locked = try harness.client(["token"])
+        #expect(locked.exitCode == 4 && locked.stdout.isEmpty, "\(locked.stderr)")
+        // So does `lock` on the agent's host, which finds the agent by its socket.
+        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        chmod(passphraseFile, 0o600)
+        #expect(try harness.client(["token"]).exitCode == 0)
+        unlink(passphraseFile)
+        let hostLock = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["lock"], environment: try harness.agentEnvironment())
+        #expect(hostLock.exitCode == 0 && hostLock.stderr.contains("the agent's too"), "\(hostLock.stderr)")
+        #expect(try harness.client(["token"]).exitCode == 4)
     }
 
     @Test("the agent's audit lines name the caller the kernel reports, refusals included; clients write none")

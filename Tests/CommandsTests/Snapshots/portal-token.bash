@@ -20,7 +20,7 @@ _portal_token_commands=(
     "proxy:serve the Portal API on a local port or socket, adding the session token"
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
-    "lock:drop every cached key and session copy from the kernel keyring at once"
+    "lock:drop every cached key and session copy at once, the agent's too"
     "audit:show what used your credentials, when and from where (the audit log)"
     "agent:serve the token and the credential store on a Unix socket, to containers and sandboxes"
     "help:show the help of a command"

@@ -21,7 +21,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy -d 'Serve the Portal API on a local port or socket, adding the session token'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
-complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy from the kernel keyring at once'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy at once, the agent\'s too'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Serve the token and the credential store on a Unix socket, to containers and sandboxes'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
