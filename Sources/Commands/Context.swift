@@ -239,7 +239,14 @@ public final class Context {
             return store
         case .vault:
             if let vaultItemStore { return vaultItemStore }
-            let store = LockedItemStore(services.vaultItems(try vaultOptions()), lock: try storeLock())
+            // An AppRole login is kept for later runs in the run's secret cache, with the key
+            // cache's timeouts; either at 0 keeps nothing and reads nothing kept
+            // (docs/storage.md, "Vault / OpenBao").
+            let idle = try keyCacheTimeoutSeconds, maximum = try keyCacheMaximumSeconds
+            let loginCache =
+                idle > 0 && maximum > 0
+                ? VaultLoginCache(cache: services.secretCache(), idleSeconds: idle, maximumSeconds: maximum) : nil
+            let store = LockedItemStore(services.vaultItems(try vaultOptions(), loginCache), lock: try storeLock())
             vaultItemStore = store
             return store
         }

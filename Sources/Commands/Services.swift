@@ -22,7 +22,7 @@ public struct Services {
     /// The encrypted file as an item store.
     public var fileItems: (FileStoreOptions) -> any ItemStore
     /// KV version 2 on an OpenBao or Vault server as an item store.
-    public var vaultItems: (VaultOptions) -> any ItemStore
+    public var vaultItems: (VaultOptions, VaultLoginCache?) -> any ItemStore
     /// Whether a store file is there, in any state.
     public var fileExists: (_ path: String) -> Bool
     /// Renames a migrated store file aside under its lock; returns the new path.
@@ -82,7 +82,7 @@ public struct Services {
             ) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
-        vaultItems: @escaping (VaultOptions) -> any ItemStore,
+        vaultItems: @escaping (VaultOptions, VaultLoginCache?) -> any ItemStore,
         fileExists: @escaping (String) -> Bool,
         moveFileAside: @escaping (String, Int) throws(StoreError) -> String,
         transport: @escaping (HTTPTransportOptions) -> any HTTPTransport,

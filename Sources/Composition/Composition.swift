@@ -51,11 +51,11 @@ public enum Composition {
                     lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
                     warn: options.warn, created: options.created, keyCache: options.keyCache)
             },
-            vaultItems: { options in
+            vaultItems: { options, loginCache in
                 VaultItemStore(
                     options: options, transport: CurlTransport(options: options.http, reusingConnections: true),
                     environment: { name in getenv(name).map { String(cString: $0) } },
-                    monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 })
+                    monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 }, loginCache: loginCache)
             },
             fileExists: { EncryptedFileStore.exists(at: $0) },
             moveFileAside: { path, lockTimeout throws(StoreError) in

@@ -124,3 +124,18 @@ public struct VaultOptions: Sendable, Equatable {
         return text
     }
 }
+
+/// Where an AppRole login's token is kept between runs: the run's secret cache (the kernel user
+/// keyring), with the key cache's timeouts (`key-cache-timeout`, `key-cache-max`); `portal-token
+/// lock` drops it with the rest (docs/storage.md, "Vault / OpenBao").
+public struct VaultLoginCache {
+    public var cache: any SecretCache
+    public var idleSeconds: Int
+    public var maximumSeconds: Int
+
+    public init(cache: any SecretCache, idleSeconds: Int, maximumSeconds: Int) {
+        self.cache = cache
+        self.idleSeconds = idleSeconds
+        self.maximumSeconds = maximumSeconds
+    }
+}

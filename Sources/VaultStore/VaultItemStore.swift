@@ -59,12 +59,16 @@ public final class VaultItemStore: ItemStore {
     /// Vault refuses a custom metadata value longer than this.
     static let customMetadataValueLimit = 512
 
+    /// - Parameter loginCache: where an AppRole login's token is kept for the runs that follow
+    ///   (the kernel user keyring), nil to log in once per run.
     public init(
         options: VaultOptions, transport: any HTTPTransport, environment: @escaping (String) -> String?,
-        monotonicNow: @escaping () -> Int64
+        monotonicNow: @escaping () -> Int64, loginCache: VaultLoginCache? = nil
     ) {
         self.options = options
-        let token = VaultToken(options.token, environment: environment, monotonicNow: monotonicNow)
+        let token = VaultToken(
+            options.token, environment: environment, monotonicNow: monotonicNow,
+            loginCache: loginCache, loginCacheName: VaultToken.loginCacheName(options))
         self.client = VaultClient(options: options, transport: transport, token: token)
     }
 

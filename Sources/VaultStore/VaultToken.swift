@@ -1,4 +1,5 @@
 import Basics
+import CSodium
 import Glibc
 import PortalTokenCore
 
@@ -9,11 +10,15 @@ import PortalTokenCore
 ///   the file changes (another inode, size or modification time), and after a refusal;
 /// - AppRole: a login with the role ID and the secret ID read from its file; the token it gives
 ///   is renewed (`auth/token/renew-self`) once more than half its lease has passed, and a new
-///   login is made when it is refused or cannot be renewed.
+///   login is made when it is refused or cannot be renewed. The token is kept in the login cache
+///   for the runs that follow, until half its lease has passed, so a host makes one login per
+///   half lease rather than one per process (each login is a new token on the server).
 final class VaultToken {
     private let source: VaultOptions.TokenSource
     private let environment: (String) -> String?
     private let monotonicNow: () -> Int64
+    private let loginCache: VaultLoginCache?
+    private let loginCacheName: String
     private var cached: Secret?
     private var fileIdentity: [Int64]?
     /// For an AppRole token: when it was obtained (monotonic seconds), its lease, and whether
@@ -24,11 +29,23 @@ final class VaultToken {
 
     init(
         _ source: VaultOptions.TokenSource, environment: @escaping (String) -> String?,
-        monotonicNow: @escaping () -> Int64
+        monotonicNow: @escaping () -> Int64, loginCache: VaultLoginCache? = nil, loginCacheName: String = ""
     ) {
         self.source = source
         self.environment = environment
         self.monotonicNow = monotonicNow
+        self.loginCache = loginCache
+        self.loginCacheName = loginCacheName
+    }
+
+    /// The login cache's name for the token of one role on one server: a digest of the server,
+    /// namespace, auth mount and role ID, so `keyctl show` names none of them.
+    static func loginCacheName(_ options: VaultOptions) -> String {
+        guard case .appRole(let roleID, _, let mount) = options.token else { return "" }
+        let identity = Array([options.address, options.namespace ?? "", mount, roleID].joined(separator: "\u{0}").utf8)
+        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        _ = crypto_hash_sha256(&digest, identity, UInt64(identity.count))
+        return SecretCacheNames.prefix + "vault-login:" + Hex.encode(digest.prefix(16))
     }
 
     /// Where the token came from, for messages: a variable or a path, never the token.
@@ -63,6 +80,13 @@ final class VaultToken {
                 guard renewable, monotonicNow() - leaseStart > leaseSeconds / 2 else { return cached }
                 if (try? renew(cached, using: client)) == true, let renewed = self.cached { return renewed }
             }
+            // An earlier run's login, kept no longer than half its lease: this run uses it as it
+            // is, and logs in afresh when it is refused.
+            if cached == nil, let kept = loginCache?.cache.read(loginCacheName) {
+                cached = kept
+                renewable = false
+                return kept
+            }
             return try logIn(roleID: roleID, secretIDFile: secretIDFile, mount: mount, using: client)
         }
     }
@@ -82,6 +106,7 @@ final class VaultToken {
         case .appRole:
             guard cached != nil else { return false }
             cached = nil
+            loginCache?.cache.drop(loginCacheName)
             return true
         }
     }
@@ -118,7 +143,20 @@ final class VaultToken {
         leaseStart = started
         leaseSeconds = auth.leaseSeconds
         renewable = auth.renewable
+        keep(auth.token, leaseSeconds: auth.leaseSeconds)
         return auth.token
+    }
+
+    /// Keeps a new login's token for later runs: for half its lease at most (so a run never
+    /// uses one that is about to expire), and within the cache's own timeouts. A token with no
+    /// lease (one that never expires) is kept for the cache's timeouts alone.
+    private func keep(_ token: Secret, leaseSeconds: Int64) {
+        guard let loginCache else { return }
+        let limit = leaseSeconds > 0 ? Int(clamping: leaseSeconds / 2) : Int.max
+        let maximum = min(loginCache.maximumSeconds, limit)
+        guard maximum > 0, loginCache.idleSeconds > 0 else { return }
+        loginCache.cache.store(
+            token, as: loginCacheName, idleSeconds: min(loginCache.idleSeconds, maximum), maximumSeconds: maximum)
     }
 
     /// `auth/token/renew-self`; true when the token was renewed.

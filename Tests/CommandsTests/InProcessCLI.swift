@@ -79,7 +79,7 @@ final class InProcessCLI {
             keyringItems: { _, _, _ in items },
             keyringDiagnosis: { _ in FakeKeyringDiagnosis() },
             fileItems: { _ in items },
-            vaultItems: { _ in items },
+            vaultItems: { _, _ in items },
             fileExists: { _ in false },
             moveFileAside: { path, _ in path + ".migrated" },
             transport: { _ in transport },

@@ -466,13 +466,15 @@ struct AgentTests {
         #expect(lock.exitCode == 0 && lock.stderr.contains("dropped every cached key"), "\(lock.stderr)")
         let locked = try harness.client(["token"])
         #expect(locked.exitCode == 4 && locked.stdout.isEmpty, "\(locked.stderr)")
-        // So does `lock` on the agent's host, which finds the agent by its socket.
+        // So does `lock` on the agent's host, which finds the agent by its socket (itself kept
+        // off the kernel keyring, which other tests running meanwhile share).
         try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
         chmod(passphraseFile, 0o600)
         #expect(try harness.client(["token"]).exitCode == 0)
         unlink(passphraseFile)
         let hostLock = try ProcessRunner.run(
-            ProcessRunner.portalTokenPath, ["lock"], environment: try harness.agentEnvironment())
+            try AgentHarness.denyKeyctl(), [ProcessRunner.portalTokenPath, "lock"],
+            environment: try harness.agentEnvironment())
         #expect(hostLock.exitCode == 0 && hostLock.stderr.contains("the agent's too"), "\(hostLock.stderr)")
         #expect(try harness.client(["token"]).exitCode == 4)
     }

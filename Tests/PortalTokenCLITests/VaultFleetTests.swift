@@ -206,6 +206,43 @@ struct VaultFleetTests {
         #expect(revoked.exitCode == 4)
         #expect(revoked.stderr.contains("expired, revoked or unknown") && revoked.stderr.contains("hint:"))
     }
+
+    @Test(
+        """
+        an AppRole host logs in once for many runs, and again once the kept token is refused: a secret ID good \
+        for two logins serves six runs
+        """)
+    func appRoleLoginKept() throws {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        #expect(try portal.adopt(token: "token-K").exitCode == 0)
+        let role = try OpenBaoServer.appRole(
+            policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: portal.git.directory, secretIDUses: 2)
+        var host = try Self.hosts(portal, count: 1)[0]
+        host["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = nil
+        host["PORTAL_TOKEN_VAULT_ROLE_ID"] = role.roleID
+        host["PORTAL_TOKEN_VAULT_SECRET_ID_FILE"] = role.secretIDFile
+        // No session copy answers for the server: every run reads the session there.
+        host["PORTAL_TOKEN_VAULT_CACHE_SECONDS"] = "0"
+        for run in 1...5 {
+            let token = try ProcessRunner.portalToken(["token"], environment: host)
+            #expect(token.exitCode == 0 && token.stdout == "token-K\n", "run \(run): \(token.stderr)")
+        }
+        // The kept login is named by a digest: the kernel keyring's listing shows no role ID.
+        let listing = try ProcessRunner.run("/bin/keyctl", ["show", "@u"], environment: host)
+        #expect(listing.stdout.contains("portal-token:vault-login:"), "\(listing.stdout)")
+        #expect(!listing.stdout.contains(role.roleID))
+        // Every AppRole login's token revoked, as an administrator would: the next run is refused
+        // with the kept token, drops it, and logs in again (the secret ID's second use).
+        _ = try OpenBaoServer.bao(["lease", "revoke", "-prefix", "auth/approle/login"])
+        let again = try ProcessRunner.portalToken(["token"], environment: host)
+        #expect(again.exitCode == 0 && again.stdout == "token-K\n", "\(again.stderr)")
+        // Without the kept login (no key cache), the next run needs a third login, which the
+        // spent secret ID refuses.
+        host["PORTAL_TOKEN_KEY_CACHE_TIMEOUT"] = "0"
+        let uncached = try ProcessRunner.portalToken(["token"], environment: host)
+        #expect(uncached.exitCode == 4 && uncached.stderr.contains("AppRole login"), "\(uncached.stderr)")
+    }
 }
 
 /// `concurrently` with each body told its index.
