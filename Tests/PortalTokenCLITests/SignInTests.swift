@@ -83,7 +83,10 @@ struct SignInTests {
         #expect(try SimulatedBrowser.get(back).status == 200)
         let result = try login.finish()
         #expect(result.exitCode == 0, "\(result.stderr)")
-        #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens.first.map { $0 + "\n" })
+        let got = try harness.run(["get"])
+        #expect(
+            got.stdout == harness.auth.issuedTokens.first.map { $0 + "\n" },
+            "get: exit \(got.exitCode), stdout \(got.stdout.count) bytes, stderr: \(got.stderr)")
         #expect(harness.requests(to: .oauthURLs).count == 1 && harness.requests(to: .oauthTokens).count == 1)
         Self.expectClean(harness)
     }
