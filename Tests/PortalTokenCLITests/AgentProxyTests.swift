@@ -182,7 +182,15 @@ struct AgentProxyTests {
         #expect(try Self.curl(harness.socket).stdout.contains("status=200"))
         #expect(try harness.sandboxed(Self.curlArguments(harness.socket)).stdout.contains("status=403"))
         let log = state + "/portal-token/audit.jsonl"
-        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        // A served request's line is written once its session is settled, after the client has
+        // its answer: it is waited for (5 s at most).
+        var text = ""
+        let deadline = Date().addingTimeInterval(5)
+        repeat {
+            text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            if text.split(separator: "\n").count >= 2 { break }
+            usleep(20_000)
+        } while Date() < deadline
         #expect(!text.contains(token))
         #expect(try AuditLogTests.validate([log]) == text.split(separator: "\n").count)
         let lines = try text.split(separator: "\n").map { try JSONValue.parse(String($0)) }
@@ -191,8 +199,7 @@ struct AgentProxyTests {
         guard lines.count == 2 else { return }
         let ownNamespace = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/ns/user")
         let agentPID = try #require(harness.agent?.pid)
-        // A served request's line is written once its session is settled, after the client has
-        // its answer: the two lines may come in either order.
+        // So the two lines may come in either order.
         let served = try #require(lines.first { $0["outcome"]?.stringValue == "served" }, "\(text)")
         let refused = try #require(lines.first { $0["outcome"]?.stringValue == "refused" }, "\(text)")
         #expect(served["httpStatus"]?.int64Value == 200)
