@@ -48,41 +48,18 @@ public struct HTTPServerRequest: Sendable, CustomStringConvertible, CustomDebugS
     }
 }
 
-/// An answer. `Content-Length` or `Transfer-Encoding: chunked`, and `Connection`, are written by
-/// the server from `body`; a handler sets any other header.
+/// An answer held whole: one a handler gives `HTTPResponseSink.answer`, or the refusal the server
+/// sends for a request it could not read. `Content-Length` and `Connection` are written from
+/// `body` and the connection; a handler sets any other header.
 public struct HTTPServerResponse: Sendable {
-    /// Writes one chunk of a streamed body; throws when the client went away or stalled.
-    public typealias ChunkWriter = ([UInt8]) throws -> Void
-
-    public enum Body: Sendable {
-        /// The whole body, sent with `Content-Length`.
-        case complete([UInt8])
-        /// A body produced while it is sent, with `Transfer-Encoding: chunked` (HTTP/1.1) or, to
-        /// an HTTP/1.0 client, until the connection closes. The producer calls the writer for
-        /// each piece; an error it throws ends the connection.
-        case streamed(@Sendable (ChunkWriter) throws -> Void)
-    }
-
     public var status: Int
     public var headers: [HTTPHeader]
-    public var body: Body
-    /// Close the connection after this answer whatever the client asked.
-    public var closesConnection: Bool
+    public var body: [UInt8]
 
-    public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = [], closesConnection: Bool = false) {
+    public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
-        self.body = .complete(body)
-        self.closesConnection = closesConnection
-    }
-
-    public init(
-        status: Int, headers: [HTTPHeader] = [], streamedBody: @escaping @Sendable (ChunkWriter) throws -> Void
-    ) {
-        self.status = status
-        self.headers = headers
-        self.body = .streamed(streamedBody)
-        self.closesConnection = false
+        self.body = body
     }
 
     /// A short plain-text answer ending in a newline.

@@ -22,7 +22,7 @@ public protocol HTTPResponseSink: AnyObject {
 extension HTTPResponseSink {
     /// A whole short answer.
     public func answer(_ response: HTTPServerResponse) throws {
-        guard case .complete(var body) = response.body else { return }
+        var body = response.body
         defer { zeroize(&body) }
         try begin(status: response.status, headers: response.headers, contentLength: body.count)
         try body.withUnsafeBytes { try write($0) }
