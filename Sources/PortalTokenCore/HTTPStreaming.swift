@@ -93,25 +93,18 @@ extension HTTPRequestParser {
         case invalid(HTTPRequestError)
     }
 
-    /// Reads a request's head under `limits` as `parse` does; the body's size is not bounded here
-    /// (`limits.maximumBodyBytes` is ignored): whoever streams it bounds it.
+    /// Reads a request's head from the start of `bytes` under `limits`; a line or head past its
+    /// bound is refused before its end arrives. The body's size is not bounded here: whoever
+    /// reads the body bounds it.
     public static func parseStreamingHead(_ bytes: ArraySlice<UInt8>, limits: HTTPRequestLimits = .init())
         -> StreamingHeadOutcome
     {
-        var unbounded = limits
-        unbounded.maximumBodyBytes = Int.max
-        switch parseHead(bytes, limits: unbounded) {
+        switch parseHead(bytes, limits: limits) {
         case .needMore: return .incomplete
         case .invalid(let error): return .invalid(error)
         case .head(let head):
-            let framing: HTTPBodyFraming
-            switch head.framing {
-            case .none: framing = .none
-            case .length(let length): framing = .length(length)
-            case .chunked: framing = .chunked
-            }
             return .head(
-                head.request(body: []), framing: framing, consumed: head.length, expectsContinue: head.expectsContinue)
+                head.request, framing: head.framing, consumed: head.length, expectsContinue: head.expectsContinue)
         }
     }
 }
