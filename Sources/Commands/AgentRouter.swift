@@ -66,7 +66,7 @@ final class AgentRouter: Sendable {
     }
 
     /// The bound on a request body to the agent's own endpoints (a git or Docker request).
-    static let maximumBodyBytes = HTTPRequestLimits().maximumBodyBytes
+    static let maximumBodyBytes = 65_536
 
     /// Whether a path is one of the agent's own (`/v1/…`); every other is the Portal API's.
     static func isAgentPath(_ path: Substring) -> Bool {

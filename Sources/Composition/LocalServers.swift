@@ -6,8 +6,8 @@ import PeerCredentials
 import PortalTokenCore
 import Synchronization
 
-/// The streaming local server behind `Services.bindLocalServer`: `LocalHTTPServer` in its
-/// streaming mode, on a loopback TCP socket or a Unix socket. On a Unix socket each caller is
+/// The streaming local server behind `Services.bindLocalServer`: `LocalHTTPServer` on a
+/// loopback TCP socket or a Unix socket. On a Unix socket each caller is
 /// named by the kernel (`PeerCredentials.identify`), as the agent's are, and its requests are
 /// judged by the handler; a caller the kernel cannot name is closed unanswered.
 final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {

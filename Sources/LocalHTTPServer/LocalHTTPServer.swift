@@ -9,19 +9,23 @@ import Synchronization
 ///
 /// - Each connection runs on a thread of its own, up to `maximumConnections` at once; past
 ///   that, new clients wait in the listen backlog until a connection ends.
-/// - Requests are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
-///   long is answered 431, a body too large 413, anything else malformed 400 (and the
-///   connection closed); keep-alive and pipelining follow the client's `Connection` header.
-/// - Every connection has a deadline: a whole request must arrive within
+/// - Heads are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
+///   long is answered 431, anything else malformed 400 (and the connection closed); keep-alive
+///   and pipelining follow the client's `Connection` header.
+/// - `stream` gets each request as soon as its head has been read. It reads the body piece by
+///   piece from the `StreamingExchange` while it arrives (`Content-Length` or chunked, of any
+///   size: whoever reads a body bounds it) and answers through the same exchange, streaming its
+///   own body. A body left unread closes the connection after the answer.
+/// - Every connection has a deadline: a whole head must arrive within
 ///   `requestDeadlineMilliseconds` of the accept or of the previous answer, however busily a
-///   client trickles bytes. A client that sent part of a request is answered 408 then; a silent
-///   one is closed. Every write has its own deadline too, so a client that stops reading is
-///   dropped rather than waited on.
+///   client trickles bytes, and each piece of a body within as long of the last. A client that
+///   sent part of a request is answered 408 then; a silent one is closed. Every write has its
+///   own deadline too, so a client that stops reading is dropped rather than waited on.
 /// - `accept` runs first on each connection's thread, with the connected socket and which
 ///   listener took it; it learns who the caller is (the agent reads the kernel's peer
 ///   credentials there) or returns nil to close the connection at once.
-/// - `handle` answers one request. It runs on the connection's thread, so several run at
-///   once: a handler that touches shared state serialises itself.
+/// - `stream` runs on the connection's thread, so several run at once: a handler that touches
+///   shared state serialises itself.
 /// - `run` blocks until `stop` is called (from any thread) or, with `idleExitMilliseconds`, until
 ///   no connection has been open for that long.
 ///
@@ -30,7 +34,8 @@ import Synchronization
 public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     public struct Options: Sendable {
         public var limits: HTTPRequestLimits
-        /// How long a connection has to deliver a whole request, from the accept or the previous answer.
+        /// How long a connection has to deliver a request's head, from the accept or the previous
+        /// answer, and each piece of its body, from the last.
         public var requestDeadlineMilliseconds: Int64
         /// How long one write (the head, the body, a chunk) may wait for the client to read.
         public var writeDeadlineMilliseconds: Int64
@@ -56,13 +61,13 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
 
     /// Learns who is on a new connection; nil closes it unanswered.
     public typealias Accept = (_ descriptor: Int32, _ listenerIndex: Int) -> Peer?
-    /// Answers one request.
-    public typealias Handle = (_ request: HTTPServerRequest, _ peer: Peer) -> HTTPServerResponse
+    /// Answers one request, through `exchange`: reads its body, writes the answer.
+    public typealias Stream = (_ request: HTTPServerRequest, _ exchange: StreamingExchange, _ peer: Peer) -> Void
 
     public let options: Options
     private let listeners: [Int32]
     private let acceptPeer: Accept
-    private let handle: Handle
+    private let handler: Stream
 
     private struct State {
         var open: Set<Int32> = []
@@ -71,10 +76,6 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private let state: Mutex<State>
-    /// Set by the streaming mode's initialiser (StreamingExchange.swift); nil serves `handle`.
-    var streamHandler: Stream?
-    /// Whether `stop` was called, for the streaming mode.
-    var isStopping: Bool { state.withLock { $0.stopping } }
     /// Wakes `run`: written by `stop` and whenever a connection ends.
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -82,12 +83,12 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     /// `listeners` are listening sockets (the caller made and bound them; see `UnixSocketListener`).
     /// They stay open when `run` returns: the caller closes them.
     public init(
-        listeners: [Int32], options: Options = .init(), accept: @escaping Accept, handle: @escaping Handle
+        listeners: [Int32], options: Options = .init(), accept: @escaping Accept, stream: @escaping Stream
     ) throws(SystemCallError) {
         self.listeners = listeners
         self.options = options
         self.acceptPeer = accept
-        self.handle = handle
+        self.handler = stream
         self.state = Mutex(State(lastClosedAt: MonotonicClock.milliseconds()))
         var descriptors: [Int32] = [-1, -1]
         guard pipe(&descriptors) == 0 else { throw SystemCallError(path: "pipe", errno: errno) }
@@ -194,39 +195,31 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
 
     private func serve(_ descriptor: Int32, listenerIndex: Int) {
         guard let peer = acceptPeer(descriptor, listenerIndex) else { return }
-        if let streamHandler {
-            serveStreaming(descriptor, peer: peer, handler: streamHandler)
-            return
-        }
         let connection = Connection(
             descriptor: descriptor, writeDeadlineMilliseconds: options.writeDeadlineMilliseconds)
         var buffer: [UInt8] = []
         defer { zeroize(&buffer) }
         var deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
-        var sentContinue = false
         while true {
-            switch HTTPRequestParser.parse(buffer[...], limits: options.limits) {
-            case .complete(var request, let consumed):
-                zeroizePrefix(&buffer, consumed)
-                buffer.removeFirst(consumed)
-                let stopping = state.withLock { $0.stopping }
-                let response = handle(request, peer)
-                zeroize(&request.body)
-                let keepAlive = request.keepAlive && !response.closesConnection && !stopping
-                guard connection.send(response, to: request, keepAlive: keepAlive), keepAlive else { return }
+            switch HTTPRequestParser.parseStreamingHead(buffer[...], limits: options.limits) {
+            case .head(let request, let framing, let consumed, let expectsContinue):
+                var rest = Array(buffer[consumed...])
+                zeroize(&buffer)
+                let exchange = StreamingExchange(
+                    connection: connection, request: request, framing: framing, leftover: rest,
+                    expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
+                    stopping: state.withLock { $0.stopping })
+                zeroize(&rest)
+                handler(request, exchange, peer)
+                guard exchange.finish() else { return }
+                buffer = exchange.takeLeftover()
                 deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
-                sentContinue = false
                 continue
             case .invalid(let error):
-                var answer = HTTPServerResponse.text(error.status, error.message)
-                answer.closesConnection = true
-                _ = connection.send(answer, to: nil, keepAlive: false)
+                connection.refuse(error.status, error.message)
                 return
-            case .incomplete(_, let expectsContinue):
-                if expectsContinue, !sentContinue {
-                    sentContinue = true
-                    guard connection.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return }
-                }
+            case .incomplete:
+                break
             }
             switch connection.receive(into: &buffer, until: deadline) {
             case .received:
@@ -234,19 +227,9 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             case .closed:
                 return
             case .timedOut:
-                if !buffer.isEmpty {
-                    _ = connection.send(
-                        HTTPServerResponse.text(408, "the request did not arrive in time"), to: nil, keepAlive: false)
-                }
+                if !buffer.isEmpty { connection.refuse(408, "the request did not arrive in time") }
                 return
             }
-        }
-    }
-
-    private func zeroizePrefix(_ buffer: inout [UInt8], _ count: Int) {
-        buffer.withUnsafeMutableBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            explicit_bzero(base, min(count, raw.count))
         }
     }
 }
@@ -310,42 +293,12 @@ final class Connection {
         return true
     }
 
-    /// Sends an answer; `request` nil means the request could not be read (so it is not HEAD).
-    func send(_ response: HTTPServerResponse, to request: HTTPServerRequest?, keepAlive: Bool) -> Bool {
-        let headOnly = request?.method == "HEAD"
-        switch response.body {
-        case .complete(var body):
-            defer { zeroize(&body) }
-            var bytes = response.head(bodyLength: body.count, chunked: false, keepAlive: keepAlive)
-            if !headOnly { bytes += body }
-            defer { zeroize(&bytes) }
-            return write(bytes)
-        case .streamed(let produce):
-            // An HTTP/1.0 client cannot read chunks: its body ends when the connection closes.
-            let chunked = request?.isHTTP11 ?? true
-            guard
-                write(
-                    response.head(bodyLength: nil, chunked: chunked, keepAlive: keepAlive && chunked && !headOnly))
-            else { return false }
-            if headOnly { return keepAlive }
-            do {
-                try produce { piece in
-                    guard !piece.isEmpty else { return }
-                    var bytes: [UInt8] = []
-                    if chunked {
-                        bytes = Array(String(piece.count, radix: 16).utf8) + [0x0D, 0x0A] + piece + [0x0D, 0x0A]
-                    } else {
-                        bytes = piece
-                    }
-                    defer { zeroize(&bytes) }
-                    guard self.write(bytes) else { throw ConnectionGone() }
-                }
-            } catch {
-                return false
-            }
-            return chunked ? write(Array("0\r\n\r\n".utf8)) : false
-        }
+    /// Answers a request the server could not read or the handler did not answer, in plain text,
+    /// and says the connection ends (the caller closes it).
+    func refuse(_ status: Int, _ message: String) {
+        let response = HTTPServerResponse.text(status, message)
+        var bytes = response.head(bodyLength: response.body.count, chunked: false, keepAlive: false) + response.body
+        defer { zeroize(&bytes) }
+        _ = write(bytes)
     }
-
-    struct ConnectionGone: Error {}
 }

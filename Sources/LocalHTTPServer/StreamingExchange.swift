@@ -2,73 +2,8 @@ import Basics
 import Glibc
 import PortalTokenCore
 
-/// The server's request-body streaming mode, which the proxy opts into (docs/proxy.md,
-/// "Streaming"): the handler gets each request as soon as its head has been read, reads the body
-/// piece by piece while it arrives (`Content-Length` or chunked, of any size), and answers through
-/// the same exchange, streaming its own body. Heads are read and bounded exactly as in the
-/// buffered mode; a body read waits at most `requestDeadlineMilliseconds` for each piece, so a
-/// stalled client is dropped, and every write keeps its write deadline.
-extension LocalHTTPServer {
-    /// Answers one request of the streaming mode, through `exchange`.
-    public typealias Stream = (_ request: HTTPServerRequest, _ exchange: StreamingExchange, _ peer: Peer) -> Void
-
-    /// A server whose handler streams request and response bodies.
-    public convenience init(
-        listeners: [Int32], options: Options = .init(), accept: @escaping Accept, stream: @escaping Stream
-    ) throws(SystemCallError) {
-        try self.init(
-            listeners: listeners, options: options, accept: accept,
-            handle: { _, _ in .text(500, "no handler") })
-        streamHandler = stream
-    }
-
-    func serveStreaming(_ descriptor: Int32, peer: Peer, handler: Stream) {
-        let connection = Connection(
-            descriptor: descriptor, writeDeadlineMilliseconds: options.writeDeadlineMilliseconds)
-        var buffer: [UInt8] = []
-        defer { zeroize(&buffer) }
-        var deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
-        while true {
-            switch HTTPRequestParser.parseStreamingHead(buffer[...], limits: options.limits) {
-            case .head(let request, let framing, let consumed, let expectsContinue):
-                var rest = Array(buffer[consumed...])
-                zeroize(&buffer)
-                let exchange = StreamingExchange(
-                    connection: connection, request: request, framing: framing, leftover: rest,
-                    expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
-                    stopping: isStopping)
-                zeroize(&rest)
-                handler(request, exchange, peer)
-                guard exchange.finish() else { return }
-                buffer = exchange.takeLeftover()
-                deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
-                continue
-            case .invalid(let error):
-                var answer = HTTPServerResponse.text(error.status, error.message)
-                answer.closesConnection = true
-                _ = connection.send(answer, to: nil, keepAlive: false)
-                return
-            case .incomplete:
-                break
-            }
-            switch connection.receive(into: &buffer, until: deadline) {
-            case .received:
-                continue
-            case .closed:
-                return
-            case .timedOut:
-                if !buffer.isEmpty {
-                    _ = connection.send(
-                        HTTPServerResponse.text(408, "the request did not arrive in time"), to: nil, keepAlive: false)
-                }
-                return
-            }
-        }
-    }
-}
-
-/// One request of the streaming mode: its body, read while it arrives, and its answer, written
-/// while it is produced. Used by the connection's thread only.
+/// One request: its body, read while it arrives, and its answer, written while it is produced
+/// (docs/proxy.md, "Streaming"). Used by the connection's thread only.
 public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     public struct Gone: Error {}
 
@@ -270,11 +205,9 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
             // The handler gave no answer: the client is told why, when it is still there, and
             // the connection ends.
             if let bodyFailure {
-                _ = connection.send(
-                    HTTPServerResponse.text(bodyFailure.status, bodyFailure.message), to: nil, keepAlive: false)
+                connection.refuse(bodyFailure.status, bodyFailure.message)
             } else if !failed {
-                _ = connection.send(
-                    HTTPServerResponse.text(500, "the request could not be answered"), to: nil, keepAlive: false)
+                connection.refuse(500, "the request could not be answered")
             }
             return false
         }

@@ -1,9 +1,9 @@
 import Basics
 
 /// What a local HTTP/1.1 server (the agent's socket) receives and answers, and the strict, pure
-/// reader of requests (docs/agent.md, "The HTTP subset"). Bytes go in, a request or the status
+/// reader of request heads (docs/agent.md, "The HTTP subset"). Bytes go in, a head or the status
 /// that refuses it comes out; nothing here does I/O, so the reader is tested, fuzzed included,
-/// without a socket.
+/// without a socket. Bodies are read while they arrive (HTTPStreaming.swift).
 
 /// A request as the server read it. Renderings show the method and path only: a body may carry a
 /// password (a git `store`), a query may be private.
@@ -15,7 +15,8 @@ public struct HTTPServerRequest: Sendable, CustomStringConvertible, CustomDebugS
     public var isHTTP11: Bool
     /// Every header field in the order received, names as sent (compare them case-insensitively).
     public var headers: [HTTPHeader]
-    /// The decoded body (after any chunked transfer coding); empty when there is none.
+    /// The body, once a handler has read it whole (the agent's own endpoints do); the server
+    /// hands a handler the head only, with this empty.
     public var body: [UInt8]
     /// Whether the client wants the connection kept open after the answer.
     public var keepAlive: Bool
@@ -48,41 +49,18 @@ public struct HTTPServerRequest: Sendable, CustomStringConvertible, CustomDebugS
     }
 }
 
-/// An answer. `Content-Length` or `Transfer-Encoding: chunked`, and `Connection`, are written by
-/// the server from `body`; a handler sets any other header.
+/// An answer held whole: one a handler gives `HTTPResponseSink.answer`, or the refusal the server
+/// sends for a request it could not read. `Content-Length` and `Connection` are written from
+/// `body` and the connection; a handler sets any other header.
 public struct HTTPServerResponse: Sendable {
-    /// Writes one chunk of a streamed body; throws when the client went away or stalled.
-    public typealias ChunkWriter = ([UInt8]) throws -> Void
-
-    public enum Body: Sendable {
-        /// The whole body, sent with `Content-Length`.
-        case complete([UInt8])
-        /// A body produced while it is sent, with `Transfer-Encoding: chunked` (HTTP/1.1) or, to
-        /// an HTTP/1.0 client, until the connection closes. The producer calls the writer for
-        /// each piece; an error it throws ends the connection.
-        case streamed(@Sendable (ChunkWriter) throws -> Void)
-    }
-
     public var status: Int
     public var headers: [HTTPHeader]
-    public var body: Body
-    /// Close the connection after this answer whatever the client asked.
-    public var closesConnection: Bool
+    public var body: [UInt8]
 
-    public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = [], closesConnection: Bool = false) {
+    public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
-        self.body = .complete(body)
-        self.closesConnection = closesConnection
-    }
-
-    public init(
-        status: Int, headers: [HTTPHeader] = [], streamedBody: @escaping @Sendable (ChunkWriter) throws -> Void
-    ) {
-        self.status = status
-        self.headers = headers
-        self.body = .streamed(streamedBody)
-        self.closesConnection = false
+        self.body = body
     }
 
     /// A short plain-text answer ending in a newline.
@@ -130,24 +108,19 @@ public struct HTTPServerResponse: Sendable {
     }
 }
 
-/// The bounds a request is read under.
+/// The bounds a request's head is read under. A body is bounded by whoever reads it: the agent's
+/// endpoints by `HTTPBodySource.readBody(limit:)`, the proxy not at all, since it streams.
 public struct HTTPRequestLimits: Sendable, Equatable {
     /// The request line, without its CRLF.
     public var maximumRequestLineBytes: Int
     /// The request line and every header line with their line ends, and the blank line.
     public var maximumHeadBytes: Int
     public var maximumHeaderCount: Int
-    /// The decoded body.
-    public var maximumBodyBytes: Int
 
-    public init(
-        maximumRequestLineBytes: Int = 4096, maximumHeadBytes: Int = 16_384, maximumHeaderCount: Int = 64,
-        maximumBodyBytes: Int = 65_536
-    ) {
+    public init(maximumRequestLineBytes: Int = 4096, maximumHeadBytes: Int = 16_384, maximumHeaderCount: Int = 64) {
         self.maximumRequestLineBytes = maximumRequestLineBytes
         self.maximumHeadBytes = maximumHeadBytes
         self.maximumHeaderCount = maximumHeaderCount
-        self.maximumBodyBytes = maximumBodyBytes
     }
 }
 
@@ -165,68 +138,26 @@ public struct HTTPRequestError: Error, Sendable, Equatable {
     static func malformed(_ message: String) -> HTTPRequestError { HTTPRequestError(status: 400, message) }
 }
 
-/// The strict HTTP/1.1 request reader (RFC 9112, the subset docs/agent.md, "The HTTP subset",
-/// lists): origin-form targets, CRLF line ends, no obsolete line folding, token header names,
-/// `Content-Length` or `Transfer-Encoding: chunked` (never both), bounded everywhere.
+/// The strict HTTP/1.1 request head reader (RFC 9112, the subset docs/agent.md, "The HTTP
+/// subset", lists): origin-form targets, CRLF line ends, no obsolete line folding, token header
+/// names, `Content-Length` or `Transfer-Encoding: chunked` (never both), bounded everywhere.
+/// `parseStreamingHead` (HTTPStreaming.swift) is its public face; `ChunkedBodyDecoder` reads a
+/// chunked body as strictly.
 public enum HTTPRequestParser {
-    /// What the bytes read so far amount to.
-    public enum Outcome: Sendable {
-        /// More bytes are needed. `headComplete` says the head has arrived (and was valid), so a
-        /// server may answer `Expect: 100-continue` once.
-        case incomplete(headComplete: Bool, expectsContinue: Bool)
-        /// A whole request, which took the first `consumed` bytes; what follows belongs to the
-        /// next request on the connection.
-        case complete(HTTPServerRequest, consumed: Int)
-        case invalid(HTTPRequestError)
-    }
-
-    /// Reads one request from the start of `bytes`.
-    public static func parse(_ bytes: ArraySlice<UInt8>, limits: HTTPRequestLimits = .init()) -> Outcome {
-        let head: Head
-        switch parseHead(bytes, limits: limits) {
-        case .needMore: return .incomplete(headComplete: false, expectsContinue: false)
-        case .invalid(let error): return .invalid(error)
-        case .head(let parsed): head = parsed
-        }
-        let bodyStart = bytes.startIndex + head.length
-        switch head.framing {
-        case .none:
-            return .complete(head.request(body: []), consumed: head.length)
-        case .length(let length):
-            guard bytes.endIndex - bodyStart >= length else {
-                return .incomplete(headComplete: true, expectsContinue: head.expectsContinue)
-            }
-            return .complete(
-                head.request(body: Array(bytes[bodyStart..<bodyStart + length])), consumed: head.length + length)
-        case .chunked:
-            switch decodeChunked(bytes[bodyStart...], limits: limits) {
-            case .needMore: return .incomplete(headComplete: true, expectsContinue: head.expectsContinue)
-            case .invalid(let error): return .invalid(error)
-            case .done(let body, let length): return .complete(head.request(body: body), consumed: head.length + length)
-            }
-        }
-    }
-
-    enum Framing: Equatable {
-        case none
-        case length(Int)
-        case chunked
-    }
-
     struct Head {
         var method: String
         var target: String
         var isHTTP11: Bool
         var headers: [HTTPHeader]
         var keepAlive: Bool
-        var framing: Framing
+        var framing: HTTPBodyFraming
         var expectsContinue: Bool
         /// Bytes of the head, blank line included.
         var length: Int
 
-        func request(body: [UInt8]) -> HTTPServerRequest {
+        var request: HTTPServerRequest {
             HTTPServerRequest(
-                method: method, target: target, isHTTP11: isHTTP11, headers: headers, body: body, keepAlive: keepAlive)
+                method: method, target: target, isHTTP11: isHTTP11, headers: headers, keepAlive: keepAlive)
         }
     }
 
@@ -391,13 +322,10 @@ public enum HTTPRequestParser {
         if chunked, contentLength != nil {
             return .invalid(.malformed("a request may not carry both Content-Length and Transfer-Encoding"))
         }
-        let framing: Framing
+        let framing: HTTPBodyFraming
         if chunked {
             framing = .chunked
         } else if let length = contentLength, length > 0 {
-            guard length <= limits.maximumBodyBytes else {
-                return .invalid(HTTPRequestError(status: 413, "the request body is larger than the limit"))
-            }
             framing = .length(length)
         } else {
             framing = .none
@@ -408,74 +336,6 @@ public enum HTTPRequestParser {
                 isHTTP11: isHTTP11, headers: headers,
                 keepAlive: isHTTP11 ? !closeRequested : keepAliveRequested && !closeRequested, framing: framing,
                 expectsContinue: expectsContinue && isHTTP11 && framing != .none, length: index - start))
-    }
-
-    enum ChunkedOutcome {
-        case needMore
-        case invalid(HTTPRequestError)
-        case done(body: [UInt8], length: Int)
-    }
-
-    /// Decodes a chunked body from the start of `bytes`: chunk extensions and trailer fields are
-    /// read and dropped, each bounded.
-    static func decodeChunked(_ bytes: ArraySlice<UInt8>, limits: HTTPRequestLimits) -> ChunkedOutcome {
-        var body: [UInt8] = []
-        var index = bytes.startIndex
-        while true {
-            let sizeLine: (end: Int, next: Int)
-            switch line(in: bytes, from: index, limit: 1024) {
-            case .failure(let error): return .invalid(error)
-            case .success(nil):
-                if bytes.endIndex - index > 1024 { return .invalid(.malformed("a chunk size line is too long")) }
-                return .needMore
-            case .success(let found?): sizeLine = found
-            }
-            let sizeField = bytes[index..<sizeLine.end]
-            let digits = sizeField.prefix { Hex.value(of: $0) != nil }
-            let rest = sizeField[digits.endIndex...]
-            guard !digits.isEmpty, digits.count <= 8,
-                rest.isEmpty || rest.first == UInt8(ascii: ";") || rest.first == 0x20 || rest.first == 0x09,
-                rest.allSatisfy({ $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) })
-            else { return .invalid(.malformed("a chunk size is not a hexadecimal number")) }
-            var size = 0
-            for digit in digits { size = size * 16 + Int(Hex.value(of: digit)!) }
-            index = sizeLine.next
-            if size == 0 {
-                // Trailer fields, up to the blank line; their total is bounded like a head.
-                let trailerStart = index
-                while true {
-                    let found: (end: Int, next: Int)
-                    switch line(in: bytes, from: index, limit: limits.maximumHeadBytes) {
-                    case .failure(let error): return .invalid(error)
-                    case .success(nil):
-                        if bytes.endIndex - trailerStart > limits.maximumHeadBytes {
-                            return .invalid(
-                                HTTPRequestError(status: 431, "the trailer fields are longer than the limit"))
-                        }
-                        return .needMore
-                    case .success(let line?): found = line
-                    }
-                    if found.next - trailerStart > limits.maximumHeadBytes {
-                        return .invalid(HTTPRequestError(status: 431, "the trailer fields are longer than the limit"))
-                    }
-                    if found.end == index { return .done(body: body, length: found.next - bytes.startIndex) }
-                    guard bytes[index..<found.end].contains(UInt8(ascii: ":")), bytes[index] != 0x20,
-                        bytes[index] != 0x09
-                    else { return .invalid(.malformed("a trailer line is not NAME: VALUE")) }
-                    index = found.next
-                }
-            }
-            guard body.count + size <= limits.maximumBodyBytes else {
-                return .invalid(HTTPRequestError(status: 413, "the request body is larger than the limit"))
-            }
-            guard bytes.endIndex - index >= size + 2 else { return .needMore }
-            body += bytes[index..<index + size]
-            index += size
-            guard bytes[index] == cr, bytes[index + 1] == lf else {
-                return .invalid(.malformed("a chunk does not end where its size says"))
-            }
-            index += 2
-        }
     }
 
     /// RFC 9110's `tchar`.

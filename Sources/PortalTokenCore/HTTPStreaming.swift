@@ -22,7 +22,7 @@ public protocol HTTPResponseSink: AnyObject {
 extension HTTPResponseSink {
     /// A whole short answer.
     public func answer(_ response: HTTPServerResponse) throws {
-        guard case .complete(var body) = response.body else { return }
+        var body = response.body
         defer { zeroize(&body) }
         try begin(status: response.status, headers: response.headers, contentLength: body.count)
         try body.withUnsafeBytes { try write($0) }
@@ -93,25 +93,18 @@ extension HTTPRequestParser {
         case invalid(HTTPRequestError)
     }
 
-    /// Reads a request's head under `limits` as `parse` does; the body's size is not bounded here
-    /// (`limits.maximumBodyBytes` is ignored): whoever streams it bounds it.
+    /// Reads a request's head from the start of `bytes` under `limits`; a line or head past its
+    /// bound is refused before its end arrives. The body's size is not bounded here: whoever
+    /// reads the body bounds it.
     public static func parseStreamingHead(_ bytes: ArraySlice<UInt8>, limits: HTTPRequestLimits = .init())
         -> StreamingHeadOutcome
     {
-        var unbounded = limits
-        unbounded.maximumBodyBytes = Int.max
-        switch parseHead(bytes, limits: unbounded) {
+        switch parseHead(bytes, limits: limits) {
         case .needMore: return .incomplete
         case .invalid(let error): return .invalid(error)
         case .head(let head):
-            let framing: HTTPBodyFraming
-            switch head.framing {
-            case .none: framing = .none
-            case .length(let length): framing = .length(length)
-            case .chunked: framing = .chunked
-            }
             return .head(
-                head.request(body: []), framing: framing, consumed: head.length, expectsContinue: head.expectsContinue)
+                head.request, framing: head.framing, consumed: head.length, expectsContinue: head.expectsContinue)
         }
     }
 }

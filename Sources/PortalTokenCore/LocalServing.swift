@@ -19,7 +19,7 @@ public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
 
 extension HTTPBodySource {
     /// The whole body, when it holds at most `limit` bytes; nil when it holds more (the answer
-    /// is then 413, as the buffered server's). Throws when the client left or broke the framing.
+    /// is then 413). Throws when the client left or broke the framing.
     /// What was read of a body too large is wiped.
     public func readBody(limit: Int) throws -> [UInt8]? {
         var body: [UInt8] = []
