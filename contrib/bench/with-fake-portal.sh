@@ -1,0 +1,10 @@
+# Sourced by the benchmarks against the loopback fake Portal server (contrib/bench/fake-portal.sh
+# starts it, inside the private keyring): builds the release binary and the fake server, and
+# exports PORTAL_TOKEN_BIN, FAKE_SERVER and BENCH_SCRIPTS (this directory).
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$root"
+contrib/deps.sh test
+PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
+FAKE_SERVER=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
+BENCH_SCRIPTS=$root/contrib/bench
+export PORTAL_TOKEN_BIN FAKE_SERVER BENCH_SCRIPTS
