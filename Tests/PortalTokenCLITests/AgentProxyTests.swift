@@ -146,12 +146,7 @@ struct AgentProxyTests {
     func keysInMemory() throws {
         let harness = try AgentHarness(start: false)
         let token = try harness.signIn()
-        let passphraseFile = harness.scratch + "/passphrase"
-        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
-        chmod(passphraseFile, 0o600)
-        try harness.start(
-            wrapper: [try AgentHarness.denyKeyctl()],
-            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let passphraseFile = try harness.startWithoutKeyrings()
         let first = try Self.curl(harness.socket)
         #expect(first.stdout.contains("status=200"), "\(first.stdout) \(harness.log)")
         // With the passphrase gone and no kernel keyring, only the agent's memory can answer.

@@ -60,6 +60,18 @@ final class AgentHarness: @unchecked Sendable {
         self.agent = agent
     }
 
+    /// Starts the agent where the kernel refuses it keyrings (contrib/testing/deny-keyctl.c), the
+    /// file's passphrase in a file it may read; returns that file's path.
+    func startWithoutKeyrings() throws -> String {
+        let passphraseFile = scratch + "/passphrase"
+        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        chmod(passphraseFile, 0o600)
+        try start(
+            wrapper: [try Self.denyKeyctl()],
+            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        return passphraseFile
+    }
+
     func stop() {
         agent?.signal(SIGTERM)
         _ = try? agent?.finish(timeout: 10)
@@ -440,12 +452,7 @@ struct AgentTests {
     func keysInMemory() throws {
         let harness = try AgentHarness(start: false)
         let token = try harness.signIn()
-        let passphraseFile = harness.scratch + "/passphrase"
-        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
-        chmod(passphraseFile, 0o600)
-        try harness.start(
-            wrapper: [try AgentHarness.denyKeyctl()],
-            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let passphraseFile = try harness.startWithoutKeyrings()
         let first = try harness.client(["token"])
         #expect(first.exitCode == 0 && first.stdout == token + "\n", "\(first.stderr)")
         // With the passphrase gone and no kernel keyring, only the agent's memory can answer.
