@@ -1,3 +1,4 @@
+import AgentClient
 import Foundation
 import Glibc
 import PortalTokenCore
@@ -126,24 +127,15 @@ struct MissingTestAid: Error, CustomStringConvertible {
     var description: String { "\(name) is not set: run the suite through contrib/test.sh" }
 }
 
-/// A raw request to a Unix socket; the answer as read to the close (nil when it never closed).
+/// A raw request to the agent's Unix socket, connected as client mode connects; the answer as read
+/// to the close (nil when it never closed).
 func rawExchange(_ path: String, _ request: [UInt8], timeout: Int = 15) -> String? {
-    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { return nil }
+    guard let descriptor = try? AgentClient.connectedSocket(path: path, timeoutMilliseconds: timeout * 1000) else {
+        return nil
+    }
     defer { close(descriptor) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let bytes = Array(path.utf8)
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-    }
-    guard connected == 0 else { return nil }
+    // Blocking from here on: each send waits for room, and each read at most the SO_RCVTIMEO below.
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     var offset = 0
     while offset < request.count {
         let sent = request[offset...].withUnsafeBytes {
