@@ -398,14 +398,8 @@ struct AgentTests {
         // The agent and the local commands all see the session past its idle window.
         let harness = try AgentHarness(clockShift: 25 * hour)
         #expect(try harness.portal.adopt(token: "token-dead").exitCode == 0)
-        let arrived = Locked(0)
-        harness.portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            // Answers wait until the ten local commands and the agent's first request are in.
-            let deadline = Date().addingTimeInterval(20)
-            while arrived.value < 11 && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        // Answers wait until the ten local commands and the agent's first request are in.
+        harness.portal.server.holdUnauthorized(until: 11)
         let local = try harness.portal.environment(clockShift: 25 * hour)
         let started = Locked(0)
         let codes = try concurrently(20) { () -> Int32 in

@@ -56,13 +56,7 @@ struct VaultFleetTests {
             ).exitCode == 0)
         let processes = 12
         // Portal holds every answer until all requests are in, so every process sees the 401.
-        let arrived = Locked(0)
-        portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            let deadline = Date().addingTimeInterval(20)
-            while arrived.value < processes && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        let arrived = portal.server.holdUnauthorized(until: processes)
         let codes = try concurrently(processes) { index in
             try ProcessRunner.portalToken(["refresh"], environment: hosts[index % hosts.count]).exitCode
         }
