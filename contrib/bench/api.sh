@@ -32,8 +32,6 @@ exec contrib/dev/run-in-keyring.sh bash -c '
         printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
             "$PORTAL_TOKEN_BIN" store --backend "$backend" 2>/dev/null
     done
-    (umask 077 && printf "Authorization: Bearer %s\n" "$token" > curl.headers)
-    url="http://127.0.0.1:$port/api/v3/clients/me"
     # Each must really answer, or the timing means nothing.
     "$PORTAL_TOKEN_BIN" api /api/v3/clients/me | grep -q "\"id\":\"client-1\""
     "$PORTAL_TOKEN_BIN" api --backend file /api/v3/clients/me | grep -q "\"id\":\"client-1\""

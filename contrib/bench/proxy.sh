@@ -28,8 +28,6 @@ exec contrib/dev/run-in-keyring.sh bash -c '
     . "$BENCH_SCRIPTS/fake-portal.sh"
     printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
         "$PORTAL_TOKEN_BIN" store 2>/dev/null
-    (umask 077 && printf "Authorization: Bearer %s\n" "$token" > curl.headers)
-    url="http://127.0.0.1:$port/api/v3/clients/me"
 
     "$PORTAL_TOKEN_BIN" proxy --listen 127.0.0.1:0 > proxy.env 2> proxy.log &
     proxy=$!
