@@ -17,10 +17,7 @@
 #                                  test; BENCH_ROUNDS=15 rounds of BENCH_RUNS=30 runs each)
 set -euo pipefail
 . "$(dirname "$0")/with-fake-portal.sh"
-exec contrib/dev/run-in-keyring.sh bash -c '
-    set -euo pipefail
-    cd "$BENCH_WORK"
-    . "$BENCH_SCRIPTS/lib.sh"
+bench_in_keyring '
     : > empty.swift
     swiftc -O -static-stdlib empty.swift -o empty-swift
     unset PORTAL_TOKEN_BACKEND PORTAL_TOKEN_PASSPHRASE

@@ -19,10 +19,7 @@
 #                                    BENCH_ROUNDS=15 rounds of BENCH_RUNS=30 runs each)
 set -euo pipefail
 . "$(dirname "$0")/with-fake-portal.sh"
-exec contrib/dev/run-in-keyring.sh bash -c '
-    set -euo pipefail
-    cd "$BENCH_WORK"
-    . "$BENCH_SCRIPTS/lib.sh"
+bench_in_keyring '
     export PORTAL_TOKEN_BACKEND=file
     bench_file_store "$BENCH_WORK"
     . "$BENCH_SCRIPTS/fake-portal.sh"
