@@ -120,6 +120,7 @@ let package = Package(
             // The expected help, completions and man page text, compared by SnapshotTests.
             exclude: ["Snapshots"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.
-        .testTarget(name: "PortalTokenCLITests", dependencies: ["PortalTokenCore", "PortalTokenTestSupport"]),
+        .testTarget(
+            name: "PortalTokenCLITests", dependencies: ["AgentClient", "PortalTokenCore", "PortalTokenTestSupport"]),
     ]
 )

@@ -15,37 +15,8 @@ public enum AgentClient {
     {
         let deadline = MonotonicClock.milliseconds() + Int64(timeoutMilliseconds)
         let name = "the agent at \(path)"
-        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
-            throw .cannotConnect(host: name)
-        }
-        let descriptor = socket(
-            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard descriptor >= 0 else { throw .cannotConnect(host: name) }
+        let descriptor = try connectedSocket(path: path, deadline: deadline, timeoutMilliseconds: timeoutMilliseconds)
         defer { _ = close(descriptor) }
-
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        if connected != 0 {
-            // A full backlog answers EAGAIN: wait for room until the deadline.
-            guard errno == EAGAIN || errno == EINPROGRESS else { throw .cannotConnect(host: name) }
-            guard wait(descriptor, for: Int16(POLLOUT), until: deadline) else {
-                throw .connectTimedOut(host: name, milliseconds: timeoutMilliseconds)
-            }
-            var error: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
-            guard error == 0 else { throw .cannotConnect(host: name) }
-        }
 
         var head = "\(request.method) \(request.url) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
         for header in request.headers { head += "\(header.name): \(header.value)\r\n" }
@@ -100,6 +71,54 @@ public enum AgentClient {
                 throw .timedOut(host: name, milliseconds: timeoutMilliseconds)
             }
         }
+    }
+
+    /// A socket connected to the agent at `path`: non-blocking, close-on-exec, for the caller to
+    /// close. Connecting waits for room in a full backlog until `timeoutMilliseconds` have passed.
+    public static func connectedSocket(path: String, timeoutMilliseconds: Int) throws(HTTPError) -> Int32 {
+        try connectedSocket(
+            path: path, deadline: MonotonicClock.milliseconds() + Int64(timeoutMilliseconds),
+            timeoutMilliseconds: timeoutMilliseconds)
+    }
+
+    private static func connectedSocket(path: String, deadline: Int64, timeoutMilliseconds: Int) throws(HTTPError)
+        -> Int32
+    {
+        let name = "the agent at \(path)"
+        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
+            throw .cannotConnect(host: name)
+        }
+        let descriptor = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard descriptor >= 0 else { throw .cannotConnect(host: name) }
+        var connectedOrClosed = false
+        defer { if !connectedOrClosed { _ = close(descriptor) } }
+
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if connected != 0 {
+            // A full backlog answers EAGAIN: wait for room until the deadline.
+            guard errno == EAGAIN || errno == EINPROGRESS else { throw .cannotConnect(host: name) }
+            guard wait(descriptor, for: Int16(POLLOUT), until: deadline) else {
+                throw .connectTimedOut(host: name, milliseconds: timeoutMilliseconds)
+            }
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
+            guard error == 0 else { throw .cannotConnect(host: name) }
+        }
+        connectedOrClosed = true
+        return descriptor
     }
 
     private static func wait(_ descriptor: Int32, for events: Int16, until deadline: Int64) -> Bool {

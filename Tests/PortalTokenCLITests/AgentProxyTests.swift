@@ -95,18 +95,7 @@ struct AgentProxyTests {
         try harness.signIn()
         let size = 8 * 1024 * 1024
         let upload = harness.scratch + "/up"
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: size)
-        for index in stride(from: 0, to: size, by: 8) {
-            withUnsafeBytes(of: generator.next() as UInt64) { word in
-                for offset in 0..<8 { bytes[index + offset] = word[offset] }
-            }
-        }
-        try Data(bytes).write(to: URL(fileURLWithPath: upload))
-        var hasher = SHA256Stream()
-        hasher.update(bytes[...])
-        let uploadDigest = hasher.finish()
-        bytes = []
+        let uploadDigest = try FakePortalServer.writeRandomUpload(count: size, to: upload)
         let curl =
             "curl -sS --noproxy '*' --max-time 120 --unix-socket '\(harness.socket)' "
             + "-H 'Accept: application/json' -H 'Content-Type: application/json'"
@@ -157,12 +146,7 @@ struct AgentProxyTests {
     func keysInMemory() throws {
         let harness = try AgentHarness(start: false)
         let token = try harness.signIn()
-        let passphraseFile = harness.scratch + "/passphrase"
-        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
-        chmod(passphraseFile, 0o600)
-        try harness.start(
-            wrapper: [try AgentHarness.denyKeyctl()],
-            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let passphraseFile = try harness.startWithoutKeyrings()
         let first = try Self.curl(harness.socket)
         #expect(first.stdout.contains("status=200"), "\(first.stdout) \(harness.log)")
         // With the passphrase gone and no kernel keyring, only the agent's memory can answer.

@@ -1,3 +1,4 @@
+import AgentClient
 import Foundation
 import Glibc
 import PortalTokenCore
@@ -60,6 +61,18 @@ final class AgentHarness: @unchecked Sendable {
         self.agent = agent
     }
 
+    /// Starts the agent where the kernel refuses it keyrings (contrib/testing/deny-keyctl.c), the
+    /// file's passphrase in a file it may read; returns that file's path.
+    func startWithoutKeyrings() throws -> String {
+        let passphraseFile = scratch + "/passphrase"
+        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
+        chmod(passphraseFile, 0o600)
+        try start(
+            wrapper: [try Self.denyKeyctl()],
+            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        return passphraseFile
+    }
+
     func stop() {
         agent?.signal(SIGTERM)
         _ = try? agent?.finish(timeout: 10)
@@ -114,24 +127,15 @@ struct MissingTestAid: Error, CustomStringConvertible {
     var description: String { "\(name) is not set: run the suite through contrib/test.sh" }
 }
 
-/// A raw request to a Unix socket; the answer as read to the close (nil when it never closed).
+/// A raw request to the agent's Unix socket, connected as client mode connects; the answer as read
+/// to the close (nil when it never closed).
 func rawExchange(_ path: String, _ request: [UInt8], timeout: Int = 15) -> String? {
-    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { return nil }
+    guard let descriptor = try? AgentClient.connectedSocket(path: path, timeoutMilliseconds: timeout * 1000) else {
+        return nil
+    }
     defer { close(descriptor) }
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let bytes = Array(path.utf8)
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-    }
-    guard connected == 0 else { return nil }
+    // Blocking from here on: each send waits for room, and each read at most the SO_RCVTIMEO below.
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
     var offset = 0
     while offset < request.count {
         let sent = request[offset...].withUnsafeBytes {
@@ -396,14 +400,8 @@ struct AgentTests {
         // The agent and the local commands all see the session past its idle window.
         let harness = try AgentHarness(clockShift: 25 * hour)
         #expect(try harness.portal.adopt(token: "token-dead").exitCode == 0)
-        let arrived = Locked(0)
-        harness.portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            // Answers wait until the ten local commands and the agent's first request are in.
-            let deadline = Date().addingTimeInterval(20)
-            while arrived.value < 11 && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        // Answers wait until the ten local commands and the agent's first request are in.
+        harness.portal.server.holdUnauthorized(until: 11)
         let local = try harness.portal.environment(clockShift: 25 * hour)
         let started = Locked(0)
         let codes = try concurrently(20) { () -> Int32 in
@@ -446,12 +444,7 @@ struct AgentTests {
     func keysInMemory() throws {
         let harness = try AgentHarness(start: false)
         let token = try harness.signIn()
-        let passphraseFile = harness.scratch + "/passphrase"
-        try "scenario passphrase\n".write(toFile: passphraseFile, atomically: false, encoding: .utf8)
-        chmod(passphraseFile, 0o600)
-        try harness.start(
-            wrapper: [try AgentHarness.denyKeyctl()],
-            environmentChanges: ["PORTAL_TOKEN_PASSPHRASE": nil, "PORTAL_TOKEN_PASSPHRASE_FILE": passphraseFile])
+        let passphraseFile = try harness.startWithoutKeyrings()
         let first = try harness.client(["token"])
         #expect(first.exitCode == 0 && first.stdout == token + "\n", "\(first.stderr)")
         // With the passphrase gone and no kernel keyring, only the agent's memory can answer.

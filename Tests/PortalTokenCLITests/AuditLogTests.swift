@@ -362,22 +362,10 @@ struct AuditLogTests {
 
     @Test("30 concurrent requests through the proxy, served on its threads, leave 30 intact lines")
     func concurrentProxiedRequests() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.canary("tok")
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
+        let (portal, _) = try ProxyTests.signedIn(Self.canary("tok"))
         let log = try Log(portal.git.environment)
         let before = log.lines().count
-        let result = try ProxyTests.exec(
-            portal,
-            """
-            i=0
-            while [ $i -lt 30 ]; do
-                c -o /dev/null -w '%{http_code}\\n' -H "$H" $J "http://$PORTAL_API_HOST/api/v3/clients/me" &
-                i=$((i + 1))
-            done
-            wait
-            """)
+        let result = try ProxyTests.concurrentRequests(portal, count: 30)
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout == String(repeating: "200\n", count: 30), "\(result.stdout)")
         let entries = Array(log.entries.dropFirst(before))

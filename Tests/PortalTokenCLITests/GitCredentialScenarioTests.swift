@@ -19,6 +19,18 @@ struct GitCredentialScenarioTests {
         #expect(prompts == askpass.map { "askpass: \($0)" }, sourceLocation: sourceLocation)
     }
 
+    /// A fill nothing stored answers: git asks askpass for the username, then for the password.
+    private func expectAskpassFill(
+        _ git: GitHarness, host: String, protocol scheme: String = "https",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        try expectFill(
+            git, "protocol=\(scheme)\nhost=\(host)\n",
+            stdout: "protocol=\(scheme)\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
+            askpass: ["Username for '\(scheme)://\(host)':", "Password for '\(scheme)://askpass-username@\(host)':"],
+            sourceLocation: sourceLocation)
+    }
+
     private func approve(
         _ git: GitHarness, _ input: String, config: [String] = [],
         sourceLocation: SourceLocation = #_sourceLocation
@@ -40,10 +52,7 @@ struct GitCredentialScenarioTests {
     func storeThenRetrieve(backend: TestBackend, gitVersion: RealGit) throws {
         let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
-        try expectFill(
-            git, "protocol=https\nhost=\(host)\n",
-            stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+        try expectAskpassFill(git, host: host)
         try approve(git, "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
         try expectFill(
             git, "protocol=https\nhost=\(host)\n",
@@ -55,19 +64,10 @@ struct GitCredentialScenarioTests {
         let git = try GitHarness(backend: backend, git: gitVersion)
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
-        try expectFill(
-            git, "protocol=http\nhost=\(host)\n",
-            stdout: "protocol=http\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'http://\(host)':", "Password for 'http://askpass-username@\(host)':"])
+        try expectAskpassFill(git, host: host, protocol: "http")
         let other = GitHarness.uniqueHost("other")
-        try expectFill(
-            git, "protocol=https\nhost=\(other)\n",
-            stdout: "protocol=https\nhost=\(other)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(other)':", "Password for 'https://askpass-username@\(other)':"])
-        try expectFill(
-            git, "protocol=https\nhost=\(host):8443\n",
-            stdout: "protocol=https\nhost=\(host):8443\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(host):8443':", "Password for 'https://askpass-username@\(host):8443':"])
+        try expectAskpassFill(git, host: other)
+        try expectAskpassFill(git, host: "\(host):8443")
         try expectFill(
             git, "protocol=https\nhost=\(host)\nusername=other\n",
             stdout: "protocol=https\nhost=\(host)\nusername=other\npassword=askpass-password\n",
@@ -109,10 +109,7 @@ struct GitCredentialScenarioTests {
         let host = GitHarness.uniqueHost("example")
         try approve(git, "protocol=https\nhost=\(host)\nusername=store-user\npassword=store-pass\n")
         try reject(git, "protocol=https\nhost=\(host)\n")
-        try expectFill(
-            git, "protocol=https\nhost=\(host)\n",
-            stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+        try expectAskpassFill(git, host: host)
     }
 
     @Test(
@@ -171,10 +168,7 @@ struct GitCredentialScenarioTests {
         try approve(git, "protocol=https\nhost=\(host)\nusername=user1\npassword=pass1\n")
         try approve(git, "protocol=https\nhost=\(host)\nusername=user2\npassword=pass2\n")
         try reject(git, "protocol=https\nhost=\(host)\n")
-        try expectFill(
-            git, "protocol=https\nhost=\(host)\n",
-            stdout: "protocol=https\nhost=\(host)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+        try expectAskpassFill(git, host: host)
     }
 
     @Test(
@@ -237,10 +231,7 @@ struct GitCredentialScenarioTests {
         )
         let none = try git.portalToken(["get"], stdin: "protocol=https\nhost=\(expired)\n")
         #expect(none.exitCode == 0 && none.stdout.isEmpty)
-        try expectFill(
-            git, "protocol=https\nhost=\(expired)\n",
-            stdout: "protocol=https\nhost=\(expired)\nusername=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(expired)':", "Password for 'https://askpass-username@\(expired)':"])
+        try expectAskpassFill(git, host: expired)
         // What git itself makes of the stored attributes: git 2.47 hands both to its caller,
         // git 2.39 drops them.
         try expectFill(
@@ -401,9 +392,7 @@ struct GitCredentialScenarioTests {
         try approve(git, served)
         try expectFill(git, ask, stdout: served)
         try reject(git, served)
-        try expectFill(
-            git, origin, stdout: origin + "username=askpass-username\npassword=askpass-password\n",
-            askpass: ["Username for 'https://\(host)':", "Password for 'https://askpass-username@\(host)':"])
+        try expectAskpassFill(git, host: host)
     }
 
     @Test(

@@ -4,6 +4,16 @@ import Testing
 
 private let hour: Int64 = 3600
 
+/// A harness on `backend` signed in with `token`; with `live`, the fake Portal takes the token as live.
+private func signedIn(
+    _ backend: TestBackend, _ token: String, live: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+) throws -> PortalHarness {
+    let portal = try PortalHarness(backend: backend)
+    if live { portal.server.registerLiveToken(token) }
+    #expect(try portal.adopt(token: token).exitCode == 0, sourceLocation: sourceLocation)
+    return portal
+}
+
 /// Portal sessions end to end: the binary, a real store, real git, and the fake Portal server.
 @Suite("Portal sessions")
 struct PortalSessionTests {
@@ -44,8 +54,7 @@ struct PortalSessionTests {
         "get --format json prints token, endUserId, authEnvironmentId and an RFC 3339 expiresAt",
         arguments: TestBackend.allCases)
     func scriptModeJSON(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-J").exitCode == 0)
+        let portal = try signedIn(backend, "token-J")
         let result = try portal.git.portalToken(["get", "--format", "json"])
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: String]
         #expect(object?["token"] == "token-J")
@@ -58,8 +67,7 @@ struct PortalSessionTests {
         "23 h after the last activity the token is handed out with no request to Portal",
         arguments: TestBackend.allCases)
     func withinIdleWindow(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-23").exitCode == 0)
+        let portal = try signedIn(backend, "token-23")
         let result = try portal.portalToken(["get"], clockShift: 23 * hour)
         #expect(result.exitCode == 0 && result.stdout == "token-23\n")
         #expect(portal.server.requests.isEmpty)
@@ -69,9 +77,7 @@ struct PortalSessionTests {
         "25 h after, a live token is checked once, handed out, and its expiry slides",
         arguments: TestBackend.allCases)
     func pastIdleWindowLive(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        portal.server.registerLiveToken("token-25")
-        #expect(try portal.adopt(token: "token-25").exitCode == 0)
+        let portal = try signedIn(backend, "token-25", live: true)
         let result = try portal.portalToken(["get"], clockShift: 25 * hour)
         #expect(result.exitCode == 0 && result.stdout == "token-25\n")
         #expect(portal.requests(to: "/api/v3/clients/me").count == 1)
@@ -86,8 +92,7 @@ struct PortalSessionTests {
         "25 h after, a revoked token ends the session: exit 3, hook once, reason unauthorized",
         arguments: TestBackend.allCases)
     func pastIdleWindowRevoked(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-revoked").exitCode == 0)
+        let portal = try signedIn(backend, "token-revoked")
         let result = try portal.portalToken(["get"], clockShift: 25 * hour)
         #expect(result.exitCode == 3 && result.stdout.isEmpty)
         #expect(portal.hookRuns == ["unauthorized user-1 \(portal.environmentID)"])
@@ -118,9 +123,7 @@ struct PortalSessionTests {
         "at 7 days the session ends locally: exit 3, reason expired, no request",
         arguments: TestBackend.allCases)
     func sevenDayCap(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        portal.server.registerLiveToken("token-7d")
-        #expect(try portal.adopt(token: "token-7d").exitCode == 0)
+        let portal = try signedIn(backend, "token-7d", live: true)
         let result = try portal.portalToken(["get"], clockShift: 7 * 24 * hour)
         #expect(result.exitCode == 3)
         #expect(result.stderr.contains("reached its 7-day limit"))
@@ -130,16 +133,9 @@ struct PortalSessionTests {
 
     @Test("20 processes seeing the 401 at once run the hook once", arguments: TestBackend.allCases)
     func concurrentUnauthorized(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-dead").exitCode == 0)
+        let portal = try signedIn(backend, "token-dead")
         // Portal holds every answer until all 20 requests are in, so all 20 processes see the 401.
-        let arrived = Locked(0)
-        portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            let deadline = Date().addingTimeInterval(20)
-            while arrived.value < 20 && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        let arrived = portal.server.holdUnauthorized(until: 20)
         let codes = try concurrently(20) { try portal.git.portalToken(["refresh"]).exitCode }
         #expect(arrived.value == 20)
         #expect(codes.allSatisfy { $0 == 3 }, "exit codes: \(codes)")
@@ -165,8 +161,7 @@ struct PortalSessionTests {
         "erase without a password removes without the hook; with another password changes nothing",
         arguments: TestBackend.allCases)
     func eraseVariants(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-E").exitCode == 0)
+        let portal = try signedIn(backend, "token-E")
         let other = try portal.git.portalToken(["erase"], stdin: portal.portalOrigin + "password=older-token\n")
         #expect(other.exitCode == 0)
         #expect(try portal.git.portalToken(["get"]).stdout == "token-E\n")
@@ -249,8 +244,7 @@ struct PortalSessionTests {
 
     @Test("the session token never goes to a host that is not Portal's", arguments: TestBackend.allCases)
     func hostGateInProtocolMode(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-secret").exitCode == 0)
+        let portal = try signedIn(backend, "token-secret")
         for host in [
             "api.portalhq.io.attacker.com", "portalhq.io.evil.dev", "evil-portalhq.com", "127.0.0.1:1",
             "localhost:\(portal.server.port)", "api.portalhq.io@attacker.com",
@@ -271,9 +265,7 @@ struct PortalSessionTests {
 
     @Test("api prints the body; refuses another origin; a non-2xx is exit 6", arguments: TestBackend.allCases)
     func apiCommand(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        portal.server.registerLiveToken("token-api")
-        #expect(try portal.adopt(token: "token-api").exitCode == 0)
+        let portal = try signedIn(backend, "token-api", live: true)
         let me = try portal.git.portalToken(["api", "/api/v3/clients/me"])
         #expect(me.exitCode == 0)
         #expect(me.stdout.contains("\"id\":\"client-1\""))
@@ -289,8 +281,7 @@ struct PortalSessionTests {
 
     @Test("the session is cached in the kernel keyring, and logout drops the copy", arguments: TestBackend.allCases)
     func kernelKeyringCopy(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-cached").exitCode == 0)
+        let portal = try signedIn(backend, "token-cached")
         #expect(try portal.git.portalToken(["get"]).stdout == "token-cached\n")
         let keys = try ProcessRunner.run("/usr/bin/keyctl", ["rlist", "@u"], timeout: 10)
         let names = try keys.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { id in
@@ -309,8 +300,7 @@ struct PortalSessionTests {
         """,
         arguments: [TestBackend.auto, .autoWithoutBus])
     func copyEndedUnderAnotherSpelling(backend: TestBackend) throws {
-        let portal = try PortalHarness(backend: backend)
-        #expect(try portal.adopt(token: "token-spelled").exitCode == 0)
+        let portal = try signedIn(backend, "token-spelled")
         #expect(try portal.git.portalToken(["get"]).stdout == "token-spelled\n")
         var other = portal.git.environment
         if backend == .auto {

@@ -26,16 +26,33 @@ struct ProxyTests {
 
     static func uniqueToken() -> String { "token-proxy-\(UInt64.random(in: 0...UInt64.max))" }
 
+    /// A harness on the encrypted file, signed in with `token`, which the fake Portal takes as live.
+    static func signedIn(_ token: String = ProxyTests.uniqueToken()) throws -> (portal: PortalHarness, token: String) {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken(token)
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        return (portal, token)
+    }
+
+    /// `count` requests to /api/v3/clients/me sent at once through exec --proxy, each printing its status.
+    static func concurrentRequests(_ portal: PortalHarness, count: Int, timeout: Double = 60) throws -> ProcessResult {
+        try exec(
+            portal,
+            """
+            i=0
+            while [ $i -lt \(count) ]; do
+                c -o /dev/null -w '%{http_code}\\n' -H "$H" $J "http://$PORTAL_API_HOST/api/v3/clients/me" &
+                i=$((i + 1))
+            done
+            wait
+            """, timeout: timeout)
+    }
+
     @Test(
         "a child calls the client API through exec --proxy; Portal sees the bearer, the child never holds the token")
     func childUsesTheProxy() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("proxy-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        let (portal, token) = try Self.signedIn()
+        let scratch = try ScratchFolder("proxy")
 
         var traced = portal.git.environment
         traced["PORTAL_TOKEN_TRACE"] = "1"
@@ -69,12 +86,12 @@ struct ProxyTests {
         #expect(portal.hookRuns.isEmpty)
         #expect(try portal.git.portalToken(["token"]).stdout == token + "\n")
         for file in ["environ", "argv", "env"] {
-            let text = try String(contentsOf: scratch.appendingPathComponent(file), encoding: .utf8)
+            let text = try String(contentsOfFile: scratch.path + "/" + file, encoding: .utf8)
             #expect(!text.isEmpty, "\(file)")
             #expect(!text.contains(token), "the token is in the child's \(file)")
             #expect(!text.contains(String(token.dropFirst(6))), "the token is in the child's \(file)")
         }
-        let environment = try String(contentsOf: scratch.appendingPathComponent("environ"), encoding: .utf8)
+        let environment = try String(contentsOfFile: scratch.path + "/environ", encoding: .utf8)
         #expect(environment.contains("PORTAL_TOKEN_PROXY_CREDENTIAL="))
         #expect(environment.contains("PORTAL_TOKEN_PROXY_HEADER=Portal-Token-Proxy"))
         #expect(!environment.contains("PORTAL_CLIENT_SESSION_TOKEN="))
@@ -83,10 +100,7 @@ struct ProxyTests {
 
     @Test("a foreign Host, no marker, a wrong credential, a path, method or origin not allowed: no upstream connection")
     func refusals() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
+        let (portal, token) = try Self.signedIn()
         let before = portal.server.connectionCount
         let result = try Self.exec(
             portal,
@@ -124,10 +138,7 @@ struct ProxyTests {
         defer { sink.stop() }
         let other = try FakePortalServer(strict: false)
         defer { other.stop() }
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
+        let (portal, token) = try Self.signedIn()
         portal.server.addRoute("GET", "/api/v3/clients/me/moved", bearer: .required) { _, _ in
             .redirect(to: "http://127.0.0.1:\(other.port)/api/v3/clients/me")
         }
@@ -191,10 +202,7 @@ struct ProxyTests {
 
     @Test("a proxied request slides the expiry, as api does")
     func slidesTheExpiry() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
+        let (portal, token) = try Self.signedIn()
         let result = try Self.exec(
             portal,
             """
@@ -210,33 +218,17 @@ struct ProxyTests {
 
     @Test("50 MB go up chunked and come down chunked intact, streamed through the proxy")
     func largeBodies() throws {
-        let portal = try PortalHarness(backend: .file)
+        let (portal, _) = try Self.signedIn()
         portal.server.enableLargeBodies()
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("proxy-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        let scratch = try ScratchFolder("proxy")
         let size = 50 * 1024 * 1024
-        let upload = scratch.appendingPathComponent("up")
-        var generator = SystemRandomNumberGenerator()
-        var bytes = [UInt8](repeating: 0, count: size)
-        for index in stride(from: 0, to: size, by: 8) {
-            withUnsafeBytes(of: generator.next() as UInt64) { word in
-                for offset in 0..<8 { bytes[index + offset] = word[offset] }
-            }
-        }
-        try Data(bytes).write(to: upload)
-        var hasher = SHA256Stream()
-        hasher.update(bytes[...])
-        let uploadDigest = hasher.finish()
-        bytes = []
+        let upload = scratch.path + "/up"
+        let uploadDigest = try FakePortalServer.writeRandomUpload(count: size, to: upload)
 
         let result = try Self.exec(
             portal,
             """
-            c -w '\\nup=%{http_code}\\n' -H "$H" -H 'Transfer-Encoding: chunked' -X POST -T '\(upload.path)' \\
+            c -w '\\nup=%{http_code}\\n' -H "$H" -H 'Transfer-Encoding: chunked' -X POST -T '\(upload)' \\
                 "http://$PORTAL_API_HOST\(FakePortalServer.uploadPath)"
             c -o '\(scratch.path)/down' -D '\(scratch.path)/down-head' -w 'down=%{http_code}\\n' -H "$H" \\
                 "http://$PORTAL_API_HOST\(FakePortalServer.downloadPath)?bytes=\(size)"
@@ -258,20 +250,8 @@ struct ProxyTests {
 
     @Test("100 concurrent proxied requests all succeed")
     func hundredConcurrent() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
-        let result = try Self.exec(
-            portal,
-            """
-            i=0
-            while [ $i -lt 100 ]; do
-                c -o /dev/null -w '%{http_code}\\n' -H "$H" $J "http://$PORTAL_API_HOST/api/v3/clients/me" &
-                i=$((i + 1))
-            done
-            wait
-            """, timeout: 120)
+        let (portal, _) = try Self.signedIn()
+        let result = try Self.concurrentRequests(portal, count: 100, timeout: 120)
         #expect(result.exitCode == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n") == Array(repeating: "200", count: 100), "\(result.stdout)")
         #expect(portal.requests(to: "/api/v3/clients/me").count == 100)
@@ -294,10 +274,7 @@ struct ProxyTests {
 
     @Test("portal-token proxy on a Unix socket serves the same user")
     func unixSocket() throws {
-        let portal = try PortalHarness(backend: .file)
-        let token = Self.uniqueToken()
-        portal.server.registerLiveToken(token)
-        #expect(try portal.adopt(token: token).exitCode == 0)
+        let (portal, token) = try Self.signedIn()
         let directory = "/tmp/portal-token-proxy-\(UInt32.random(in: 0...UInt32.max))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = directory + "/proxy.sock"

@@ -56,13 +56,7 @@ struct VaultClusterTests {
         }
         let processes = 30
         // Portal holds every answer until all requests are in, so every process sees the 401.
-        let arrived = Locked(0)
-        portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            let deadline = Date().addingTimeInterval(30)
-            while arrived.value < processes && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        let arrived = portal.server.holdUnauthorized(until: processes, seconds: 30)
         let next = Locked(0)
         let results = try concurrently(processes) { () throws -> ProcessResult in
             let index = next.update { value -> Int in

@@ -24,9 +24,30 @@ struct VaultFleetTests {
         }
     }
 
-    static func fleetHarness() throws -> PortalHarness {
-        try PortalHarness(
-            backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: OpenBaoServer.freshPrefix()))
+    /// A harness whose Vault store lies under `prefix` on the suite's OpenBao server.
+    static func fleetHarness(prefix: String = OpenBaoServer.freshPrefix()) throws -> PortalHarness {
+        try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+    }
+
+    /// A harness under a fresh prefix, signed in with `token`; the prefix, and one host's environment.
+    static func signedInHost(
+        _ token: String
+    ) throws -> (portal: PortalHarness, prefix: String, host: [String: String]) {
+        let prefix = OpenBaoServer.freshPrefix()
+        let portal = try fleetHarness(prefix: prefix)
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        return (portal, prefix, try hosts(portal, count: 1)[0])
+    }
+
+    /// `portal-token token` on `host`, which must print `expected`.
+    @discardableResult
+    static func expectToken(
+        _ expected: String, on host: [String: String], sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> ProcessResult {
+        let token = try ProcessRunner.portalToken(["token"], environment: host)
+        #expect(
+            token.exitCode == 0 && token.stdout == expected + "\n", "\(token.stderr)", sourceLocation: sourceLocation)
+        return token
     }
 
     @Test("a session adopted on one host is served on the others, and a logout on one ends it for all")
@@ -36,10 +57,7 @@ struct VaultFleetTests {
         let adopted = try ProcessRunner.portalToken(
             ["store"], stdin: portal.portalOrigin + "username=user-1\npassword=token-F\n", environment: hosts[0])
         #expect(adopted.exitCode == 0 && adopted.stderr.isEmpty, "\(adopted.stderr)")
-        for host in hosts {
-            let token = try ProcessRunner.portalToken(["token"], environment: host)
-            #expect(token.exitCode == 0 && token.stdout == "token-F\n", "\(token.stderr)")
-        }
+        for host in hosts { try Self.expectToken("token-F", on: host) }
         #expect(try ProcessRunner.portalToken(["logout"], environment: hosts[2]).exitCode == 0)
         #expect(try ProcessRunner.portalToken(["token"], environment: hosts[1]).exitCode == 1)
         #expect(portal.hookRuns.isEmpty)
@@ -56,13 +74,7 @@ struct VaultFleetTests {
             ).exitCode == 0)
         let processes = 12
         // Portal holds every answer until all requests are in, so every process sees the 401.
-        let arrived = Locked(0)
-        portal.server.addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
-            arrived.update { $0 += 1 }
-            let deadline = Date().addingTimeInterval(20)
-            while arrived.value < processes && Date() < deadline { usleep(1000) }
-            return .json(401, #"{"error":"Unauthorized"}"#)
-        }
+        let arrived = portal.server.holdUnauthorized(until: processes)
         let codes = try concurrently(processes) { index in
             try ProcessRunner.portalToken(["refresh"], environment: hosts[index % hosts.count]).exitCode
         }
@@ -75,7 +87,7 @@ struct VaultFleetTests {
     @Test("a host serves the session from its copy, then with one request, and sees another host's change")
     func sessionCopyOnAHost() throws {
         let prefix = OpenBaoServer.freshPrefix()
-        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        let portal = try Self.fleetHarness(prefix: prefix)
         let hosts = try Self.hosts(portal, count: 2)
         var host = hosts[0]
         host["PORTAL_TOKEN_VAULT_CACHE_SECONDS"] = "3"
@@ -122,17 +134,14 @@ struct VaultFleetTests {
 
     @Test("a host logs in with its AppRole role ID setting and secret ID file, and serves the session")
     func appRoleHost() throws {
-        let prefix = OpenBaoServer.freshPrefix()
-        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
-        #expect(try portal.adopt(token: "token-A").exitCode == 0)
+        let (portal, prefix, first) = try Self.signedInHost("token-A")
         let role = try OpenBaoServer.appRole(
             policy: OpenBaoServer.readWritePolicy(prefix: prefix), directory: portal.git.directory)
-        var host = try Self.hosts(portal, count: 1)[0]
+        var host = first
         host["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = nil
         host["PORTAL_TOKEN_VAULT_ROLE_ID"] = role.roleID
         host["PORTAL_TOKEN_VAULT_SECRET_ID_FILE"] = role.secretIDFile
-        let token = try ProcessRunner.portalToken(["token"], environment: host)
-        #expect(token.exitCode == 0 && token.stdout == "token-A\n", "\(token.stderr)")
+        let token = try Self.expectToken("token-A", on: host)
         #expect(!token.stderr.contains(role.roleID))
         // Its writes go through under the role's policy: a logout there ends the session for all.
         #expect(try ProcessRunner.portalToken(["logout"], environment: host).exitCode == 0)
@@ -142,7 +151,7 @@ struct VaultFleetTests {
     @Test("migrate moves a host's file store into the Vault store, and --from vault moves it back")
     func migrateFileIntoVaultAndBack() throws {
         let prefix = OpenBaoServer.freshPrefix()
-        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
+        let portal = try Self.fleetHarness(prefix: prefix)
         var file = portal.git.environment
         file["PORTAL_TOKEN_BACKEND"] = "file"
         var vault = portal.git.environment
@@ -183,17 +192,14 @@ struct VaultFleetTests {
 
     @Test("a host whose token only reads serves the session, is refused a write by path, and a revoked token says so")
     func readOnlyHost() throws {
-        let prefix = OpenBaoServer.freshPrefix()
-        let portal = try PortalHarness(backend: .file, extraEnvironment: try OpenBaoServer.environment(prefix: prefix))
-        #expect(try portal.adopt(token: "token-R").exitCode == 0)
+        let (portal, prefix, host) = try Self.signedInHost("token-R")
         let tokenFile = try OpenBaoServer.tokenFile(
             policy: OpenBaoServer.readOnlyPolicy(prefix: prefix), directory: portal.git.directory)
-        var reader = try Self.hosts(portal, count: 1)[0]
+        var reader = host
         reader["PORTAL_TOKEN_VAULT_TOKEN_FILE"] = tokenFile
         // Every command asks the server: a copy would answer for its lifetime after the revocation.
         reader["PORTAL_TOKEN_VAULT_CACHE_SECONDS"] = "0"
-        let token = try ProcessRunner.portalToken(["token"], environment: reader)
-        #expect(token.exitCode == 0 && token.stdout == "token-R\n", "\(token.stderr)")
+        try Self.expectToken("token-R", on: reader)
         let store = try ProcessRunner.portalToken(
             ["store"], stdin: "protocol=https\nhost=refused.example\nusername=u\npassword=secret-pw\n",
             environment: reader)

@@ -1,5 +1,6 @@
 import Basics
 import CSodium
+import Foundation
 import Glibc
 import PortalTokenCore
 
@@ -16,6 +17,22 @@ extension FakePortalServer {
     /// The byte at `offset` of every download: a sequence no run of zeros or repeat hides.
     public static func downloadByte(at offset: Int) -> UInt8 {
         UInt8(truncatingIfNeeded: (offset &* 2_654_435_761) >> 13 ^ offset)
+    }
+
+    /// Writes `count` random bytes (a multiple of 8) to the file at `path`, for an upload, and returns
+    /// their lowercase hex SHA-256.
+    public static func writeRandomUpload(count: Int, to path: String) throws -> String {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: count)
+        for index in stride(from: 0, to: count, by: 8) {
+            withUnsafeBytes(of: generator.next() as UInt64) { word in
+                for offset in 0..<8 { bytes[index + offset] = word[offset] }
+            }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        var hasher = SHA256Stream()
+        hasher.update(bytes[...])
+        return hasher.finish()
     }
 
     /// The lowercase hex SHA-256 of a download of `count` bytes.

@@ -195,6 +195,21 @@ public final class FakePortalServer: Sendable {
         _ = state.withLock { $0.liveTokens.removeValue(forKey: token) }
     }
 
+    /// From now on `/clients/me` answers 401, each answer held until `count` requests are in (or
+    /// `seconds` have passed), so that every one of a burst of concurrent callers sees the 401.
+    /// Returns the count of the requests that arrived.
+    @discardableResult
+    public func holdUnauthorized(until count: Int, seconds: Double = 20) -> Locked<Int> {
+        let arrived = Locked(0)
+        addRoute("GET", "/api/v3/clients/me", bearer: .required) { _, _ in
+            arrived.update { $0 += 1 }
+            let deadline = Date().addingTimeInterval(seconds)
+            while arrived.value < count && Date() < deadline { usleep(1000) }
+            return .json(401, #"{"error":"Unauthorized"}"#)
+        }
+        return arrived
+    }
+
     public var behaviour: Behaviour {
         get { state.withLock { $0.behaviour } }
         set { state.withLock { $0.behaviour = newValue } }

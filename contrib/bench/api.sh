@@ -16,21 +16,12 @@
 # Usage: contrib/bench/api.sh     (needs hyperfine, curl, python3 and a gnome-keyring: contrib/deps.sh
 #                                  test; BENCH_ROUNDS=15 rounds of BENCH_RUNS=30 runs each)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-contrib/deps.sh test
-export PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
-export FAKE_SERVER=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
-export BENCH_SCRIPTS=$root/contrib/bench
-exec contrib/dev/run-in-keyring.sh bash -c '
-    set -euo pipefail
-    cd "$BENCH_WORK"
+. "$(dirname "$0")/with-fake-portal.sh"
+bench_in_keyring '
     : > empty.swift
     swiftc -O -static-stdlib empty.swift -o empty-swift
     unset PORTAL_TOKEN_BACKEND PORTAL_TOKEN_PASSPHRASE
-    export PORTAL_TOKEN_FILE=$BENCH_WORK/store PORTAL_TOKEN_PASSPHRASE_FILE=$BENCH_WORK/passphrase
-    export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
-    (umask 077 && printf "bench passphrase %s\n" "$RANDOM$RANDOM" > passphrase)
+    bench_file_store "$BENCH_WORK"
     . "$BENCH_SCRIPTS/fake-portal.sh"
     # A Portal token stored through the credential protocol becomes the signed-in session: in the
     # keyring (auto, with a provider on the bus) and in the encrypted file.
@@ -38,44 +29,29 @@ exec contrib/dev/run-in-keyring.sh bash -c '
         printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
             "$PORTAL_TOKEN_BIN" store --backend "$backend" 2>/dev/null
     done
-    (umask 077 && printf "Authorization: Bearer %s\n" "$token" > curl.headers)
-    url="http://127.0.0.1:$port/api/v3/clients/me"
     # Each must really answer, or the timing means nothing.
     "$PORTAL_TOKEN_BIN" api /api/v3/clients/me | grep -q "\"id\":\"client-1\""
     "$PORTAL_TOKEN_BIN" api --backend file /api/v3/clients/me | grep -q "\"id\":\"client-1\""
     curl -s -H @curl.headers "$url" | grep -q "\"id\":\"client-1\""
 
-    rounds=${BENCH_ROUNDS:-15}
-    for round in $(seq "$rounds"); do
-        hyperfine -N --style none --warmup 5 --runs "${BENCH_RUNS:-30}" --export-csv "round-$round.csv" \
-            --command-name "curl -s" "curl -s -H @curl.headers $url" \
-            --command-name "portal-token api (auto, keyring)" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
-            --command-name "portal-token api (file)" "$PORTAL_TOKEN_BIN api --backend file /api/v3/clients/me" \
-            --command-name "empty Swift program" "$BENCH_WORK/empty-swift"
-    done
-    # CSV columns: command,mean,stddev,median,user,system,min,max (seconds); the names hold no comma.
-    python3 - "$rounds" <<"PY"
-import csv, statistics, sys
+    bench_rounds 5 30 \
+        --command-name "curl -s" "curl -s -H @curl.headers $url" \
+        --command-name "portal-token api (auto, keyring)" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
+        --command-name "portal-token api (file)" "$PORTAL_TOKEN_BIN api --backend file /api/v3/clients/me" \
+        --command-name "empty Swift program" "$BENCH_WORK/empty-swift"
+    bench_python "$rounds" <<"PY"
+import statistics, sys
+from rounds import print_medians, print_spreads, read_rounds
 rounds = int(sys.argv[1])
-def medians(path):
-    return {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(path))}
-print("milliseconds, in this order: " + "; ".join(medians("round-1.csv")))
+every, times = read_rounds(rounds)
 ratios = {"api (auto, keyring) / curl": [], "api (file) / curl": []}
-bus, times = [], {}
-for round in range(1, rounds + 1):
-    m = medians(f"round-{round}.csv")
-    for name, value in m.items():
-        times.setdefault(name, []).append(value)
-    print(f"round {round:2}: " + ", ".join(f"{value:.2f}" for value in m.values()))
+bus = []
+for m in every:
     ratios["api (auto, keyring) / curl"].append(m["portal-token api (auto, keyring)"] / m["curl -s"])
     ratios["api (file) / curl"].append(m["portal-token api (file)"] / m["curl -s"])
     bus.append(m["portal-token api (auto, keyring)"] - m["portal-token api (file)"])
-print(f"medians over {rounds} rounds:")
-for name, values in times.items():
-    print(f"  {name:34} {statistics.median(values):6.2f} ms")
-print(f"ratios over {rounds} rounds: median (min-max); goal <= 1.2")
-for name, values in ratios.items():
-    print(f"  {name:28} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+print_medians(times, 34, f"medians over {rounds} rounds:")
+print_spreads(ratios, 28, f"ratios over {rounds} rounds: median (min-max); goal <= 1.2")
 print(f"the session bus checks of auto (api auto - api file): {statistics.median(bus):.2f} ms "
       f"({min(bus):.2f}-{max(bus):.2f})")
 PY

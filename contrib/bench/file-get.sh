@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 
+source contrib/bench/lib.sh
 binary=$(contrib/build-release.sh)
 
 work=$(mktemp -d)
@@ -39,9 +40,7 @@ swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift-release-link"
 # Both helpers run in the same bare world: no user or system git config, no session bus.
 export HOME=$work GIT_CONFIG_NOSYSTEM=1 XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
 unset DBUS_SESSION_BUS_ADDRESS DISPLAY WAYLAND_DISPLAY PORTAL_TOKEN_PASSPHRASE PORTAL_TOKEN_BACKEND
-export PORTAL_TOKEN_FILE=$work/store PORTAL_TOKEN_PASSPHRASE_FILE=$work/passphrase
-export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
-(umask 077 && printf 'bench passphrase %s\n' "$RANDOM$RANDOM" >"$work/passphrase")
+bench_file_store "$work"
 
 printf 'protocol=https\nhost=git.example.com\nusername=bench\npassword=%s\n\n' "$(head -c 30 /dev/urandom | base64)" >"$work/store-request"
 printf 'protocol=https\nhost=git.example.com\n\n' >"$work/request"
@@ -53,51 +52,35 @@ git credential-store --file "$work/git-credentials" store <"$work/store-request"
 [ "$("$binary" get <"$work/request" 2>/dev/null)" = "$("$binary" get --backend file <"$work/request")" ]
 
 feed() { printf '%s %s' "$work/feed" "$work/request"; }
-rounds=${BENCH_ROUNDS:-15}
-for round in $(seq "$rounds"); do
-    hyperfine -N --style none --warmup 10 --runs "${BENCH_RUNS:-60}" --export-csv "$work/round-$round.csv" \
-        --command-name "feeder alone" "$(feed)" \
-        --command-name "empty Swift program (swiftc -static-stdlib)" "$(feed) $work/empty-swift" \
-        --command-name "empty Swift program, release link" "$(feed) $work/empty-swift-release-link" \
-        --command-name "git credential-store get (plaintext)" \
-        "$(feed) $git credential-store --file $work/git-credentials get" \
-        --command-name "portal-token get, file, key cached" "$(feed) $binary get --backend file" \
-        --command-name "portal-token get, auto without D-Bus" "$(feed) $binary get" >&2
-done
+(cd "$work" && bench_rounds 10 60 \
+    --command-name "feeder alone" "$(feed)" \
+    --command-name "empty Swift program (swiftc -static-stdlib)" "$(feed) $work/empty-swift" \
+    --command-name "empty Swift program, release link" "$(feed) $work/empty-swift-release-link" \
+    --command-name "git credential-store get (plaintext)" \
+    "$(feed) $git credential-store --file $work/git-credentials get" \
+    --command-name "portal-token get, file, key cached" "$(feed) $binary get --backend file" \
+    --command-name "portal-token get, auto without D-Bus" "$(feed) $binary get") >&2
 hyperfine -N --style none --warmup 2 --runs 20 --export-csv "$work/cold.csv" \
     --command-name "feeder alone" "$(feed)" \
     --command-name "portal-token get, file, cold unlock" \
     "$(feed) /usr/bin/env PORTAL_TOKEN_KEY_CACHE_TIMEOUT=0 $binary get --backend file" >&2
 
-# CSV columns: command,mean,stddev,median,user,system,min,max (seconds); the names hold no comma.
-python3 - "$work" "$rounds" <<'PY'
-import csv, statistics, sys
+bench_python "$work" "$rounds" <<'PY'
+import sys
+from rounds import medians, print_medians, print_spreads, read_rounds
 work, rounds = sys.argv[1], int(sys.argv[2])
-def medians(path):
-    return {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(path))}
 empty, floor = "empty Swift program (swiftc -static-stdlib)", "empty Swift program, release link"
 git, file, auto = "git credential-store get (plaintext)", "portal-token get, file, key cached", \
     "portal-token get, auto without D-Bus"
-print("milliseconds, in this order: " + "; ".join(n for n in medians(f"{work}/round-1.csv") if n != "feeder alone"))
+every, times = read_rounds(rounds, work, less="feeder alone", less_label="the feeder")
 ratios = {"file / empty Swift": [], "auto / empty Swift": [], "file / git": [], "file / release-linked empty": []}
-times = {}
-for round in range(1, rounds + 1):
-    m = medians(f"{work}/round-{round}.csv")
-    base = m.pop("feeder alone")
-    m = {name: value - base for name, value in m.items()}
-    for name, value in m.items():
-        times.setdefault(name, []).append(value)
-    print(f"round {round:2}, less the feeder ({base:.2f} ms): " + ", ".join(f"{value:.2f}" for value in m.values()))
+for m in every:
     ratios["file / empty Swift"].append(m[file] / m[empty])
     ratios["auto / empty Swift"].append(m[auto] / m[empty])
     ratios["file / git"].append(m[file] / m[git])
     ratios["file / release-linked empty"].append(m[file] / m[floor])
-print(f"medians over {rounds} rounds, less the feeder:")
-for name, values in times.items():
-    print(f"  {name:48} {statistics.median(values):6.2f} ms")
-print(f"ratios over {rounds} rounds: median (min-max)")
-for name, values in ratios.items():
-    print(f"  {name:30} {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})")
+print_medians(times, 48, f"medians over {rounds} rounds, less the feeder:")
+print_spreads(ratios, 30, f"ratios over {rounds} rounds: median (min-max)")
 print("  goal: file / empty Swift <= 1.25")
 cold = medians(f"{work}/cold.csv")
 print(f"cold unlock (Argon2id, 64 MiB): {cold['portal-token get, file, cold unlock'] - cold['feeder alone']:.1f} ms"

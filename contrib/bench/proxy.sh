@@ -18,24 +18,13 @@
 # Usage: contrib/bench/proxy.sh     (needs hyperfine, curl and python3: contrib/deps.sh test;
 #                                    BENCH_ROUNDS=15 rounds of BENCH_RUNS=30 runs each)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-contrib/deps.sh test
-export PORTAL_TOKEN_BIN=$(contrib/build-release.sh 2>/dev/null)
-export FAKE_SERVER=$(contrib/build-release.sh --product portal-fake-server 2>/dev/null)
-export BENCH_SCRIPTS=$root/contrib/bench
-exec contrib/dev/run-in-keyring.sh bash -c '
-    set -euo pipefail
-    cd "$BENCH_WORK"
+. "$(dirname "$0")/with-fake-portal.sh"
+bench_in_keyring '
     export PORTAL_TOKEN_BACKEND=file
-    export PORTAL_TOKEN_FILE=$BENCH_WORK/store PORTAL_TOKEN_PASSPHRASE_FILE=$BENCH_WORK/passphrase
-    export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
-    (umask 077 && printf "bench passphrase %s\n" "$RANDOM$RANDOM" > passphrase)
+    bench_file_store "$BENCH_WORK"
     . "$BENCH_SCRIPTS/fake-portal.sh"
     printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
         "$PORTAL_TOKEN_BIN" store 2>/dev/null
-    (umask 077 && printf "Authorization: Bearer %s\n" "$token" > curl.headers)
-    url="http://127.0.0.1:$port/api/v3/clients/me"
 
     "$PORTAL_TOKEN_BIN" proxy --listen 127.0.0.1:0 > proxy.env 2> proxy.log &
     proxy=$!
@@ -56,32 +45,20 @@ exec contrib/dev/run-in-keyring.sh bash -c '
         printf "url = \"%s\"\noutput = \"/dev/null\"\n" "$proxied" >> proxied.curl
     done
 
-    rounds=${BENCH_ROUNDS:-15}
-    for round in $(seq "$rounds"); do
-        hyperfine -N --style none --warmup 5 --runs "${BENCH_RUNS:-30}" --export-csv "round-$round.csv" \
-            --command-name "curl -s, the token" "curl -s -H @curl.headers $url" \
-            --command-name "curl -s through the proxy" "curl -s -H @proxy.headers $proxied" \
-            --command-name "portal-token api (file)" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
-            --command-name "curl, 100 requests" "curl -s -H @curl.headers -K direct.curl" \
-            --command-name "curl, 100 requests through the proxy" "curl -s -H @proxy.headers -K proxied.curl"
-    done
-    python3 - "$rounds" <<"PY"
-import csv, statistics, sys
+    bench_rounds 5 30 \
+        --command-name "curl -s, the token" "curl -s -H @curl.headers $url" \
+        --command-name "curl -s through the proxy" "curl -s -H @proxy.headers $proxied" \
+        --command-name "portal-token api (file)" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
+        --command-name "curl, 100 requests" "curl -s -H @curl.headers -K direct.curl" \
+        --command-name "curl, 100 requests through the proxy" "curl -s -H @proxy.headers -K proxied.curl"
+    bench_python "$rounds" <<"PY"
+import statistics, sys
+from rounds import print_medians, read_rounds
 rounds = int(sys.argv[1])
-def medians(path):
-    return {row["command"]: float(row["median"]) * 1000 for row in csv.DictReader(open(path))}
-print("milliseconds, in this order: " + "; ".join(medians("round-1.csv")))
-added, added_hundred, times = [], [], {}
-for round in range(1, rounds + 1):
-    m = medians(f"round-{round}.csv")
-    for name, value in m.items():
-        times.setdefault(name, []).append(value)
-    print(f"round {round:2}: " + ", ".join(f"{value:.2f}" for value in m.values()))
-    added.append(m["curl -s through the proxy"] - m["curl -s, the token"])
-    added_hundred.append((m["curl, 100 requests through the proxy"] - m["curl, 100 requests"]) / 100)
-print(f"medians over {rounds} rounds:")
-for name, values in times.items():
-    print(f"  {name:28} {statistics.median(values):6.2f} ms")
+every, times = read_rounds(rounds)
+added = [m["curl -s through the proxy"] - m["curl -s, the token"] for m in every]
+added_hundred = [(m["curl, 100 requests through the proxy"] - m["curl, 100 requests"]) / 100 for m in every]
+print_medians(times, 28, f"medians over {rounds} rounds:")
 print(f"the proxy adds per request, a curl process each: {statistics.median(added):.2f} ms "
       f"({min(added):.2f} to {max(added):.2f}); goal <= 1 ms")
 print(f"the proxy adds per request, 100 in one curl: {statistics.median(added_hundred):.2f} ms "

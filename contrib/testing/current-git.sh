@@ -35,29 +35,8 @@ if usable; then
 fi
 
 source "$(dirname "$0")/private-apt.sh"
-private_apt "$dir/apt" "deb http://deb.debian.org/debian trixie main"
-mkdir -p "$dir/debs"
-
-echo "current-git.sh: fetching Debian trixie's git into $dir" >&2
-timeout 300 apt-get "${apt_options[@]}" update -qq >&2 \
-    || fail "cannot read Debian trixie's package lists (is Debian's archive reachable?)"
-rm -f "$dir"/debs/*.deb
 # git's own binary needs libc, PCRE2 and zlib; with trixie's libc come trixie's versions of both.
-(cd "$dir/debs" && timeout 300 apt-get "${apt_options[@]}" download -qq \
-    git/trixie libc6/trixie libpcre2-8-0/trixie zlib1g/trixie >&2) \
-    || fail "cannot download git and its libraries from Debian trixie (is Debian's archive reachable?)"
-
-rm -rf "$dir/root.new"
-mkdir -p "$dir/root.new"
-for deb in "$dir"/debs/*.deb; do
-    dpkg-deb -x "$deb" "$dir/root.new"
-done
-rm -rf "$dir/root"
-mv "$dir/root.new" "$dir/root"
-
-loader="$dir/root/usr/lib64/ld-linux-x86-64.so.2"
-[ -x "$loader" ] || loader="$dir/root/lib64/ld-linux-x86-64.so.2"
-[ -e "$loader" ] || fail "trixie's libc has no x86-64 loader under $dir/root"
+trixie_unpack "$dir" git git libpcre2-8-0 zlib1g
 mkdir -p "$dir/bin" "$dir/exec"
 for wrapper in "$dir/bin/git" "$dir/exec/git"; do
     cat > "$wrapper" <<EOF
@@ -65,7 +44,7 @@ for wrapper in "$dir/bin/git" "$dir/exec/git"; do
 # git from Debian trixie, run with its own libc through its loader (contrib/testing/current-git.sh).
 GIT_EXEC_PATH='$dir/exec'
 export GIT_EXEC_PATH
-exec '$loader' --library-path '$dir/root/usr/lib/x86_64-linux-gnu:$dir/root/lib/x86_64-linux-gnu' '$dir/root/usr/bin/git' "\$@"
+exec $trixie_loader '$dir/root/usr/bin/git' "\$@"
 EOF
     chmod 755 "$wrapper"
 done

@@ -14,3 +14,43 @@ private_apt() {
     )
     [ "$(id -u)" -eq 0 ] || apt_options+=(-o Debug::NoLocking=1)
 }
+
+# `trixie_unpack DIR WHAT PACKAGE...` fetches a program of Debian trixie to run without installing
+# it: the PACKAGEs (the program's and those of the libraries it loads; WHAT names them in the
+# messages) and trixie's own libc are downloaded into DIR/debs through a private apt state in
+# DIR/apt, then unpacked afresh under DIR/root. Leaves in `trixie_loader` the start of a command
+# that runs a program of DIR/root through trixie's loader, with trixie's libraries. Exits on error.
+trixie_unpack() {
+    local dir=$1 what=$2 name=${0##*/} deb loader
+    shift 2
+    private_apt "$dir/apt" "deb http://deb.debian.org/debian trixie main"
+    mkdir -p "$dir/debs"
+    echo "$name: fetching Debian trixie's $what into $dir" >&2
+    if ! timeout 300 apt-get "${apt_options[@]}" update -qq >&2; then
+        echo "$name: error: cannot read Debian trixie's package lists (is Debian's archive reachable?)" >&2
+        exit 1
+    fi
+    rm -f "$dir"/debs/*.deb
+    local packages=("$@" libc6)
+    if ! (cd "$dir/debs" && timeout 300 apt-get "${apt_options[@]}" download -qq "${packages[@]/%//trixie}" >&2); then
+        echo "$name: error: cannot download $what and its libraries from Debian trixie" \
+            "(is Debian's archive reachable?)" >&2
+        exit 1
+    fi
+
+    rm -rf "$dir/root.new"
+    mkdir -p "$dir/root.new"
+    for deb in "$dir"/debs/*.deb; do
+        dpkg-deb -x "$deb" "$dir/root.new"
+    done
+    rm -rf "$dir/root"
+    mv "$dir/root.new" "$dir/root"
+
+    loader="$dir/root/usr/lib64/ld-linux-x86-64.so.2"
+    [ -x "$loader" ] || loader="$dir/root/lib64/ld-linux-x86-64.so.2"
+    if [ ! -e "$loader" ]; then
+        echo "$name: error: trixie's libc has no x86-64 loader under $dir/root" >&2
+        exit 1
+    fi
+    trixie_loader="'$loader' --library-path '$dir/root/usr/lib/x86_64-linux-gnu:$dir/root/lib/x86_64-linux-gnu'"
+}
