@@ -49,7 +49,8 @@ version() {
 }
 
 # The environment every process of DIR runs with: its bus, HOME, XDG directories and TMPDIR (so
-# that KeePassXC's single-instance socket and lock are DIR's own), and no display.
+# that KeePassXC's single-instance socket and lock are DIR's own), no display, and the
+# provider's name (PORTAL_TOKEN_TEST_PROVIDER), which the suite reads.
 write_env() {
     local dir=$1
     cat > "$dir/env" <<EOF
@@ -60,6 +61,7 @@ XDG_DATA_HOME=$dir/home/.local/share
 XDG_CONFIG_HOME=$dir/home/.config
 XDG_CACHE_HOME=$dir/home/.cache
 TMPDIR=$dir/tmp
+PORTAL_TOKEN_TEST_PROVIDER=$(cat "$dir/provider")
 EOF
 }
 
