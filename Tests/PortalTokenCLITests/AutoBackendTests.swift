@@ -381,7 +381,7 @@ struct AutoBackendTests {
         let listed = try ProcessRunner.portalToken(["list"], environment: destination)
         #expect(listed.stdout.components(separatedBy: "slot.tld").count - 1 == 1, "\(listed.stdout)")
         if fileIsNewer {
-            let search = try ProcessRunner.run(
+            let search = try LibsecretClient.run(
                 "/usr/bin/secret-tool", ["search", "--all", "server", "slot.tld"], environment: environment,
                 timeout: 10)
             let labels = (search.stdout + search.stderr).split(separator: "\n").filter { $0.hasPrefix("label = ") }

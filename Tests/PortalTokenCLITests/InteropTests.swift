@@ -22,43 +22,19 @@ struct InteropTests {
         try Self.runGitHelper(helper, operation, input)
     }
 
-    /// git's C helper, once. On kwalletd5, whose encrypted sessions fail about one in a hundred
-    /// (docs/storage.md, "Providers": portal-token works around it, git's helper does not), a
-    /// store the provider refused for its session ("store failed: Can't find session …" or
-    /// "Client public key size is invalid") is run again, which replaces what the refused one
-    /// left; and so is a get that printed no password, whose secret may not have decoded. Three
-    /// runs at most: what is checked is what portal-token did, not kwalletd5's sessions.
+    /// git's C helper, through `LibsecretClient`: on kwalletd5 a get that printed no password,
+    /// whose secret may not have decoded, is run again too (the username alone, or nothing, is
+    /// what git's helper prints then). What it may have done with a secret it could not read (an
+    /// erase that matches passwords) cannot be run again: the test is (`despiteKWalletSessions`).
     static func runGitHelper(_ helper: String, _ operation: String, _ input: String) throws -> ProcessResult {
-        var result: ProcessResult
-        var runs = 0
-        repeat {
-            runs += 1
-            result = try ProcessRunner.run(
-                helper, [operation], stdin: input, environment: ProcessRunner.environment(), timeout: 20)
-            let refused =
-                result.exitCode != 0
-                && (result.stderr.contains("Can't find session /org/freedesktop/secrets/session/")
-                    || result.stderr.contains("Client public key size is invalid"))
-            // A secret that did not decode: git's helper prints the username alone (and
-            // libsecret's assertion on stderr), or nothing.
-            let unread = operation == "get" && !result.stdout.contains("password=")
-            guard onKWallet, refused || unread else { break }
-        } while runs < 3
-        // What git's helper may have done with a secret it could not read (an erase that
-        // matches passwords) cannot be run again: the test is.
-        if onKWallet, Self.isSessionFailure(result) { KWalletSessions.current?.failed = true }
+        let result = try LibsecretClient.run(helper, [operation], stdin: input) { result in
+            onKWallet && operation == "get" && !result.stdout.contains("password=")
+        }
+        if onKWallet, LibsecretClient.metFailedSession(result) { KWalletSessions.current?.failed = true }
         return result
     }
 
     static var onKWallet: Bool { ProcessInfo.processInfo.environment["PORTAL_TOKEN_TEST_PROVIDER"] == "kwallet" }
-
-    /// Whether git's helper met a kwalletd5 session that failed: a refused one, or a secret
-    /// libsecret could not decode (its assertion on stderr).
-    static func isSessionFailure(_ result: ProcessResult) -> Bool {
-        result.stderr.contains("Can't find session /org/freedesktop/secrets/session/")
-            || result.stderr.contains("Client public key size is invalid")
-            || result.stderr.contains("secret_value_get_text: assertion")
-    }
 
     /// Runs a test of git's helper; on kwalletd5, a run in which git's helper met a failed
     /// session (which it does not work around) has what it recorded taken as a known issue of

@@ -340,7 +340,7 @@ struct PortalSessionTests {
         arguments: [TestBackend.secretService])
     func unreadableSession(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
-        let written = try ProcessRunner.run(
+        let written = try LibsecretClient.run(
             "/usr/bin/secret-tool",
             [
                 "store", "--label=broken", "xdg:schema", "io.portalhq.PortalToken.Session",

@@ -158,7 +158,7 @@ struct ProviderTests {
         let before = try folders()
         #expect(before == "(['Secret Service'],)\n" || before == "(@as [],)\n", "\(before)")
         let labels = { (server: String) throws -> [String] in
-            let found = try ProcessRunner.run(
+            let found = try LibsecretClient.run(
                 "/usr/bin/secret-tool", ["search", "--all", "server", server], environment: environment, timeout: 10)
             return (found.stdout + found.stderr).split(separator: "\n").map { $0.trimmingWhitespace }
                 .filter { $0.hasPrefix("label = ") }

@@ -68,3 +68,36 @@ public final class PrivateProvider: @unchecked Sendable {
         }
     }
 }
+
+/// A libsecret program other than portal-token (git's C helper, `secret-tool`), run as a client
+/// of the session's provider. kwalletd5 fails about one encrypted session in a hundred
+/// (docs/storage.md, "Providers"), which those programs do not work around: a run the provider
+/// refused for its session is run again, three times at most, and so is one `again` asks for.
+public enum LibsecretClient {
+    public static func run(
+        _ executable: String, _ arguments: [String], stdin: String? = nil, environment: [String: String]? = nil,
+        timeout: Double = 20, again: (ProcessResult) -> Bool = { _ in false }
+    ) throws -> ProcessResult {
+        var result: ProcessResult
+        var runs = 0
+        repeat {
+            runs += 1
+            result = try ProcessRunner.run(
+                executable, arguments, stdin: stdin, environment: environment ?? ProcessRunner.environment(),
+                timeout: timeout)
+        } while runs < 3 && ((result.exitCode != 0 && isRefusedSession(result)) || again(result))
+        return result
+    }
+
+    /// Whether the provider refused the encrypted session, or libsecret could not decode a secret
+    /// it sent (its assertion on stderr).
+    public static func metFailedSession(_ result: ProcessResult) -> Bool {
+        isRefusedSession(result) || result.stderr.contains("secret_value_get_text: assertion")
+    }
+
+    /// kwalletd5's answers for a session it could not use.
+    static func isRefusedSession(_ result: ProcessResult) -> Bool {
+        result.stderr.contains("Can't find session /org/freedesktop/secrets/session/")
+            || result.stderr.contains("Client public key size is invalid")
+    }
+}

@@ -35,7 +35,7 @@ extension InProcessKeyringTests {
             #expect(
                 try store.loadSession(authEnvironmentID: environment)
                     == .present(session(environment, user: "user-2", token: "new")))
-            let items = try ProcessRunner.run(
+            let items = try LibsecretClient.run(
                 "/usr/bin/secret-tool", ["search", "--all", "auth-environment-id", environment],
                 environment: ProcessRunner.environment(), timeout: 10)
             // secret-tool prints the item paths on stdout and their details on stderr.
@@ -57,7 +57,7 @@ extension InProcessKeyringTests {
         @Test("an item whose payload is not a session record reads as unreadable")
         func unreadable() throws {
             let environment = environmentID()
-            let written = try ProcessRunner.run(
+            let written = try LibsecretClient.run(
                 "/usr/bin/secret-tool",
                 [
                     "store", "--label=broken", "xdg:schema", SessionItems.schema,

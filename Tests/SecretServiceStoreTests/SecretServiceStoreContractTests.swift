@@ -59,7 +59,7 @@ extension InProcessKeyringTests {
             let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
             // Written by another program first, with an attribute as KeePassXC adds and no sequence.
             // KeePassXC makes a `Title` attribute the entry's title, which is its label: the same.
-            let stored = try ProcessRunner.run(
+            let stored = try LibsecretClient.run(
                 "/usr/bin/secret-tool", ["store", "--label=other", "xdg:schema", schema, "k", "1", "Title", "other"],
                 stdin: "theirs", environment: ProcessRunner.environment(), timeout: 10)
             #expect(stored.exitCode == 0, "\(stored.stderr)")
@@ -103,7 +103,7 @@ extension InProcessKeyringTests {
                     path: "team/repo.git", username: "alice", password: Secret("pw"),
                     passwordExpiresAt: 4_102_444_800, oauthRefreshToken: Secret("rt")))
             defer { _ = try? store.erase(CredentialQuery(host: CredentialHost(server: host, port: 8443))) }
-            let search = try ProcessRunner.run(
+            let search = try LibsecretClient.run(
                 "/usr/bin/secret-tool",
                 [
                     "search", "--all", "xdg:schema", "org.git.Password", "server", host,
