@@ -4,6 +4,7 @@ import Glibc
 import LocalHTTPServer
 import PeerCredentials
 import PortalTokenCore
+import PortalTokenTestSupport
 import Synchronization
 import Testing
 
@@ -494,8 +495,10 @@ struct LocalHTTPServerTests {
 
 @Suite("who is on the other end of a socket")
 struct PeerCredentialsTests {
-    @Test("a client of this process is this process: its uid, pid, user namespace, cgroup and executable")
-    func identifiesItself() throws {
+    @Test(
+        "a client of this process is this process: its uid, pid, user namespace, cgroup and executable",
+        arguments: [true, false])
+    func identifiesItself(askingTheSocket: Bool) throws {
         var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
         let directory = String(cString: mkdtemp(&template))
         let path = directory + "/peer.sock"
@@ -512,7 +515,8 @@ struct PeerCredentialsTests {
         let accepted = accept(listener, nil, nil)
         #expect(accepted >= 0)
         defer { close(accepted) }
-        let identity = try #require(PeerCredentials.identify(accepted))
+        // With SO_PEERPIDFD, and with the pidfd opened after the accept as on an older kernel.
+        let identity = try #require(PeerCredentials.identify(accepted, askingTheSocket: askingTheSocket))
         #expect(identity.uid == getuid())
         #expect(identity.gid == getgid())
         #expect(identity.pid == getpid())
@@ -521,6 +525,33 @@ struct PeerCredentialsTests {
         #expect(identity.cgroup?.hasPrefix("/") == true)
         let executable = try #require(identity.executable)
         #expect(executable.hasSuffix(".xctest") || executable.contains("portal-token"))
+    }
+
+    @Test(
+        "a client that has gone by the time it is asked about is not verified: uid and pid alone",
+        arguments: [true, false])
+    func goneClient(askingTheSocket: Bool) throws {
+        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template))
+        let path = directory + "/peer.sock"
+        let listener = try UnixSocketListener.listen(at: path)
+        defer {
+            close(listener)
+            unlink(path)
+            rmdir(directory)
+        }
+        // A process that connects and exits; the connection waits in the backlog.
+        let connected = try ProcessRunner.run(
+            "/usr/bin/python3",
+            ["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", path])
+        #expect(connected.exitCode == 0, "\(connected.stderr)")
+        let accepted = accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        defer { close(accepted) }
+        let identity = try #require(PeerCredentials.identify(accepted, askingTheSocket: askingTheSocket))
+        #expect(identity.uid == getuid() && identity.pid > 0 && identity.pid != getpid())
+        #expect(!identity.pidVerified)
+        #expect(identity.executable == nil && identity.cgroup == nil)
     }
 }
 
