@@ -432,8 +432,9 @@ private final class CallArguments {
     }
 }
 
-/// A method call built and not yet sent; the message is released with it.
-private final class MethodCall {
+/// A message this side holds a reference to (a method call built and not yet sent, or a reply
+/// received); the reference is released with it.
+private final class OwnedMessage {
     let message: OpaquePointer
     private let sd: SDBus
     init(_ message: OpaquePointer, sd: SDBus) {
@@ -443,16 +444,10 @@ private final class MethodCall {
     deinit { _ = sd.messageUnref(message) }
 }
 
-/// A reply received; released with it.
-private final class Reply {
-    let message: OpaquePointer
-    private let sd: SDBus
-    init(_ message: OpaquePointer, sd: SDBus) {
-        self.message = message
-        self.sd = sd
-    }
-    deinit { _ = sd.messageUnref(message) }
-}
+/// A method call built and not yet sent.
+private typealias MethodCall = OwnedMessage
+/// A reply received.
+private typealias Reply = OwnedMessage
 
 /// Where a reply lands when it comes: the handler keeps a reference to it.
 private final class PendingReply {
