@@ -499,21 +499,11 @@ struct PeerCredentialsTests {
         "a client of this process is this process: its uid, pid, user namespace, cgroup and executable",
         arguments: [true, false])
     func identifiesItself(askingTheSocket: Bool) throws {
-        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template))
-        let path = directory + "/peer.sock"
-        let listener = try UnixSocketListener.listen(at: path)
-        defer {
-            close(listener)
-            unlink(path)
-            rmdir(directory)
-        }
-        let client = try #require(RawClient.connect(path))
+        let socket = try ListeningSocket()
+        defer { socket.remove() }
+        let client = try #require(RawClient.connect(socket.path))
         defer { close(client) }
-        var readable = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-        _ = poll(&readable, 1, 5000)
-        let accepted = accept(listener, nil, nil)
-        #expect(accepted >= 0)
+        let accepted = socket.accept()
         defer { close(accepted) }
         // With SO_PEERPIDFD, and with the pidfd opened after the accept as on an older kernel.
         let identity = try #require(PeerCredentials.identify(accepted, askingTheSocket: askingTheSocket))
@@ -531,27 +521,48 @@ struct PeerCredentialsTests {
         "a client that has gone by the time it is asked about is not verified: uid and pid alone",
         arguments: [true, false])
     func goneClient(askingTheSocket: Bool) throws {
-        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
-        let directory = String(cString: mkdtemp(&template))
-        let path = directory + "/peer.sock"
-        let listener = try UnixSocketListener.listen(at: path)
-        defer {
-            close(listener)
-            unlink(path)
-            rmdir(directory)
-        }
+        let socket = try ListeningSocket()
+        defer { socket.remove() }
         // A process that connects and exits; the connection waits in the backlog.
         let connected = try ProcessRunner.run(
             "/usr/bin/python3",
-            ["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", path])
+            ["-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])", socket.path])
         #expect(connected.exitCode == 0, "\(connected.stderr)")
-        let accepted = accept(listener, nil, nil)
-        #expect(accepted >= 0)
+        let accepted = socket.accept()
         defer { close(accepted) }
         let identity = try #require(PeerCredentials.identify(accepted, askingTheSocket: askingTheSocket))
         #expect(identity.uid == getuid() && identity.pid > 0 && identity.pid != getpid())
         #expect(!identity.pidVerified)
         #expect(identity.executable == nil && identity.cgroup == nil)
+    }
+}
+
+/// A listening Unix socket in a fresh private directory, for the peer-credential tests.
+private struct ListeningSocket {
+    let directory: String
+    let path: String
+    let listener: Int32
+
+    init() throws {
+        var template = Array("/tmp/peer-test.XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template))
+        path = directory + "/peer.sock"
+        listener = try UnixSocketListener.listen(at: path)
+    }
+
+    /// The next connection, waited for 5 s at most.
+    func accept() -> Int32 {
+        var readable = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        _ = poll(&readable, 1, 5000)
+        let accepted = Glibc.accept(listener, nil, nil)
+        #expect(accepted >= 0)
+        return accepted
+    }
+
+    func remove() {
+        close(listener)
+        unlink(path)
+        rmdir(directory)
     }
 }
 
