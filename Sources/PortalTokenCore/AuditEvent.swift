@@ -271,35 +271,15 @@ public enum AuditTime {
     }
 
     /// Seconds since the epoch of an RFC 3339 UTC time, with or without a fraction (which is
-    /// dropped); nil for anything else.
+    /// dropped); nil for anything else. The whole seconds are `RFC3339.parse`'s.
     public static func seconds(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
-        guard bytes.count >= 20, bytes.last == UInt8(ascii: "Z") else { return nil }
-        func number(_ range: Range<Int>) -> Int64? {
-            var value: Int64 = 0
-            for byte in bytes[range] {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-                value = value * 10 + Int64(byte - UInt8(ascii: "0"))
-            }
-            return value
-        }
-        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
-            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
-            let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+        guard bytes.count > 20 else { return RFC3339.parse(text) }
+        // `.`, the fraction's digits, then the `Z`.
+        guard bytes[19] == UInt8(ascii: "."), bytes.last == UInt8(ascii: "Z"),
+            bytes[20..<(bytes.count - 1)].allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
         else { return nil }
-        if bytes.count > 20 {
-            guard bytes[19] == UInt8(ascii: "."), number(20..<(bytes.count - 1)) != nil else { return nil }
-        }
-        // Days from the civil calendar (Howard Hinnant's algorithm), as RFC3339.format counts them.
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = shiftedYear / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        return days * 86400 + hour * 3600 + minute * 60 + second
+        return RFC3339.parse(String(decoding: bytes[0..<19] + [UInt8(ascii: "Z")], as: UTF8.self))
     }
 }
 
