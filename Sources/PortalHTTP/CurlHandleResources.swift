@@ -34,6 +34,64 @@ extension CurlHandleResources {
         try check(LibCurl.functions.setoptLong(handle, option, value))
     }
 
+    /// Where the request goes, and the rules both transports keep for it: http or https only,
+    /// no redirect followed, no signals (libcurl's threaded resolver needs none), the connect
+    /// bound, and the TLS peer and host name verified.
+    mutating func setTarget(_ url: String, connectTimeoutMilliseconds: Int) throws(HTTPError) {
+        try set(CURLOPT_URL, string: url)
+        try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
+        try set(CURLOPT_REDIR_PROTOCOLS_STR, string: "http,https")
+        try set(CURLOPT_FOLLOWLOCATION, 0)
+        try set(CURLOPT_MAXREDIRS, 0)
+        try set(CURLOPT_NOSIGNAL, 1)
+        try set(CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds)
+        try set(CURLOPT_SSL_VERIFYPEER, 1)
+        try set(CURLOPT_SSL_VERIFYHOST, 2)
+    }
+
+    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says;
+    /// CURLOPT_NOPROXY "*" says the same to any proxy setting libcurl finds later.
+    mutating func disableProxy() throws(HTTPError) {
+        try set(CURLOPT_PROXY, string: "")
+        try set(CURLOPT_NOPROXY, string: "*")
+    }
+
+    /// Throws unless the header's name is an HTTP token and its value holds only bytes a field
+    /// value may.
+    func checkCarriable(_ header: HTTPHeader) throws(HTTPError) {
+        guard !header.name.isEmpty, header.name.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }),
+            header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) })
+        else {
+            throw .other(host: host, detail: "a request header has a name or value HTTP cannot carry")
+        }
+    }
+
+    /// Appends `Authorization: <value>`, built in memory that is wiped once libcurl has its copy
+    /// (the list's own copy is wiped on release).
+    mutating func append(authorization: Secret) throws(HTTPError) {
+        let prefix = Array("Authorization: ".utf8)
+        var list: UnsafeMutablePointer<curl_slist>?
+        let carriable: Bool = authorization.withBytes { value in
+            guard value.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) }) else { return false }
+            let line = UnsafeMutablePointer<CChar>.allocate(capacity: prefix.count + value.count + 1)
+            defer {
+                explicit_bzero(line, prefix.count + value.count + 1)
+                line.deallocate()
+            }
+            let raw = UnsafeMutableRawPointer(line)
+            raw.copyMemory(from: prefix, byteCount: prefix.count)
+            if let base = value.baseAddress { (raw + prefix.count).copyMemory(from: base, byteCount: value.count) }
+            line[prefix.count + value.count] = 0
+            list = LibCurl.functions.slistAppend(headerList, line)
+            return true
+        }
+        guard carriable else {
+            throw .other(host: host, detail: "the Authorization value has a character HTTP cannot carry")
+        }
+        guard let list else { throw .other(host: host, detail: "out of memory") }
+        headerList = list
+    }
+
     func check(_ code: CURLcode) throws(HTTPError) {
         guard code == CURLE_OK else {
             throw .other(host: host, detail: "libcurl refused an option (\(curlErrorText(code)))")

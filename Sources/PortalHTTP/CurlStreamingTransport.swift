@@ -95,20 +95,11 @@ private struct HandleState: CurlHandleResources {
     mutating func configure(
         _ request: StreamedHTTPRequest, options: HTTPTransportOptions, context: StreamContext
     ) throws(HTTPError) {
-        try set(CURLOPT_URL, string: request.url)
-        try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
-        try set(CURLOPT_REDIR_PROTOCOLS_STR, string: "http,https")
-        try set(CURLOPT_FOLLOWLOCATION, 0)
-        try set(CURLOPT_MAXREDIRS, 0)
-        try set(CURLOPT_NOSIGNAL, 1)
-        try set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMilliseconds)
+        try setTarget(request.url, connectTimeoutMilliseconds: options.connectTimeoutMilliseconds)
         try set(CURLOPT_LOW_SPEED_LIMIT, 1)
         try set(CURLOPT_LOW_SPEED_TIME, max(1, (options.totalTimeoutMilliseconds + 999) / 1000))
-        try set(CURLOPT_SSL_VERIFYPEER, 1)
-        try set(CURLOPT_SSL_VERIFYHOST, 2)
         // No proxy, whatever the environment says.
-        try set(CURLOPT_PROXY, string: "")
-        try set(CURLOPT_NOPROXY, string: "*")
+        try disableProxy()
         if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
 
         let pointer = Unmanaged.passUnretained(context).toOpaque()
@@ -142,29 +133,12 @@ private struct HandleState: CurlHandleResources {
         }
 
         for header in request.headers {
-            guard !header.name.isEmpty, header.name.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }),
-                header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) })
-            else {
-                throw .other(host: host, detail: "a request header has a name or value HTTP cannot carry")
-            }
+            try checkCarriable(header)
             // "Name;" sends a header with an empty value; "Name:" would remove libcurl's own.
             try append(header: header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)")
         }
-        if let authorization = request.authorization {
-            let line: [UInt8] = authorization.withBytes { Array("Authorization: ".utf8) + $0 + [0] }
-            var copy = line
-            defer { zeroize(&copy) }
-            guard authorization.withBytes({ $0.allSatisfy(HTTPSyntax.isHeaderValueByte) }),
-                let list = copy.withUnsafeBufferPointer({ buffer in
-                    buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
-                        LibCurl.functions.slistAppend(headerList, $0)
-                    }
-                })
-            else {
-                throw .other(host: host, detail: "the Authorization value has a character HTTP cannot carry")
-            }
-            headerList = list
-        }
+        // Built in memory wiped once libcurl has its copy: the client's token never lingers.
+        if let authorization = request.authorization { try append(authorization: authorization) }
         // libcurl's own defaults are not the client's: no Accept it did not send, no waiting for 100.
         if !request.headers.contains(where: { $0.name.lowercased() == "accept" }) { try append(header: "Accept:") }
         try append(header: "Expect:")

@@ -133,17 +133,8 @@ private struct Exchange: CurlHandleResources {
 
     mutating func configure(_ request: HTTPRequest) throws(HTTPError) {
         isHTTPS = request.url.prefix(8).lowercased() == "https://"
-        try set(CURLOPT_URL, string: request.url)
-        try set(CURLOPT_PROTOCOLS_STR, string: "http,https")
-        try set(CURLOPT_REDIR_PROTOCOLS_STR, string: "http,https")
-        try set(CURLOPT_FOLLOWLOCATION, 0)
-        try set(CURLOPT_MAXREDIRS, 0)
-        // Signals are no way to time out a thread; libcurl's threaded resolver needs none.
-        try set(CURLOPT_NOSIGNAL, 1)
-        try set(CURLOPT_CONNECTTIMEOUT_MS, options.connectTimeoutMilliseconds)
+        try setTarget(request.url, connectTimeoutMilliseconds: options.connectTimeoutMilliseconds)
         try set(CURLOPT_TIMEOUT_MS, options.totalTimeoutMilliseconds)
-        try set(CURLOPT_SSL_VERIFYPEER, 1)
-        try set(CURLOPT_SSL_VERIFYHOST, 2)
         try set(CURLOPT_PROXY_SSL_VERIFYPEER, 1)
         try set(CURLOPT_PROXY_SSL_VERIFYHOST, 2)
         try check(
@@ -191,44 +182,13 @@ private struct Exchange: CurlHandleResources {
 
     private mutating func configureHeaders(_ request: HTTPRequest) throws(HTTPError) {
         for header in request.headers {
-            guard !header.name.isEmpty, header.name.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }),
-                header.value.utf8.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) })
-            else {
-                throw .other(host: host, detail: "a request header has a name or value HTTP cannot carry")
-            }
+            try checkCarriable(header)
             try append(header: "\(header.name): \(header.value)")
         }
-        if let authorization = request.authorization {
-            let prefix = Array("Authorization: ".utf8)
-            let appended: Bool = authorization.withBytes { value in
-                guard value.allSatisfy({ HTTPSyntax.isHeaderValueByte($0) }) else { return false }
-                let line = UnsafeMutablePointer<CChar>.allocate(capacity: prefix.count + value.count + 1)
-                defer {
-                    explicit_bzero(line, prefix.count + value.count + 1)
-                    line.deallocate()
-                }
-                let raw = UnsafeMutableRawPointer(line)
-                raw.copyMemory(from: prefix, byteCount: prefix.count)
-                if let base = value.baseAddress { (raw + prefix.count).copyMemory(from: base, byteCount: value.count) }
-                line[prefix.count + value.count] = 0
-                guard let list = LibCurl.functions.slistAppend(headerList, line) else { return false }
-                headerList = list
-                return true
-            }
-            guard appended else {
-                throw .other(host: host, detail: "the Authorization value has a character HTTP cannot carry")
-            }
-        }
+        if let authorization = request.authorization { try append(authorization: authorization) }
         // A body never waits for "100 Continue": one round trip, and no server needs it.
         try append(header: "Expect:")
         try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HTTPHEADER, headerList))
-    }
-
-    /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says;
-    /// CURLOPT_NOPROXY "*" says the same to any proxy setting libcurl finds later.
-    mutating func disableProxy() throws(HTTPError) {
-        try set(CURLOPT_PROXY, string: "")
-        try set(CURLOPT_NOPROXY, string: "*")
     }
 
     func perform() throws(HTTPError) -> HTTPResponse {
