@@ -163,17 +163,22 @@ start_daemon() {
     return 1
 }
 
-# Calls Unlock on the default collection and runs the prompt it returns, if any.
-run_unlock_prompt() {
-    local dir=$1 collection reply prompt
-    collection=$(default_collection "$dir")
+# Calls the Secret Service's METHOD (Lock or Unlock) on COLLECTION and runs the prompt it
+# answers with, if any.
+call_and_prompt() {
+    local dir=$1 method=$2 collection=$3 reply prompt
     reply=$(in_env "$dir" timeout 10 gdbus call --session --dest org.freedesktop.secrets \
-        --object-path /org/freedesktop/secrets --method org.freedesktop.Secret.Service.Unlock "['$collection']")
+        --object-path /org/freedesktop/secrets --method "org.freedesktop.Secret.Service.$method" "['$collection']")
     prompt=$(grep -o "/org/freedesktop/secrets/prompt/[^']*" <<<"$reply" || true)
     if [ -n "$prompt" ]; then
         in_env "$dir" timeout 10 gdbus call --session --dest org.freedesktop.secrets \
             --object-path "$prompt" --method org.freedesktop.Secret.Prompt.Prompt "" >/dev/null
     fi
+}
+
+# Calls Unlock on the default collection and runs the prompt it returns, if any.
+run_unlock_prompt() {
+    call_and_prompt "$1" Unlock "$(default_collection "$1")"
 }
 
 # Whether the default collection is missing or locked.
@@ -318,17 +323,11 @@ default_collection() {
 }
 
 lock() {
-    local dir=$1 collection reply prompt
+    local dir=$1 collection
     collection=$(default_collection "$dir")
     [ -n "$collection" ] && [ "$collection" != / ] || fail "the provider has no default collection to lock"
-    reply=$(in_env "$dir" timeout 10 gdbus call --session --dest org.freedesktop.secrets \
-        --object-path /org/freedesktop/secrets --method org.freedesktop.Secret.Service.Lock "['$collection']")
     # KeePassXC answers Lock with a prompt, which locks once it is run.
-    prompt=$(grep -o "/org/freedesktop/secrets/prompt/[^']*" <<<"$reply" || true)
-    if [ -n "$prompt" ]; then
-        in_env "$dir" timeout 10 gdbus call --session --dest org.freedesktop.secrets \
-            --object-path "$prompt" --method org.freedesktop.Secret.Prompt.Prompt "" >/dev/null
-    fi
+    call_and_prompt "$dir" Lock "$collection"
     for _ in $(seq 50); do
         is_locked "$dir" && return 0
         sleep 0.1
