@@ -95,6 +95,11 @@ public final class SecretServiceItemStore: ItemStore {
         attributes[StoredItem.sequenceAttribute] = String(sequence)
         let stored = attributes.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         var attempt = 1
+        func underNewSession() throws(StoreError) {
+            connection.renewSession()
+            collection = try connection.defaultCollection()
+            attempt += 1
+        }
         var created: FoundItem
         while true {
             // A provider whose encrypted session failed either refuses the create (and leaves an
@@ -108,9 +113,7 @@ public final class SecretServiceItemStore: ItemStore {
                     label: item.label, secret: item.secret, sessionRefused: &sessionRefused, while: operation)
             } catch  where sessionRefused && attempt < SecretServiceConnection.sessionAttempts {
                 try connection.removeUnfinished(stored, while: operation)
-                connection.renewSession()
-                collection = try connection.defaultCollection()
-                attempt += 1
+                try underNewSession()
                 continue
             }
             // Read back from the item just made: a provider may change a secret as it stores it
@@ -121,9 +124,7 @@ public final class SecretServiceItemStore: ItemStore {
             if readBack == item.secret { break }
             try connection.delete(created, while: "removing an item the keyring changed")
             if readBack == nil, attempt < SecretServiceConnection.sessionAttempts {
-                connection.renewSession()
-                collection = try connection.defaultCollection()
-                attempt += 1
+                try underNewSession()
                 continue
             }
             throw StoreError(
