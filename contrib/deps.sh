@@ -14,7 +14,7 @@ keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # and KWallet's daemon with QCA's OpenSSL plugin, without which its Secret Service API cannot open
 # the encrypted session libsecret asks for.
 providers=(keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
-test=("${keyring[@]}" "${providers[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd)
+test=("${keyring[@]}" "${providers[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in
