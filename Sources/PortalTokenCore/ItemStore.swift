@@ -271,3 +271,16 @@ public struct StoreError: Error, Sendable, Equatable {
         self.namesProvider = namesProvider
     }
 }
+
+/// How one keyring bound (`PORTAL_TOKEN_KEYRING_TIMEOUT_MS`) is shared when a search runs out of
+/// time: the search waits the most of it, and whether the default collection is locked (a provider
+/// that holds searches while it shows its own unlock dialog) is asked in the rest, so that a
+/// provider that answers nothing costs a command one bound in all, on every read path.
+public enum KeyringBound {
+    /// What is kept for the lock check: a quarter of the bound, at most 750 ms (a provider that
+    /// holds a search answers other calls at once).
+    public static func lockCheckMilliseconds(of bound: Int) -> Int { max(1, min(bound / 4, 750)) }
+
+    /// What a search may wait.
+    public static func searchMilliseconds(of bound: Int) -> Int { max(1, bound - lockCheckMilliseconds(of: bound)) }
+}

@@ -141,7 +141,9 @@ final class SecretServiceConnection {
     {
         let found: ItemList
         do {
-            found = try search(attributes, loadSecrets: loadSecrets, unlocking: false, while: operation)
+            found = try search(
+                attributes, loadSecrets: loadSecrets, unlocking: false,
+                withinMilliseconds: KeyringBound.searchMilliseconds(of: timeoutMilliseconds), while: operation)
         } catch  where error.kind == .timedOut {
             throw lockedInsteadOfTimeout(error)
         }
@@ -157,14 +159,18 @@ final class SecretServiceConnection {
     /// before search", its default) answers a search in a locked database only once a person
     /// unlocks it in the dialog it shows (docs/storage.md, "Providers"). The provider still
     /// answers other calls meanwhile, so whether the default collection is locked is asked
-    /// within the bound; when it is not, the timeout stands.
+    /// within the rest of the bound (`KeyringBound`); when it is not, the timeout stands.
     func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
-        guard let collection = try? defaultCollectionIfAny(), collection.isLocked else { return timeout }
+        let rest = KeyringBound.lockCheckMilliseconds(of: timeoutMilliseconds)
+        guard let collection = try? defaultCollectionIfAny(withinMilliseconds: rest), collection.isLocked else {
+            return timeout
+        }
         return .lockedWhileSearchHeld("keyring '\(collection.label)'", timeoutMilliseconds: timeoutMilliseconds)
     }
 
     private func search(
-        _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool, while operation: String
+        _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool, withinMilliseconds milliseconds: Int? = nil,
+        while operation: String
     ) throws(StoreError) -> ItemList {
         let lib = try LibSecret.load()
         let table = makeAttributeTable(attributes)
@@ -182,7 +188,7 @@ final class SecretServiceConnection {
             var refused = false
             do {
                 let list = try bounded(
-                    operation,
+                    operation, withinMilliseconds: milliseconds,
                     classify: { error in
                         if Self.isVanishedItem(error) {
                             lib.errorFree(error)
@@ -236,9 +242,12 @@ final class SecretServiceConnection {
         return collection
     }
 
-    private func defaultCollectionIfAny() throws(StoreError) -> CollectionReference? {
+    private func defaultCollectionIfAny(withinMilliseconds milliseconds: Int? = nil) throws(StoreError)
+        -> CollectionReference?
+    {
         let service = try connect()
-        let collection = try bounded("opening the default keyring") { cancellable, error in
+        let collection = try bounded("opening the default keyring", withinMilliseconds: milliseconds) {
+            cancellable, error in
             LibSecret.functions.collectionForAliasSync(service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
         }
         return collection.map { CollectionReference(owning: $0) }
@@ -408,14 +417,15 @@ final class SecretServiceConnection {
     ]
 
     func bounded<T>(
-        _ operation: String,
+        _ operation: String, withinMilliseconds milliseconds: Int? = nil,
         classify: ((UnsafeMutablePointer<GError>) -> StoreError)? = nil,
         _ body: (OpaquePointer, inout UnsafeMutablePointer<GError>?) -> T
     ) throws(StoreError) -> T {
         let lib = try LibSecret.load()
         let cancellable = lib.cancellableNew()!
         defer { lib.objectUnref(cancellable) }
-        let timer = CancellationTimer(cancelling: cancellable, afterMilliseconds: timeoutMilliseconds, using: lib)
+        let timer = CancellationTimer(
+            cancelling: cancellable, afterMilliseconds: milliseconds ?? timeoutMilliseconds, using: lib)
         var error: UnsafeMutablePointer<GError>?
         let result = body(cancellable, &error)
         timer.stop()

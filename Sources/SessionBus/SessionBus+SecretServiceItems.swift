@@ -59,7 +59,8 @@ extension SessionBus {
         }
         let answered: [Reply]?
         do {
-            answered = try callAll(first, while: operation)
+            answered = try callAll(
+                first, withinMilliseconds: KeyringBound.searchMilliseconds(of: timeoutMilliseconds), while: operation)
         } catch  where error.kind == .timedOut {
             throw lockedInsteadOfTimeout(error)
         }
@@ -147,9 +148,11 @@ extension SessionBus {
     /// A search that ran out of time on a locked collection is "locked": KeePassXC (with "Unlock
     /// before search", its default) answers a search in a locked database only once a person
     /// unlocks it in the dialog it shows, and answers other calls meanwhile, so whether the
-    /// default collection is locked is asked within the bound; when it is not, the timeout stands.
+    /// default collection is locked is asked within the rest of the bound (`KeyringBound`: a
+    /// stalled provider costs one bound in all); when it is not, the timeout stands.
     private func lockedInsteadOfTimeout(_ timeout: StoreError) -> StoreError {
-        guard (try? isDefaultCollectionLocked()) == true else { return timeout }
+        let rest = KeyringBound.lockCheckMilliseconds(of: timeoutMilliseconds)
+        guard (try? isDefaultCollectionLocked(withinMilliseconds: rest)) == true else { return timeout }
         return .lockedWhileSearchHeld("the default keyring", timeoutMilliseconds: timeoutMilliseconds)
     }
 
@@ -196,7 +199,9 @@ extension SessionBus {
     /// Sends every call at once and waits for all the replies, within the bound. nil when the
     /// provider answered any of them with an error, or the connection failed, in a way that
     /// libsecret should see for itself (and name: no bus, a vanished item).
-    private func callAll(_ calls: [MethodCall], while operation: String) throws(StoreError) -> [Reply]? {
+    private func callAll(
+        _ calls: [MethodCall], withinMilliseconds milliseconds: Int? = nil, while operation: String
+    ) throws(StoreError) -> [Reply]? {
         let pending = calls.map { _ in PendingReply() }
         var slots: [OpaquePointer?] = []
         // Releasing a slot cancels its callback: nothing is left to call into freed memory, and
@@ -205,7 +210,7 @@ extension SessionBus {
             for slot in slots { _ = sd.slotUnref(slot) }
             withExtendedLifetime(pending) {}
         }
-        let usec = UInt64(max(timeoutMilliseconds, 1)) * 1000
+        let usec = UInt64(max(milliseconds ?? timeoutMilliseconds, 1)) * 1000
         for (call, reply) in zip(calls, pending) {
             var slot: OpaquePointer?
             let sent = sd.callAsync(

@@ -90,6 +90,48 @@ struct KeyringFailureTests {
                 atPath: keyring.directory.appendingPathComponent("data/portal-token/store").path))
     }
 
+    @Test(
+        """
+        a stopped keyring daemon costs git's get one keyring bound in all, whatever the helper's spelling, \
+        through real git and run as git runs the helper
+        """)
+    func stoppedDaemonOneBound() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = keyring.environment
+        #expect(try ProcessRunner.portalToken(["store"], stdin: credential, environment: environment).exitCode == 0)
+        let bin = keyring.directory.appendingPathComponent("bin").path
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(
+            atPath: bin + "/git-credential-portal-token", withDestinationPath: ProcessRunner.portalTokenPath)
+        environment["PATH"] = bin + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["GIT_TERMINAL_PROMPT"] = "0"
+        environment["GIT_CONFIG_NOSYSTEM"] = "1"
+        environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = nil
+        keyring.stopKeyring()
+        defer { keyring.continueKeyring() }
+        // The default bound is 3 s: one bound and the process around it.
+        for spelling in ["portal-token", "portal-token --backend secret-service", "portal-token --backend auto"] {
+            let git = try ProcessRunner.run(
+                "/usr/bin/git", ["-c", "credential.helper=", "-c", "credential.helper=\(spelling)", "credential", "fill"],
+                stdin: request, environment: environment, timeout: 20)
+            #expect(git.exitCode != 0, "\(spelling): \(git.stdout)")
+            #expect(git.stderr.contains("did not answer within 3000 ms"), "\(spelling): \(git.stderr)")
+            #expect(git.duration < 3.5, "\(spelling): git credential fill took \(git.duration) s")
+            let arguments = spelling.split(separator: " ").dropFirst().map(String.init)
+            let direct = try ProcessRunner.run(
+                bin + "/git-credential-portal-token", arguments + ["get"], stdin: request, environment: environment,
+                timeout: 20)
+            expectStorageError(direct, mentioning: "did not answer within 3000 ms")
+            #expect(direct.duration < 3.5, "\(spelling): the helper's get took \(direct.duration) s")
+        }
+        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = "env-stalled"
+        for operation in ["get", "token"] {
+            let script = try ProcessRunner.portalToken([operation], stdin: "", environment: environment, timeout: 20)
+            #expect(script.exitCode == 4, "\(operation): \(script.stderr)")
+            #expect(script.duration < 3.5, "script-mode \(operation) took \(script.duration) s")
+        }
+    }
+
     @Test("a locked collection is exit 4 naming the lock, never 'nothing found'")
     func lockedCollection() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
