@@ -4,8 +4,8 @@ struct LockCommand: Command {
     static let name = "lock"
     static let summary = "Drop every cached key and session copy at once, the agent's too"
     static let details = """
-        Drops every entry portal-token keeps in the kernel user keyring (keyctl show @u lists
-        them as portal-token:…): the encrypted file store's cached keys, the Portal session's
+        Drops every entry portal-token keeps in the kernel keyring (the user's persistent
+        keyring, named portal-token:…): the encrypted file store's cached keys, the Portal session's
         copies and sign-in results kept in memory, for every store and environment of this
         user. A running agent drops the ones it keeps too: in client mode
         (PORTAL_TOKEN_AGENT_SOCK) only the agent's, as a store or erase would be judged; else the

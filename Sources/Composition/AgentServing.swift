@@ -95,7 +95,7 @@ enum AgentServing {
         }
     }
 
-    /// The secret cache every request inside the agent uses: the kernel user keyring when this
+    /// The secret cache every request inside the agent uses: the kernel keyring when this
     /// process may use it, else the agent's own memory, for the same timeouts.
     nonisolated(unsafe) static let secretCache: any SecretCache = {
         let keyring = KernelKeyring()

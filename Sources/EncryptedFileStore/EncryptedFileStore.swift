@@ -35,7 +35,7 @@ public final class EncryptedFileStore {
 
     /// - Parameters:
     ///   - path: the store file; its directory is created 0700 when missing.
-    ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel user keyring
+    ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel keyring
     ///     unused (each use starts it again); 0 turns the cache off.
     ///   - keyCacheMaximumSeconds: the longest it stays there, however often it is used.
     ///   - lockTimeoutMilliseconds: how long a write waits for another process's write.
@@ -44,7 +44,7 @@ public final class EncryptedFileStore {
     ///   - warn: receives one line for each damaged file moved aside.
     ///   - created: called after the write that created the file, so that the fallback
     ///     to the file is announced by that write alone (docs/storage.md, "The encrypted file").
-    ///   - keyCache: where derived keys are kept between runs: the kernel user keyring, or an
+    ///   - keyCache: where derived keys are kept between runs: the kernel keyring, or an
     ///     agent's memory.
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,

@@ -23,7 +23,7 @@ struct KeyCache {
 
     var isEnabled: Bool { timeoutSeconds > 0 && maximumSeconds > 0 }
 
-    /// The key's description: a prefix `keyctl show @u` users can recognise, and a digest of
+    /// The key's description: a prefix users can recognise in a `keyctl` listing, and a digest of
     /// everything the key is tied to (the path itself stays out of the kernel's key list).
     static func description(path: String, identity: KeyIdentity) -> String {
         var material = Array(path.utf8) + [0]

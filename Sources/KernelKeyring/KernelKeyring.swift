@@ -2,13 +2,24 @@ import CKeyutils
 import Glibc
 import PortalTokenCore
 
-/// Secrets kept for a while in the kernel user keyring (keyrings(7)): in kernel memory, never on
-/// disk or in swap, readable by processes of the same user until the entry's timeout. The same
-/// trade-off as gpg-agent's passphrase cache, with its two knobs: an entry lives `idleSeconds`
-/// after its last use (each read starts that again, as gpg-agent's default-cache-ttl), and never
-/// past `maximumSeconds` after it was stored, however often it is used (max-cache-ttl). Where
-/// the kernel refuses keyrings (containers whose seccomp profile answers EPERM or ENOSYS),
-/// nothing is kept and every read misses.
+/// Secrets kept for a while in the kernel keyring (keyrings(7)): in kernel memory, never on disk or
+/// in swap, until the entry's timeout. The same trade-off as gpg-agent's passphrase cache, with its
+/// two knobs: an entry lives `idleSeconds` after its last use (each read starts that again, as
+/// gpg-agent's default-cache-ttl), and never past `maximumSeconds` after it was stored, however
+/// often it is used (max-cache-ttl).
+///
+/// Who can read an entry (docs/storage.md, "The kernel keyring"): the kernel grants a key's "user"
+/// permissions to every process of the uid, whatever its user namespace, so a sandbox made with
+/// `unshare -Ur` or `bwrap` could read an entry that carried them. Entries carry none: only a
+/// process that *possesses* an entry may see, read or change it. They are linked in the user's
+/// persistent keyring (keyctl_get_persistent(2)), which the kernel keeps per user namespace and
+/// links into no session keyring by itself; each portal-token process links it into its own
+/// process keyring, which is neither inherited across fork nor kept across exec. So a process of the
+/// user in the same user namespace that asks the kernel for that keyring can read the entries
+/// (portal-token itself, or anything else running as the user there, which could ptrace it too),
+/// and nothing in another user namespace can, nor anything of another uid. Where the kernel has no
+/// persistent keyrings, or refuses keyrings altogether (containers whose seccomp profile answers
+/// EPERM or ENOSYS), nothing is kept and every read misses.
 ///
 /// The kernel keeps one timeout per key, so the cap travels with the entry: its payload starts
 /// with a header (a version byte, the idle seconds, the deadline on CLOCK_BOOTTIME in
@@ -22,8 +33,21 @@ public struct KernelKeyring: SecretCache {
     /// The bytes an entry holds before its secret.
     public static let headerLength = 13
 
+    /// The user's persistent keyring, linked into this process's keyring (so possessed by this
+    /// process alone); nil where the kernel has none or refuses keyrings. Asked once a process:
+    /// each ask also starts the keyring's own expiry (three days by default) again.
+    static let anchor: key_serial_t? = {
+        let id = keyctl_get_persistent(uid_t.max, KEY_SPEC_PROCESS_KEYRING)
+        return id > 0 ? key_serial_t(id) : nil
+    }()
+
+    /// The permissions of every entry: all of them to a possessor, none to anyone else, the user
+    /// included. SETATTR lets a read start the idle timeout again.
+    static let permissions: key_perm_t = key_perm_t(KEY_POS_ALL)
+
     public func read(_ name: String) -> Secret? {
-        let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", name, 0)
+        guard let anchor = Self.anchor else { return nil }
+        let id = keyctl_search(anchor, "user", name, 0)
         guard id > 0 else { return nil }
         let key = key_serial_t(id)
         var buffer: UnsafeMutableRawPointer?
@@ -52,7 +76,7 @@ public struct KernelKeyring: SecretCache {
     }
 
     public func store(_ secret: Secret, as name: String, idleSeconds: Int, maximumSeconds: Int) {
-        guard idleSeconds > 0, maximumSeconds > 0 else { return }
+        guard idleSeconds > 0, maximumSeconds > 0, let anchor = Self.anchor else { return }
         let idle = UInt32(clamping: min(idleSeconds, maximumSeconds))
         let remaining = Int64(min(maximumSeconds, Int(UInt32.max))) * 1000
         let deadline = UInt64(bitPattern: Self.bootMilliseconds() + remaining)
@@ -60,8 +84,8 @@ public struct KernelKeyring: SecretCache {
         header += (0..<4).reversed().map { UInt8(truncatingIfNeeded: idle >> ($0 * 8)) }
         header += (0..<8).reversed().map { UInt8(truncatingIfNeeded: deadline >> ($0 * 8)) }
         // The entry is made in the process keyring, which dies with this process, and reaches
-        // the user keyring only once its timeout and permissions are set: a process killed in
-        // between leaves nothing behind that would never expire.
+        // the persistent keyring only once its timeout and permissions are set: a process killed
+        // in between leaves nothing behind that would never expire, or that others could read.
         let id = secret.withBytes { bytes -> key_serial_t in
             var payload = header
             payload.reserveCapacity(header.count + bytes.count)
@@ -71,20 +95,17 @@ public struct KernelKeyring: SecretCache {
         }
         guard id > 0 else { return }
         defer { _ = keyctl_unlink(id, KEY_SPEC_PROCESS_KEYRING) }
-        // Readable by the same user even from a session keyring that does not link the user
-        // keyring (a systemd service, `keyctl new_session`): the user could ptrace those
-        // processes anyway. Never by anyone else. SETATTR lets a read start the idle timeout
-        // again.
-        let permissions =
-            key_perm_t(KEY_POS_ALL) | key_perm_t(KEY_USR_VIEW) | key_perm_t(KEY_USR_READ)
-            | key_perm_t(KEY_USR_SEARCH) | key_perm_t(KEY_USR_SETATTR)
         let timeout = Self.timeout(idleSeconds: Int(idle), remainingMilliseconds: remaining)
-        guard keyctl_set_timeout(id, timeout) == 0, keyctl_setperm(id, permissions) == 0 else {
+        guard keyctl_set_timeout(id, timeout) == 0, keyctl_setperm(id, Self.permissions) == 0 else {
             drop(id)
             return
         }
-        // Linking replaces an older entry of the same name in the user keyring.
-        _ = keyctl_link(id, KEY_SPEC_USER_KEYRING)
+        // Linking replaces an older entry of the same name in the persistent keyring.
+        guard keyctl_link(id, anchor) == 0 else {
+            drop(id)
+            return
+        }
+        dropFromUserKeyring(name)
     }
 
     /// The kernel's timeout in whole seconds: the idle time, or what is left before the
@@ -104,18 +125,30 @@ public struct KernelKeyring: SecretCache {
     }
 
     public func drop(_ name: String) {
+        if let anchor = Self.anchor {
+            let id = keyctl_search(anchor, "user", name, 0)
+            if id > 0 { drop(key_serial_t(id)) }
+        }
+        dropFromUserKeyring(name)
+    }
+
+    public func dropAll(where isDropped: (String) -> Bool) {
+        for keyring in [Self.anchor, KEY_SPEC_USER_KEYRING].compactMap({ $0 }) {
+            for (id, name) in userKeys(in: keyring) where isDropped(name) { drop(id) }
+        }
+    }
+
+    /// An entry of the same name that an earlier portal-token left in the user keyring, where
+    /// entries carried the user's read permission: gone as soon as its name is used again.
+    private func dropFromUserKeyring(_ name: String) {
         let id = keyctl_search(KEY_SPEC_USER_KEYRING, "user", name, 0)
         if id > 0 { drop(key_serial_t(id)) }
     }
 
-    public func dropAll(where isDropped: (String) -> Bool) {
-        for (id, name) in userKeys() where isDropped(name) { drop(id) }
-    }
-
-    /// The `user` keys linked in the user keyring, with their names.
-    func userKeys() -> [(key_serial_t, String)] {
+    /// The `user` keys linked in `keyring`, with their names.
+    func userKeys(in keyring: key_serial_t) -> [(key_serial_t, String)] {
         var buffer: UnsafeMutableRawPointer?
-        let length = keyctl_read_alloc(KEY_SPEC_USER_KEYRING, &buffer)
+        let length = keyctl_read_alloc(keyring, &buffer)
         guard let buffer else { return [] }
         defer { free(buffer) }
         guard length > 0 else { return [] }
@@ -134,6 +167,9 @@ public struct KernelKeyring: SecretCache {
     }
 
     private func drop(_ id: key_serial_t) {
-        if keyctl_invalidate(id) != 0 { _ = keyctl_unlink(id, KEY_SPEC_USER_KEYRING) }
+        if keyctl_invalidate(id) != 0 {
+            if let anchor = Self.anchor { _ = keyctl_unlink(id, anchor) }
+            _ = keyctl_unlink(id, KEY_SPEC_USER_KEYRING)
+        }
     }
 }

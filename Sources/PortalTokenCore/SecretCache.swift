@@ -1,4 +1,4 @@
-/// A short-lived cache of secrets outside any store (the port; the kernel user keyring is the
+/// A short-lived cache of secrets outside any store (the port; the kernel keyring is the
 /// adapter). Entries expire by themselves; a missing or expired entry reads as nil.
 public protocol SecretCache {
     /// The entry under `name`, or nil. A read is a use: the entry's idle time starts again.

@@ -1,7 +1,7 @@
 import Basics
 
 /// The Portal sessions of one store (`SessionItems`), one per auth environment, and optionally
-/// a short-lived copy of each in a secret cache (the kernel user keyring), so that `portal-token
+/// a short-lived copy of each in a secret cache (the kernel keyring), so that `portal-token
 /// get` and `api` in a script loop do not ask the keyring daemon or derive a file key every time
 /// (docs/storage.md, "The session cache").
 ///

@@ -79,7 +79,7 @@ public struct Setting: Sendable, Hashable {
     public static let keyringTimeout = Setting(
         key: "keyring-timeout-ms", environment: "PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
     /// How long the encrypted file store's derived key and the session's copy stay in the kernel
-    /// user keyring unused, in seconds (each use starts it again); 0 turns the cache off.
+    /// keyring unused, in seconds (each use starts it again); 0 turns the cache off.
     public static let keyCacheTimeout = Setting(key: "key-cache-timeout", environment: "PORTAL_TOKEN_KEY_CACHE_TIMEOUT")
     /// The longest they stay there, however often they are used, in seconds; 0 turns the cache off.
     public static let keyCacheMax = Setting(key: "key-cache-max", environment: "PORTAL_TOKEN_KEY_CACHE_MAX")

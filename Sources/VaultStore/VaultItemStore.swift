@@ -60,7 +60,7 @@ public final class VaultItemStore: ItemStore {
     static let customMetadataValueLimit = 512
 
     /// - Parameter loginCache: where an AppRole login's token is kept for the runs that follow
-    ///   (the kernel user keyring), nil to log in once per run.
+    ///   (the kernel keyring), nil to log in once per run.
     public init(
         options: VaultOptions, transport: any HTTPTransport, environment: @escaping (String) -> String?,
         monotonicNow: @escaping () -> Int64, loginCache: VaultLoginCache? = nil

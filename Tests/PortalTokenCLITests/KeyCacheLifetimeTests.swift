@@ -66,7 +66,7 @@ struct KeyCacheLifetimeTests {
 
     @Test("portal-token lock drops every cached key and session copy of the user: keyctl lists none")
     func lock() throws {
-        // Run as nobody, whose user keyring is its own: the rest of the suite keeps its keys.
+        // Run as nobody, whose persistent keyring is its own: the rest of the suite keeps its keys.
         try #require(geteuid() == 0, "running as another user needs root")
         let nobody = try #require(getpwnam("nobody")?.pointee)
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-lock-\(UUID())").path
@@ -87,8 +87,9 @@ struct KeyCacheLifetimeTests {
                 stdin: stdin, environment: environment, timeout: 30)
         }
         func cachedNames() throws -> [String] {
-            let listed = try asNobody("/usr/bin/keyctl", ["show", "@u"])
-            return listed.stdout.split(separator: "\n").filter { $0.contains("portal-token:") }.map(String.init)
+            try KernelKeys.names(
+                wrapper: ["/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups"],
+                environment: environment)
         }
         let portal = "protocol=https\nhost=api.portalhq.io\n"
         #expect(

@@ -111,7 +111,7 @@ public final class SignInService {
     private let sessionLock: any SessionLock
     private let signInLock: any SessionLock
     /// Where a result that could not be written waits (docs/portal-api.md, "A redirect delivered twice", "pending
-    /// persist"): the kernel user keyring in production, named by digests only, expiring on its own.
+    /// persist"): the kernel keyring in production, named by digests only, expiring on its own.
     private let memory: any SecretCache
     private let now: () -> Int64
     private let trace: (String) -> Void
