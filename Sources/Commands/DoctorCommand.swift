@@ -351,10 +351,13 @@ private struct Diagnosis {
         let works = keyring.read(name)?.text == "ok"
         keyring.drop(name)
         return works
-            ? Check(name: "kernel keyring", ok: true, detail: "the persistent keyring caches values, readable by their possessor alone")
+            ? Check(
+                name: "kernel keyring", ok: true,
+                detail: "the persistent keyring caches values, readable by their possessor alone")
             : Check(
                 name: "kernel keyring", ok: true,
-                detail: "not usable here (keyctl refused, or no persistent keyring); every call reads the store instead")
+                detail: "not usable here (keyctl refused, or no persistent keyring); every call reads the store instead"
+            )
     }
 
     /// One unauthenticated request to the API host: any HTTP answer means Portal is reachable.

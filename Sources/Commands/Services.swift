@@ -29,7 +29,7 @@ public struct Services {
     public var moveFileAside: (_ path: String, _ lockTimeoutMilliseconds: Int) throws(StoreError) -> String
     /// The HTTP transport to Portal.
     public var transport: (HTTPTransportOptions) -> any HTTPTransport
-    /// Short-lived secrets outside any store (the kernel user keyring).
+    /// Short-lived secrets outside any store (the kernel keyring).
     public var secretCache: () -> any SecretCache
     /// Runs the on-session-invalidated hook with the caller's environment as its parent.
     public var hookLauncher: (_ parentEnvironment: [String: String]) -> any HookLauncher
@@ -70,7 +70,7 @@ public struct Services {
     /// One exchange with the agent over its socket, bounded (docs/agent.md, "Client mode").
     public var agentExchange:
         (_ socketPath: String, _ request: HTTPRequest, _ timeoutMilliseconds: Int) throws(HTTPError) -> HTTPResponse
-    /// Where secrets are cached inside a long-lived agent: the kernel user keyring where it
+    /// Where secrets are cached inside a long-lived agent: the kernel keyring where it
     /// works, else the agent's own memory (docs/agent.md, "Where the keys are kept").
     public var agentSecretCache: () -> any SecretCache
 
@@ -173,7 +173,7 @@ public typealias DesktopSignIn = () throws -> Void
 /// What the encrypted file store is opened with.
 public struct FileStoreOptions {
     public var path: String
-    /// How long a derived key stays in the kernel user keyring unused (each use starts it again);
+    /// How long a derived key stays in the kernel keyring unused (each use starts it again);
     /// 0 turns the cache off.
     public var keyCacheTimeoutSeconds: Int
     /// The longest a derived key stays there, however often it is used; 0 turns the cache off.

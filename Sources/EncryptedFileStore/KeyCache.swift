@@ -2,7 +2,7 @@ import KernelKeyring
 import PortalTokenCore
 
 /// Keeps derived keys in a secret cache, so that a run of `get`s pays for Argon2id once: the
-/// kernel user keyring (see KernelKeyring for the trade-off), or, inside an agent the kernel
+/// kernel keyring (see KernelKeyring for the trade-off), or, inside an agent the kernel
 /// refuses keyrings to, the agent's memory (docs/agent.md, "Where the keys are kept").
 ///
 /// Each key is named after the store file's path, salt, KDF parameters and format version, so

@@ -33,13 +33,15 @@ public struct KernelKeyring: SecretCache {
     /// The bytes an entry holds before its secret.
     public static let headerLength = 13
 
-    /// The user's persistent keyring, linked into this process's keyring (so possessed by this
-    /// process alone); nil where the kernel has none or refuses keyrings. Asked once a process:
-    /// each ask also starts the keyring's own expiry (three days by default) again.
-    static let anchor: key_serial_t? = {
+    /// The user's persistent keyring, linked into the calling thread's process keyring (so
+    /// possessed by this process alone); nil where the kernel has none or refuses keyrings. Asked
+    /// by every operation, on the thread that makes it: the kernel keeps a process keyring in each
+    /// thread's credentials, so a thread that existed before another linked it does not possess
+    /// it. Each ask also starts the keyring's own expiry (three days by default) again.
+    static var anchor: key_serial_t? {
         let id = keyctl_get_persistent(uid_t.max, KEY_SPEC_PROCESS_KEYRING)
         return id > 0 ? key_serial_t(id) : nil
-    }()
+    }
 
     /// The permissions of every entry: all of them to a possessor, none to anyone else, the user
     /// included. SETATTR lets a read start the idle timeout again.

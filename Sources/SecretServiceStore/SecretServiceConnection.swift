@@ -169,7 +169,8 @@ final class SecretServiceConnection {
     }
 
     private func search(
-        _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool, withinMilliseconds milliseconds: Int? = nil,
+        _ attributes: [(String, String)], loadSecrets: Bool, unlocking: Bool,
+        withinMilliseconds milliseconds: Int? = nil,
         while operation: String
     ) throws(StoreError) -> ItemList {
         let lib = try LibSecret.load()

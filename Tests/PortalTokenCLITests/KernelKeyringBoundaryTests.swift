@@ -10,19 +10,19 @@ import Testing
 @Suite("kernel keyring against sandboxes of the same user", .serialized)
 struct KernelKeyringBoundaryTests {
     /// A user of the machine that is not root, with a throwaway home, its runs all in one session
-    /// keyring of their own, as a login session's would be.
+    /// keyring of their own, as a login session's would be. A uid of its own each time, so that no
+    /// earlier run's keys (the kernel keeps expired ones listed for a while) are in its keyrings.
     struct User {
         let root: String
         let environment: [String: String]
-        let nobody: passwd
+        let uid = UInt32.random(in: 200_000...900_000)
 
         init() throws {
-            nobody = try #require(getpwnam("nobody")?.pointee)
             root = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-keys-\(UUID())").path
             let home = root + "/home"
             #expect(mkdir(root, 0o755) == 0 && mkdir(home, 0o700) == 0 && mkdir(home + "/run", 0o700) == 0)
-            chown(home, nobody.pw_uid, nobody.pw_gid)
-            chown(home + "/run", nobody.pw_uid, nobody.pw_gid)
+            chown(home, uid, uid)
+            chown(home + "/run", uid, uid)
             environment = [
                 "PATH": "/usr/bin:/bin", "HOME": home, "XDG_RUNTIME_DIR": home + "/run",
                 "PORTAL_TOKEN_BACKEND": "file", "PORTAL_TOKEN_PASSPHRASE": "keyring boundary passphrase",
@@ -31,14 +31,15 @@ struct KernelKeyringBoundaryTests {
         }
 
         var setpriv: [String] {
-            ["/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups"]
+            ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"]
         }
 
         /// `script` run by `sh` as this user, in `session` (a named session keyring shared by
         /// every run given the same name).
         func shell(_ script: String, stdin: String = "", session: String) throws -> ProcessResult {
             try ProcessRunner.run(
-                setpriv[0], Array(setpriv.dropFirst()) + ["/usr/bin/keyctl", "session", session, "/bin/sh", "-c", script],
+                setpriv[0],
+                Array(setpriv.dropFirst()) + ["/usr/bin/keyctl", "session", session, "/bin/sh", "-c", script],
                 stdin: stdin, environment: environment, timeout: 30)
         }
 
@@ -70,7 +71,8 @@ struct KernelKeyringBoundaryTests {
         let token = "canary-token-\(UInt32.random(in: 0...UInt32.max))"
         let portal = "protocol=https\nhost=api.portalhq.io\n"
         let binary = ProcessRunner.portalTokenPath
-        let stored = try user.shell("\(binary) store", stdin: portal + "username=u\npassword=\(token)\n", session: session)
+        let stored = try user.shell(
+            "\(binary) store", stdin: portal + "username=u\npassword=\(token)\n", session: session)
         #expect(stored.exitCode == 0, "\(stored.stderr)")
         let served = try user.shell("\(binary) token", session: session)
         #expect(served.exitCode == 0 && served.stdout == token + "\n", "\(served.stderr)")
@@ -89,7 +91,10 @@ struct KernelKeyringBoundaryTests {
         let sandboxes: [(String, [String])] = [
             ("unshare -Ur", ["/usr/bin/unshare", "-Ur"]),
             ("unshare -Urpf", ["/usr/bin/unshare", "-Urpf", "--mount-proc"]),
-            ("bwrap --unshare-all", ["/usr/bin/bwrap", "--unshare-all", "--bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]),
+            (
+                "bwrap --unshare-all",
+                ["/usr/bin/bwrap", "--unshare-all", "--bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+            ),
         ]
         for (name, wrapper) in sandboxes {
             let command = wrapper.map { "'\($0)'" }.joined(separator: " ")
@@ -117,10 +122,13 @@ struct KernelKeyringBoundaryTests {
         let session = "keys-test-\(UInt32.random(in: 0...UInt32.max))"
         let binary = ProcessRunner.portalTokenPath
         let portal = "protocol=https\nhost=api.portalhq.io\n"
-        #expect(try user.shell("\(binary) store", stdin: portal + "username=u\npassword=t1\n", session: session).exitCode == 0)
+        #expect(
+            try user.shell("\(binary) store", stdin: portal + "username=u\npassword=t1\n", session: session).exitCode
+                == 0)
         #expect(try user.shell("\(binary) token", session: session).stdout == "t1\n")
-        let name = try #require(try KernelKeys.names(wrapper: user.setpriv, environment: user.environment)
-            .first { $0.hasPrefix("portal-token:session:") })
+        let name = try #require(
+            try KernelKeys.names(wrapper: user.setpriv, environment: user.environment)
+                .first { $0.hasPrefix("portal-token:session:") })
         // An older release's entry, readable by the user's every process.
         let planted = try user.shell("keyctl add user '\(name)' stale @u && keyctl show @u", session: session)
         #expect(planted.stdout.contains(name), "\(planted.stdout) \(planted.stderr)")

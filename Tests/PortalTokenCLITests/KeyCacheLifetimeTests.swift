@@ -88,7 +88,9 @@ struct KeyCacheLifetimeTests {
         }
         func cachedNames() throws -> [String] {
             try KernelKeys.names(
-                wrapper: ["/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups"],
+                wrapper: [
+                    "/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups",
+                ],
                 environment: environment)
         }
         let portal = "protocol=https\nhost=api.portalhq.io\n"

@@ -112,7 +112,8 @@ struct KeyringFailureTests {
         // The default bound is 3 s: one bound and the process around it.
         for spelling in ["portal-token", "portal-token --backend secret-service", "portal-token --backend auto"] {
             let git = try ProcessRunner.run(
-                "/usr/bin/git", ["-c", "credential.helper=", "-c", "credential.helper=\(spelling)", "credential", "fill"],
+                "/usr/bin/git",
+                ["-c", "credential.helper=", "-c", "credential.helper=\(spelling)", "credential", "fill"],
                 stdin: request, environment: environment, timeout: 20)
             #expect(git.exitCode != 0, "\(spelling): \(git.stdout)")
             #expect(git.stderr.contains("did not answer within 3000 ms"), "\(spelling): \(git.stderr)")

@@ -17,7 +17,8 @@ public enum KernelKeys {
         wrapper: [String] = [], environment: [String: String]? = nil
     ) throws -> [(id: String, description: String)] {
         let command = wrapper + ["/usr/bin/keyctl", "session", "-", "/bin/sh", "-c", listing]
-        let result = try ProcessRunner.run(command[0], Array(command.dropFirst()), environment: environment, timeout: 30)
+        let result = try ProcessRunner.run(
+            command[0], Array(command.dropFirst()), environment: environment, timeout: 30)
         return result.stdout.split(separator: "\n").compactMap { line -> (id: String, description: String)? in
             let fields = line.split(separator: " ", maxSplits: 1)
             guard fields.count == 2 else { return nil }
