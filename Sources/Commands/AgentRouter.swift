@@ -207,9 +207,7 @@ final class AgentRouter: Sendable {
                     + "for \(caller) (\(decision.decidedBy): \(decision.reason))")
             var response = Self.refusal(
                 403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
-                hint: decision.decidedBy == "restricted socket"
-                    ? "store and erase on the agent's host, or through its main socket"
-                    : "a rule in the agent's rules file can allow it (see docs/agent.md, \"The rules file\")")
+                hint: Self.refusalHint(decision.decidedBy))
             response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
             return response
         }
@@ -263,6 +261,17 @@ final class AgentRouter: Sendable {
         }
         headers.append(HTTPHeader("Cache-Control", "no-store"))
         return HTTPServerResponse(status: status, headers: headers, body: body)
+    }
+
+    /// What a refused caller can do about it, by what refused it.
+    static func refusalHint(_ decidedBy: String) -> String {
+        switch decidedBy {
+        case "restricted socket": return "store and erase on the agent's host, or through its main socket"
+        case "identity":
+            return "no rule serves such a caller: connect from the process that speaks, and run it in the "
+                + "cgroup its engine or systemd made (see docs/agent.md, \"Who is asking\")"
+        default: return "a rule in the agent's rules file can allow it (see docs/agent.md, \"The rules file\")"
+        }
     }
 
     /// The audit operation of an endpoint that hands out or changes a credential.

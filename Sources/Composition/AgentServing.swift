@@ -56,13 +56,14 @@ enum AgentServing {
         pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
         let sockets = listeners.map(\.socket)
-        let server = try LocalHTTPServer<(CallerIdentity, AgentRules.Socket)>(
+        let server = try LocalHTTPServer<(ConnectedPeer, AgentRules.Socket)>(
             listeners: listeners.map(\.descriptor),
             options: .init(idleExitMilliseconds: options.idleExitMilliseconds),
             accept: { descriptor, index in
                 PeerCredentials.identify(descriptor).map { ($0, sockets[index]) }
             },
-            stream: { request, exchange, peer in handle(request, exchange, peer.0, peer.1) })
+            // The caller as it is when the request arrives: still the process that connected.
+            stream: { request, exchange, peer in handle(request, exchange, peer.0.current(), peer.1) })
         let log = options.log
         let waitedSignals = stopSignals
         DetachedThread.start {

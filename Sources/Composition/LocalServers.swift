@@ -14,7 +14,7 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
     let port: UInt16?
     private let descriptor: Int32
     private let isUnixSocket: Bool
-    private let server = Mutex<LocalHTTPServer<CallerIdentity?>?>(nil)
+    private let server = Mutex<LocalHTTPServer<ConnectedPeer?>?>(nil)
     /// Whether a background `run` has not returned yet.
     private let running = Mutex(false)
 
@@ -45,15 +45,16 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
         }
     }
 
-    private func make(_ handler: @escaping LocalStreamHandler) throws -> LocalHTTPServer<CallerIdentity?> {
+    private func make(_ handler: @escaping LocalStreamHandler) throws -> LocalHTTPServer<ConnectedPeer?> {
         let isUnixSocket = self.isUnixSocket
-        let made = try LocalHTTPServer<CallerIdentity?>(
+        let made = try LocalHTTPServer<ConnectedPeer?>(
             listeners: [descriptor],
             accept: { connection, _ in
                 guard isUnixSocket else { return .some(nil) }
                 return PeerCredentials.identify(connection).map { .some($0) }
             },
-            stream: { request, exchange, caller in handler(request, exchange, caller) })
+            // The caller as it is when the request arrives: still the process that connected.
+            stream: { request, exchange, peer in handler(request, exchange, peer?.current()) })
         server.withLock { $0 = made }
         return made
     }

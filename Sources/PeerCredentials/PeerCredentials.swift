@@ -14,45 +14,49 @@ import PortalTokenCore
 /// taken for the caller. Either way, the details are read, then the pidfd must still name a
 /// live process with the same start time: the pid was not reused while they were read. When
 /// any of this fails the identity says `pidVerified: false` and carries the uid, gid and pid
-/// alone.
+/// alone. Otherwise the pidfd is kept for as long as the connection lasts, so that each request
+/// can ask whether the process is still the one that connected (`ConnectedPeer.current`).
 public enum PeerCredentials {
-    /// The identity of the peer of `descriptor`; nil when the socket has no peer credentials.
+    /// The peer of `descriptor`; nil when the socket has no peer credentials.
     /// `askingTheSocket` false skips `SO_PEERPIDFD` and opens the pidfd as on a kernel without
     /// it (the suite runs both ways on one kernel).
-    public static func identify(_ descriptor: Int32, askingTheSocket: Bool = true) -> CallerIdentity? {
+    public static func identify(_ descriptor: Int32, askingTheSocket: Bool = true) -> ConnectedPeer? {
         let acceptedAtTicks = bootTimeTicks()
         var credentials = portal_token_peer_credentials()
         guard portal_token_read_peer_credentials(descriptor, &credentials) == 0 else { return nil }
-        var identity = CallerIdentity(
+        let identity = CallerIdentity(
             uid: credentials.uid, gid: credentials.gid, pid: credentials.pid, pidVerified: false,
             sameUserNamespace: nil)
-        guard credentials.pid > 0 else { return identity }
+        let unverified = ConnectedPeer(identity)
+        guard credentials.pid > 0 else { return unverified }
 
         var pidfd: Int32 = -1
         var length = socklen_t(MemoryLayout<Int32>.size)
         let fromSocket =
             askingTheSocket && getsockopt(descriptor, SOL_SOCKET, portal_token_so_peerpidfd, &pidfd, &length) == 0
         if !fromSocket { pidfd = pidfd_open(credentials.pid, 0) }
-        guard pidfd >= 0 else { return identity }
-        defer { _ = close(pidfd) }
+        guard pidfd >= 0 else { return unverified }
 
         let proc = "/proc/\(credentials.pid)"
-        guard let startedAt = startTime(proc) else { return identity }
-        // With a pidfd opened after the accept, a process that started later is not the caller.
-        if !fromSocket, startedAt > acceptedAtTicks { return identity }
+        guard let startedAt = startTime(proc),
+            // With a pidfd opened after the accept, a process that started later is not the caller.
+            fromSocket || startedAt <= acceptedAtTicks
+        else {
+            _ = close(pidfd)
+            return unverified
+        }
 
         var details = identity
         details.sameUserNamespace = sameUserNamespace(proc)
         details.userNamespace = link(proc + "/ns/user").flatMap(namespaceInode)
         details.cgroup = cgroupPath(proc)
         details.executable = link(proc + "/exe")
-        details.flatpakInfoAppID = flatpakInfoAppID(proc)
+        details.hasFlatpakInfo = hasFlatpakInfo(proc)
         details.pidVerified = true
 
+        let peer = ConnectedPeer(details, pidfd: pidfd, startedAt: startedAt)
         // The pid still names the process that connected.
-        guard portal_token_pidfd_alive(pidfd) != 0, startTime(proc) == startedAt else { return identity }
-        identity = details
-        return identity
+        return peer.current().processChange == nil ? peer : unverified
     }
 
     /// The clock `/proc/PID/stat`'s start time counts from (boot, in clock ticks).
@@ -104,23 +108,15 @@ public enum PeerCredentials {
         return nil
     }
 
-    /// A Flatpak sandbox's app ID from its `/.flatpak-info`, read through `/proc/PID/root` when
-    /// the caller's root is not the agent's.
-    static func flatpakInfoAppID(_ proc: String) -> String? {
-        var theirs = stat(), ours = stat()
+    /// Whether the caller's root directory, when it is not the agent's, holds a `/.flatpak-info`
+    /// (read through `/proc/PID/root`). What the file says is the sandbox's own word, so none of
+    /// it is read.
+    static func hasFlatpakInfo(_ proc: String) -> Bool {
+        var theirs = stat(), ours = stat(), info = stat()
         guard stat(proc + "/root", &theirs) == 0, stat("/", &ours) == 0,
-            theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino,
-            let bytes = try? FileReading.contents(of: proc + "/root/.flatpak-info", limit: 65_536)
-        else { return nil }
-        var inApplication = false
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            if line.hasPrefix("[") {
-                inApplication = line == "[Application]"
-            } else if inApplication, line.hasPrefix("name=") {
-                return String(line.dropFirst(5))
-            }
-        }
-        return nil
+            theirs.st_dev != ours.st_dev || theirs.st_ino != ours.st_ino
+        else { return false }
+        return stat(proc + "/root/.flatpak-info", &info) == 0
     }
 
     static func link(_ path: String) -> String? {
@@ -128,5 +124,43 @@ public enum PeerCredentials {
         let count = readlink(path, &buffer, 4096)
         guard count > 0 else { return nil }
         return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// A connected peer: what the kernel said of it at the accept, and, when it was verified, its
+/// process held by a pidfd for as long as the connection lasts.
+public final class ConnectedPeer: @unchecked Sendable {
+    /// The identity read at the accept.
+    public let identity: CallerIdentity
+    private let pidfd: Int32
+    private let startedAt: UInt64
+
+    init(_ identity: CallerIdentity, pidfd: Int32 = -1, startedAt: UInt64 = 0) {
+        self.identity = identity
+        self.pidfd = pidfd
+        self.startedAt = startedAt
+    }
+
+    deinit {
+        if pidfd >= 0 { _ = close(pidfd) }
+    }
+
+    /// The identity for a request arriving now: the one read at the accept, with
+    /// `processChange` set when the process that connected has ended (the pidfd reports its
+    /// exit, or the pid now names a process started at another time) or its executable is no
+    /// longer the one it had at the accept (it has exec'd: the start time stays).
+    public func current() -> CallerIdentity {
+        guard pidfd >= 0 else { return identity }
+        var identity = self.identity
+        let proc = "/proc/\(identity.pid)"
+        var exited = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        if poll(&exited, 1, 0) != 0 || portal_token_pidfd_alive(pidfd) == 0
+            || PeerCredentials.startTime(proc) != startedAt
+        {
+            identity.processChange = .ended
+        } else if PeerCredentials.link(proc + "/exe") != identity.executable {
+            identity.processChange = .executed
+        }
+        return identity
     }
 }

@@ -91,10 +91,10 @@ public struct AgentRules: Sendable, Equatable {
         case userNamespace(same: Bool)
         /// `RUNTIME:ID` or `ID` (a glob), or `any` for any container, `none` for none.
         case container(String)
-        /// The cgroup path, as a glob.
+        /// The cgroup path down to the unit or container that holds the caller, as a glob.
         case cgroup(String)
         case flatpak(String)
-        /// The innermost systemd unit, as a glob.
+        /// The systemd unit that holds the caller (never a cgroup named below it), as a glob.
         case unit(String)
         /// The executable's path, as a glob.
         case executable(String)
@@ -119,7 +119,7 @@ public struct AgentRules: Sendable, Equatable {
                 }
                 return Glob.matches(pattern, id)
             case .cgroup(let pattern):
-                guard caller.pidVerified, let cgroup = caller.cgroup else { return false }
+                guard caller.pidVerified, let cgroup = caller.placement.identityPath else { return false }
                 return Glob.matches(pattern, cgroup)
             case .flatpak(let pattern):
                 guard caller.pidVerified, let app = caller.flatpakAppID else { return false }
@@ -210,6 +210,9 @@ public struct AgentRules: Sendable, Equatable {
                 allowed: false, decidedBy: "restricted socket",
                 reason: "the restricted socket never stores, erases or locks")
         }
+        if let distrust = caller.distrust {
+            return Decision(allowed: false, decidedBy: "identity", reason: distrust)
+        }
         if let rule = rules.first(where: { $0.matches(caller, on: socket) }) {
             let allowed = rule.grants(operation)
             return Decision(
@@ -232,8 +235,10 @@ public struct AgentRules: Sendable, Equatable {
             return Decision(allowed: false, decidedBy: "default", reason: "the caller is in another user namespace")
         }
         let placement = caller.placement
-        if caller.isContained,
-            placement.containerID != agentPlacement.containerID || caller.flatpakAppID != agentPlacement.flatpakAppID
+        if caller.hasFlatpakInfo
+            || caller.isContained
+                && (placement.containerID != agentPlacement.containerID
+                    || caller.flatpakAppID != agentPlacement.flatpakAppID)
         {
             return Decision(allowed: false, decidedBy: "default", reason: "the caller runs in a container or sandbox")
         }

@@ -16,7 +16,7 @@ public struct AuditCaller: Sendable, Equatable {
     public var parents: [String]
     /// The Docker or Podman container the caller runs in, from its cgroup.
     public var containerID: String?
-    /// The Flatpak application, from its cgroup or `/.flatpak-info`.
+    /// The Flatpak application, from the scope systemd made for it.
     public var flatpakAppID: String?
     /// The systemd unit, from its cgroup.
     public var systemdUnit: String?

@@ -34,7 +34,7 @@ struct AgentRulesTests {
         var unverified = Self.own
         unverified.pidVerified = false
         var flatpak = Self.own
-        flatpak.flatpakInfoAppID = "org.example.App"
+        flatpak.hasFlatpakInfo = true
         var sameUIDContainer = Self.docker
         sameUIDContainer.uid = 1000
         for caller in [other, Self.unshared, unverified, flatpak, sameUIDContainer, Self.docker] {
@@ -226,6 +226,56 @@ struct AgentRulesTests {
             CgroupPlacement(path: "/user.slice/user-1000.slice/user@1000.service/init.scope").systemdUnit
                 == "init.scope")
         #expect(CgroupPlacement(path: "/").containerID == nil)
+    }
+
+    @Test("the unit and container come from what systemd or the engine made, never a cgroup named below it")
+    func placementsBelowTheUnit() {
+        let id = String(repeating: "ab", count: 32)
+        let user = "/user.slice/user-1000.slice/user@1000.service"
+        // Delegated below a unit: the unit is the identity, the child's name is not.
+        let renamed = CgroupPlacement(path: "/system.slice/x.service/ci-runner.service")
+        #expect(renamed.systemdUnit == "x.service")
+        let delegated = CgroupPlacement(path: "\(user)/app.slice/ci-runner.service/job/1")
+        #expect(delegated.systemdUnit == "ci-runner.service")
+        #expect(CgroupPlacement(path: "/system.slice/docker-\(id).scope/init").containerID == id)
+        // The engines' cgroupfs layouts take their fixed places.
+        #expect(CgroupPlacement(path: "/kubepods/besteffort/pod1/\(id)/sub").containerID == id)
+        #expect(CgroupPlacement(path: "/kubepods/pod1/\(id)").containerID == id)
+        #expect(CgroupPlacement(path: "/lxc.payload.web/init.scope").containerID == "web")
+        #expect(CgroupPlacement(path: "/machine.slice/machine-build.scope/payload").runtime == "machine")
+        #expect(CgroupPlacement(path: "/system.slice/ci.service/docker-\(id).scope").containerID == nil)
+        // A container or sandbox named below another, or where nothing made one: the agent refuses
+        // such a caller whatever the rules say.
+        for path in [
+            "/system.slice/ci.service/docker-\(id).scope", "\(user)/app.slice/x.scope/libpod-\(id).scope",
+            "/docker/\(id)/docker/\(id)", "/system.slice/docker-\(id).scope/docker-\(id).scope",
+            "\(user)/app.slice/app-flatpak-org.example.A-1.scope/app-flatpak-org.example.B-2.scope",
+            "/somewhere/docker-\(id).scope", "\(user)/x.service/lxc.payload.web",
+        ] {
+            #expect(CgroupPlacement(path: path).flatpakAppID != "org.example.B", "\(path)")
+            var caller = Self.docker
+            caller.cgroup = path
+            let rules = AgentRules(rules: [
+                .init(name: "any", conditions: [.container("any")], grants: [.token(["*"])]),
+                .init(name: "apps", conditions: [.flatpak("*")], grants: [.token(["*"])]),
+                .init(name: "all", conditions: [], grants: [.token(["*"])]),
+            ])
+            let decision = rules.decide(.token(environment: "e"), for: caller, on: .main, agentUID: 0)
+            #expect(!decision.allowed, "\(path)")
+            #expect(decision.decidedBy == "identity", "\(path)")
+        }
+    }
+
+    @Test("a /.flatpak-info in the caller's root names no app, yet counts as a sandbox")
+    func flatpakInfoNamesNoApp() throws {
+        var forged = Self.own
+        forged.hasFlatpakInfo = true
+        #expect(forged.flatpakAppID == nil)
+        #expect(forged.isContained)
+        let rules = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n")
+        let decision = rules.decide(.token(environment: "env-1"), for: forged, on: .main, agentUID: 1000)
+        #expect(!decision.allowed)
+        #expect(decision.decidedBy == "default")
     }
 
     @Test("globs match any run with * and one character with ?")
