@@ -66,7 +66,7 @@ let package = Package(
         // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
         .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
         // Client mode: one bounded HTTP exchange with the agent over its Unix socket.
-        .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore"]),
+        .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
         // What each command does, given Services: it may import no adapter module, so the
         // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),

@@ -27,7 +27,8 @@ struct CallerPolicy: Sendable {
 
     /// The rules file (`rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`) with this
     /// process's uid and cgroup. No file is no rules (the default alone); one that others may
-    /// write is refused, since it decides who gets the token.
+    /// write, or that sits in a directory others may write (they could put another file in its
+    /// place), is refused, since it decides who gets the token.
     static func load(_ context: Context, rulesPath: String?) throws -> CallerPolicy {
         let placement = CgroupPlacement(
             path: (try? FileReading.contents(of: "/proc/self/cgroup", limit: 65_536)).flatMap { bytes in
@@ -42,6 +43,23 @@ struct CallerPolicy: Sendable {
         let path =
             rulesPath ?? context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/"
             + Self.rulesFileName
+        let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        do {
+            try PrivateDirectory.check(directory)
+        } catch .foreignOwner(let uid) {
+            throw CLIError.usage(
+                "cannot use the rules file \(path): its directory \(directory) belongs to uid \(uid)",
+                hint: "keep the rules file in a directory of your own")
+        } catch .writableByOthers(let mode) {
+            throw CLIError.usage(
+                "cannot use the rules file \(path): others may write to its directory \(directory) "
+                    + "(mode \(String(mode, radix: 8)))",
+                hint: "restrict it with 'chmod go-w \(directory)'")
+        } catch .cannotExamine(let number) {
+            throw CLIError.usage(
+                "cannot use the rules file \(path): its directory \(directory) cannot be examined: "
+                    + String(cString: strerror(number)))
+        }
         let bytes: [UInt8]
         do {
             bytes = try FileReading.contents(of: path, limit: 1 << 20, ownOnly: true)
@@ -57,11 +75,11 @@ struct CallerPolicy: Sendable {
             throw CLIError.usage("cannot read the rules file \(path): \(PortalTokenCLI.describe(error))")
         }
         do {
-            return try AgentRules.parse(String(decoding: bytes, as: UTF8.self))
+            return try AgentRules.parse(bytes)
         } catch {
             throw CLIError.usage(
                 "the rules file \(path), line \(error.line): \(error.message)",
-                hint: "see docs/agent.md, \"The rules file\"")
+                hint: "fix line \(error.line) of \(path); see docs/agent.md, \"The rules file\"")
         }
     }
 }

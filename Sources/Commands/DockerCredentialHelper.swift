@@ -97,7 +97,8 @@ enum DockerCredentialHelper {
         let request = try request(for: serverURL)
         context.audit?.describe(request)
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard let credential = try helper.get(request) else {
+        // The server URL's own slot: a registry URL without a path is not every path of its host.
+        guard let credential = try helper.get(request, exactPath: true) else {
             context.audit?.outcome = .notFound
             throw Failure(message: notFoundMessage)
         }
@@ -141,12 +142,13 @@ enum DockerCredentialHelper {
     }
 
     /// Removes what `get` answers for the same server URL, and only that: a registry's URL names
-    /// a host, where git may keep credentials for other paths and users that Docker never stored.
+    /// a host, where git may keep credentials for other paths and users that Docker never stored;
+    /// a credential of another path (git's `forge.example/team/app.git`) is never its answer.
     private static func erase(serverURL: String, _ context: Context) throws {
         let request = try request(for: serverURL)
         context.audit?.describe(request)
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
-        guard try helper.eraseAnswer(to: request) > 0 else {
+        guard try helper.eraseAnswer(to: request, exactPath: true) > 0 else {
             context.audit?.outcome = .notFound
             throw Failure(message: notFoundMessage)
         }

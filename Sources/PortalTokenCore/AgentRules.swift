@@ -3,7 +3,8 @@
 /// out; an operation and a caller go in, a decision naming the rule that made it comes out.
 ///
 /// The file is a list of rules, each a `rule NAME` line followed by indented lines: conditions
-/// the caller must meet (all of them) and what the rule grants.
+/// the caller must meet (all of them) and what the rule grants. Every rule names at least one
+/// condition; `any-caller` is the explicit way to say it applies to everyone.
 ///
 /// ```
 /// rule build-container
@@ -67,16 +68,21 @@ public struct AgentRules: Sendable, Equatable {
     public struct Rule: Sendable, Equatable {
         public var name: String
         public var conditions: [Condition] = []
+        /// `any-caller`: the rule applies to every caller, and has no other condition. A rule with
+        /// no condition and without it matches no one.
+        public var anyCaller = false
         public var grants: [Grant] = []
 
-        public init(name: String, conditions: [Condition] = [], grants: [Grant] = []) {
+        public init(name: String, conditions: [Condition] = [], anyCaller: Bool = false, grants: [Grant] = []) {
             self.name = name
             self.conditions = conditions
+            self.anyCaller = anyCaller
             self.grants = grants
         }
 
         public func matches(_ caller: CallerIdentity, on socket: Socket) -> Bool {
-            conditions.allSatisfy { $0.holds(for: caller, on: socket) }
+            guard !conditions.isEmpty else { return anyCaller }
+            return conditions.allSatisfy { $0.holds(for: caller, on: socket) }
         }
 
         public func grants(_ operation: Operation) -> Bool {
@@ -264,18 +270,29 @@ public struct AgentRules: Sendable, Equatable {
         }
     }
 
-    /// Reads the rules file. `#` starts a comment; blank lines are ignored.
-    public static func parse(_ text: String) throws(ParseError) -> AgentRules {
+    /// Reads the rules file, as bytes: a line ends at LF, one CR before it dropped (so a file
+    /// with CR LF endings reads as its LF form); any other control character, and bytes that are
+    /// not UTF-8, are an error naming the line. `#` starts a comment; blank lines are ignored.
+    /// A rule with no condition is an error: `any-caller` says so explicitly.
+    public static func parse(_ text: some Collection<UInt8>) throws(ParseError) -> AgentRules {
+        let bytes = Array(text)
         var rules: [Rule] = []
         var names: Set<String> = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        /// The line of the current rule's `rule NAME`.
+        var ruleLine = 0
+        func requireCondition() throws(ParseError) {
+            guard let rule = rules.last, rule.conditions.isEmpty, !rule.anyCaller else { return }
+            throw ParseError(
+                line: ruleLine,
+                "the rule '\(rule.name)' names no condition: add the conditions a caller must meet, or "
+                    + "'any-caller' for a rule that applies to every caller")
+        }
+        for (index, rawLine) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
             let number = index + 1
-            var line = Substring(rawLine)
-            if let hash = line.firstIndex(of: "#") { line = line[..<hash] }
-            let indented = line.first == " " || line.first == "\t"
-            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
+            let line = try Self.text(of: rawLine.last == 0x0D ? rawLine.dropLast() : rawLine, line: number)
+            let words = line.prefix { $0 != "#" }.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard let keyword = words.first else { continue }
-            if !indented {
+            if line.first != " " && line.first != "\t" {
                 guard keyword == "rule", words.count == 2 else {
                     throw ParseError(line: number, "expected 'rule NAME' at the start of a line")
                 }
@@ -284,7 +301,9 @@ public struct AgentRules: Sendable, Equatable {
                 guard names.insert(words[1]).inserted else {
                     throw ParseError(line: number, "the rule name '\(words[1])' is used twice")
                 }
+                try requireCondition()
                 rules.append(Rule(name: words[1]))
+                ruleLine = number
                 continue
             }
             guard !rules.isEmpty else {
@@ -294,6 +313,19 @@ public struct AgentRules: Sendable, Equatable {
             func one() throws(ParseError) -> String {
                 guard values.count == 1 else { throw ParseError(line: number, "'\(keyword)' takes one value") }
                 return values[0]
+            }
+            if keyword != "allow" {
+                if keyword == "any-caller" {
+                    guard values.isEmpty else { throw ParseError(line: number, "'any-caller' takes no value") }
+                    guard rules[rules.count - 1].conditions.isEmpty else {
+                        throw ParseError(line: number, "'any-caller' stands alone: its rule has no other condition")
+                    }
+                    rules[rules.count - 1].anyCaller = true
+                    continue
+                }
+                guard !rules[rules.count - 1].anyCaller else {
+                    throw ParseError(line: number, "'any-caller' stands alone: its rule has no other condition")
+                }
             }
             switch keyword {
             case "uid":
@@ -376,11 +408,33 @@ public struct AgentRules: Sendable, Equatable {
             default:
                 throw ParseError(
                     line: number,
-                    "unknown word: a rule holds uid, user-namespace, container, cgroup, flatpak, unit, exe, socket "
-                        + "and allow lines")
+                    "unknown word: a rule holds uid, user-namespace, container, cgroup, flatpak, unit, exe, socket, "
+                        + "any-caller and allow lines")
             }
         }
+        try requireCondition()
         return AgentRules(rules: rules)
+    }
+
+    /// One line's bytes as text: UTF-8 with no control character but the tab.
+    private static func text(of bytes: ArraySlice<UInt8>, line: Int) throws(ParseError) -> String {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ParseError(line: line, "the line is not UTF-8 text")
+        }
+        for scalar in text.unicodeScalars where scalar != "\t" {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator:
+                let digits = String(scalar.value, radix: 16, uppercase: true)
+                let code = String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+                throw ParseError(
+                    line: line,
+                    "the line holds a control or format character (U+\(code)): lines end at LF, and only a CR "
+                        + "right before it is dropped")
+            default:
+                continue
+            }
+        }
+        return text
     }
 }
 

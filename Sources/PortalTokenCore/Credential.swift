@@ -119,6 +119,10 @@ public struct CredentialQuery: Sendable {
     /// Whether bearer-only credentials match. A `get` from a client that does not advertise
     /// `capability[]=authtype` could not use one, so it does not look for them.
     public var includesBearerOnly: Bool
+    /// Whether the path names one slot: equal to the credential's, an absent path matching only
+    /// a credential without one (the Docker helper's server URLs), never git's "absent matches
+    /// every path".
+    public var pathIsExact = false
 
     public init(
         protocolName: String? = nil, host: CredentialHost? = nil, path: String? = nil,
@@ -142,7 +146,11 @@ public struct CredentialQuery: Sendable {
     public func matches(_ credential: Credential) -> Bool {
         if let protocolName, protocolName != credential.protocolName { return false }
         if let host, host != credential.host { return false }
-        if let path, path != credential.path { return false }
+        if pathIsExact {
+            if (path ?? "") != (credential.path ?? "") { return false }
+        } else if let path, path != credential.path {
+            return false
+        }
         if let username, username != credential.username { return false }
         if let password, password != credential.password { return false }
         if let wanted = self.credential, wanted != credential.credential { return false }

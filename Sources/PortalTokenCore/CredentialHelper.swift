@@ -16,11 +16,14 @@ public struct CredentialHelper {
 
     /// The most recently stored credential that matches and has not expired, as the client may
     /// see it: without `authtype`/`credential` unless the request advertised the capability.
-    public func get(_ request: CredentialRequest) throws(StoreError) -> Credential? {
+    /// With `exactPath`, only the credential of the request's own path (none: no path) matches.
+    public func get(_ request: CredentialRequest, exactPath: Bool = false) throws(StoreError) -> Credential? {
         // Without a protocol and a host or path there is no origin to answer for.
         guard request.protocolName != nil, request.host != nil || request.path != nil else { return nil }
         let time = now()
-        let found = try store.lookup(request.query).first { !$0.isExpired(at: time) }
+        var query = request.query
+        query.pathIsExact = exactPath
+        let found = try store.lookup(query).first { !$0.isExpired(at: time) }
         return request.advertisesAuthType ? found : found?.withoutAuthTypeCredential
     }
 
@@ -81,8 +84,8 @@ public struct CredentialHelper {
     /// Removes the one credential `get` answers for the request, and nothing else that the
     /// request's pattern would match; returns how many items held it (0: `get` answers nothing).
     @discardableResult
-    public func eraseAnswer(to request: CredentialRequest) throws(StoreError) -> Int {
-        guard let answered = try get(request) else { return 0 }
+    public func eraseAnswer(to request: CredentialRequest, exactPath: Bool = false) throws(StoreError) -> Int {
+        guard let answered = try get(request, exactPath: exactPath) else { return 0 }
         return try store.erase(exactly: answered)
     }
 

@@ -107,7 +107,8 @@ public struct CredentialItems {
             attributes["server"] = host.server
             if let port = host.port { attributes["port"] = String(port) }
         }
-        if let path = query.path { attributes["object"] = path }
+        // An exact empty path is the absence of the attribute, which no filter can ask for.
+        if let path = query.path, !(query.pathIsExact && path.isEmpty) { attributes["object"] = path }
         return attributes
     }
 

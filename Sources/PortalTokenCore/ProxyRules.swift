@@ -160,20 +160,67 @@ public struct ProxyRules: Sendable {
     }
 
     /// Whether `path` is one of the prefixes or below one. Paths another server could read as
-    /// something else are refused outright: dot segments, empty segments, backslashes, and
-    /// percent-encoded dots, slashes and backslashes (so `/api/v3/clients/me/../../auth` never
-    /// passes as a client API path).
+    /// something else are refused outright: dot segments, empty segments, a `;` (path parameters,
+    /// `..;`), and any byte but the letters, digits and marks RFC 3986 allows unescaped in a
+    /// segment. Of percent escapes, only those of printable ASCII other than `.`, `/`, backslash,
+    /// `%` and `;` pass: no encoded dot, slash, backslash, NUL or second escape (`%252e`), and no
+    /// byte of 0x80 or more, so no overlong UTF-8 (`%c0%ae`). So `/api/v3/clients/me/../../auth`
+    /// never passes as a client API path, whatever a server behind Portal decodes.
     public static func isAllowed(path: Substring, prefixes: [String]) -> Bool {
-        guard path.hasPrefix("/") else { return false }
-        let lowered = path.lowercased()
-        for forbidden in ["//", "\\", "%2e", "%2f", "%5c", "%00"] where lowered.contains(forbidden) { return false }
-        for segment in path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        where segment == "." || segment == ".." {
+        guard path.hasPrefix("/"), isPlainPath(Array(path.utf8)) else { return false }
+        // Empty segments but the last (a trailing slash), and dot segments.
+        let segments = Array(path.split(separator: "/", omittingEmptySubsequences: false).dropFirst())
+        for (index, segment) in segments.enumerated()
+        where segment == "." || segment == ".." || (segment.isEmpty && index < segments.count - 1) {
             return false
         }
         return prefixes.contains { prefix in
             path == prefix
                 || (path.hasPrefix(prefix) && (prefix.hasSuffix("/") || path.dropFirst(prefix.count).first == "/"))
+        }
+    }
+
+    /// Every byte a path character RFC 3986 allows unescaped (unreserved, `/`, `:`, `@` and the
+    /// sub-delimiters but `;`), or a percent escape of a byte `isEscapable` allows.
+    static func isPlainPath(_ bytes: [UInt8]) -> Bool {
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
+                    let low = hexValue(bytes[index + 2]), isEscapable(high << 4 | low)
+                else { return false }
+                index += 3
+                continue
+            }
+            guard isPathCharacter(byte) else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    private static func isPathCharacter(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return Array("-._~/:@!$&'()*+,=".utf8).contains(byte)
+        }
+    }
+
+    /// What a client API path may carry escaped: printable ASCII and the space, but never `%`,
+    /// `.`, `/`, `;` or a backslash.
+    private static func isEscapable(_ byte: UInt8) -> Bool {
+        byte >= 0x20 && byte < 0x7f && !Array("%./;\\".utf8).contains(byte)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
         }
     }
 

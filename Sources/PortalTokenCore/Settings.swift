@@ -113,6 +113,10 @@ public struct Setting: Sendable, Hashable {
         key: "vault-secret-id-file", environment: "PORTAL_TOKEN_VAULT_SECRET_ID_FILE")
     public static let vaultAppRoleMount = Setting(
         key: "vault-approle-mount", environment: "PORTAL_TOKEN_VAULT_APPROLE_MOUNT")
+    /// `true` lets `vault-address` be a cleartext `http://` URL of a server that is not on this
+    /// host (loopback needs no setting); off by default, since the Vault token and every secret
+    /// would cross the network readable.
+    public static let vaultAllowHTTP = Setting(key: "vault-allow-http", environment: "PORTAL_TOKEN_VAULT_ALLOW_HTTP")
     /// How long a host serves its copy of a Vault session before it asks the server again, in
     /// seconds; 0 keeps no copy (docs/storage.md, "Vault / OpenBao").
     public static let vaultCacheSeconds = Setting(
@@ -147,7 +151,8 @@ public struct Setting: Sendable, Hashable {
         accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
-        vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, auditLog, auditLogMaxBytes, auditJournal,
+        vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, vaultAllowHTTP, auditLog, auditLogMaxBytes,
+        auditJournal,
     ]
 
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted

@@ -28,10 +28,14 @@ public struct VaultOptions: Sendable, Equatable {
     public var pathPrefix: String
     public var token: TokenSource
     public var http: HTTPTransportOptions
+    /// `vault-allow-http`: cleartext `http://` may reach a server off this host (the address,
+    /// and a standby's redirect to its leader).
+    public var allowsRemoteHTTP: Bool
 
     public init(
         address: String, namespace: String? = nil, mount: String = defaultMount,
-        pathPrefix: String = defaultPathPrefix, token: TokenSource, http: HTTPTransportOptions = HTTPTransportOptions()
+        pathPrefix: String = defaultPathPrefix, token: TokenSource, http: HTTPTransportOptions = HTTPTransportOptions(),
+        allowsRemoteHTTP: Bool = false
     ) {
         self.address = address
         self.namespace = namespace
@@ -39,6 +43,28 @@ public struct VaultOptions: Sendable, Equatable {
         self.pathPrefix = pathPrefix
         self.token = token
         self.http = http
+        self.allowsRemoteHTTP = allowsRemoteHTTP
+    }
+
+    /// Whether a request to `url` would carry the token in cleartext off this host without
+    /// `vault-allow-http`: an `http://` URL whose host is not loopback (`localhost`, an address
+    /// in 127.0.0.0/8, `[::1]`). A name is judged as written, never by what it resolves to.
+    public func refusesCleartext(to url: String) -> Bool {
+        !allowsRemoteHTTP && Self.isRemoteCleartext(url)
+    }
+
+    static func isRemoteCleartext(_ url: String) -> Bool {
+        guard url.lowercased().hasPrefix("http://") else { return false }
+        guard let authority = URLAuthority(parsing: url) else { return true }
+        if authority.host == "localhost" || authority.hostKind == .ipv6Loopback { return false }
+        let octets = authority.host.split(separator: ".", omittingEmptySubsequences: false)
+        let isIPv4Loopback =
+            octets.count == 4 && octets[0] == "127"
+            && octets.allSatisfy { octet in
+                !octet.isEmpty && octet.utf8.count <= 3 && octet.utf8.allSatisfy(URLAuthority.isDigit)
+                    && Int(octet).map { $0 <= 255 } == true
+            }
+        return !isIPv4Loopback
     }
 
     /// The options the settings give, checked: an address that is an http or https URL, a mount
@@ -58,6 +84,15 @@ public struct VaultOptions: Sendable, Equatable {
             throw SettingError(
                 "\(settings.origin(of: .vaultAddress)) must be an https:// or http:// URL",
                 hint: "for example https://vault.example.com:8200")
+        }
+        let allowsRemoteHTTP = try settings.bool(.vaultAllowHTTP) ?? false
+        if !allowsRemoteHTTP, Self.isRemoteCleartext(address) {
+            throw SettingError(
+                "\(settings.origin(of: .vaultAddress)) is a cleartext http:// address of a server that is not on "
+                    + "this host: the Vault token and the secrets would cross the network readable",
+                hint:
+                    "use the server's https:// address; to accept cleartext anyway, set "
+                    + "PORTAL_TOKEN_VAULT_ALLOW_HTTP=true (or vault-allow-http in the config file)")
         }
         let mount = try Self.pathSetting(settings, .vaultMount, default: Self.defaultMount)
         let prefix = try Self.pathSetting(settings, .vaultPathPrefix, default: Self.defaultPathPrefix)
@@ -96,7 +131,7 @@ public struct VaultOptions: Sendable, Equatable {
         }
         self.init(
             address: address, namespace: namespace.flatMap { $0.isEmpty ? nil : $0 }, mount: mount,
-            pathPrefix: prefix, token: token, http: http)
+            pathPrefix: prefix, token: token, http: http, allowsRemoteHTTP: allowsRemoteHTTP)
     }
 
     /// A mount or prefix: path segments of letters, digits and `-_.`, joined by `/`.

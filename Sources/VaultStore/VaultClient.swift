@@ -172,7 +172,7 @@ final class VaultClient {
             guard let location = response.headers.value(for: "Location"),
                 let origin = Self.origin(of: location), location.dropFirst(origin.count) == Substring(target),
                 origin.lowercased().hasPrefix("https://") || !options.address.lowercased().hasPrefix("https://"),
-                try leaderOrigin() == origin.lowercased()
+                !options.refusesCleartext(to: origin), try leaderOrigin() == origin.lowercased()
             else {
                 throw StoreError(
                     .failed,

@@ -47,7 +47,7 @@ struct AgentRulesTests {
     @Test("the restricted socket refuses everything without a rule, and writes even with one")
     func restrictedSocket() throws {
         #expect(!AgentRules().decide(.status, for: Self.own, on: .restricted, agentUID: 1000).allowed)
-        let rules = try AgentRules.parse("rule all\n    uid 1000\n    allow write\n    allow token *\n")
+        let rules = try AgentRules.parse("rule all\n    uid 1000\n    allow write\n    allow token *\n".utf8)
         let write = rules.decide(.write, for: Self.own, on: .restricted, agentUID: 1000)
         #expect(!write.allowed)
         #expect(write.decidedBy == "restricted socket")
@@ -69,7 +69,7 @@ struct AgentRulesTests {
                 uid 1000
                 user-namespace other
                 allow token *
-            """)
+            """.utf8)
         #expect(rules.decide(.token(environment: "env-prod"), for: Self.docker, on: .main, agentUID: 1000).allowed)
         #expect(rules.decide(.gitGet(host: "git.example.com"), for: Self.docker, on: .main, agentUID: 1000).allowed)
         #expect(rules.decide(.dockerGet(registry: "ghcr.io"), for: Self.docker, on: .main, agentUID: 1000).allowed)
@@ -94,7 +94,7 @@ struct AgentRulesTests {
             rule by-unit
                 unit vte-spawn-*.scope
                 allow list
-            """)
+            """.utf8)
         #expect(rules.decide(.status, for: Self.own, on: .main, agentUID: 1000).decidedBy == "rule by-exe")
         #expect(rules.decide(.list, for: Self.own, on: .restricted, agentUID: 1000).decidedBy == "rule by-unit")
         var app = Self.own
@@ -102,7 +102,7 @@ struct AgentRulesTests {
         app.executable = nil
         #expect(app.flatpakAppID == "org.example.Editor")
         #expect(app.isContained)
-        let flatpak = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n")
+        let flatpak = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n".utf8)
         #expect(flatpak.decide(.token(environment: "env-1"), for: app, on: .main, agentUID: 1000).allowed)
     }
 
@@ -162,7 +162,7 @@ struct AgentRulesTests {
             rule own
                 uid 1000
                 allow token *
-            """)
+            """.utf8)
         func decide(_ caller: CallerIdentity, _ method: String, _ path: String, on socket: AgentRules.Socket = .main)
             -> AgentRules.Decision
         {
@@ -200,7 +200,7 @@ struct AgentRulesTests {
         ]
         for (text, line) in cases {
             do {
-                _ = try AgentRules.parse(text)
+                _ = try AgentRules.parse(text.utf8)
                 Issue.record("parsed: \(text)")
             } catch {
                 #expect(error.line == line)
