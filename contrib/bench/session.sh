@@ -3,7 +3,8 @@
 # gnome-keyring with a signed-in session and a loopback fake Portal server:
 #   1. `portal-token api /api/v3/clients/me` against `curl -s -H "Authorization: Bearer …"` on the
 #      same server (the fake runs in lenient mode so that plain curl is served too);
-#   2. script-mode `portal-token get` with a live session against git's C helper's `get`.
+#   2. `portal-token token` and script-mode `portal-token get` with a live session (its copy in
+#      the kernel keyring) against git's C helper's `get`.
 # Prints the medians and the ratios.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,6 +29,7 @@ exec contrib/dev/run-in-keyring.sh bash -c '
     printf "Authorization: Bearer %s\n" "$token" > curl.headers
     # Each must really answer, or the timing means nothing.
     [ "$("$PORTAL_TOKEN_BIN" get </dev/null)" = "$token" ]
+    [ "$("$PORTAL_TOKEN_BIN" token)" = "$token" ]
     "$PORTAL_TOKEN_BIN" api /api/v3/clients/me | grep -q "\"id\":\"client-1\""
     curl -sf -H @curl.headers "http://127.0.0.1:$port/api/v3/clients/me" | grep -q "\"id\":\"client-1\""
 
@@ -35,6 +37,7 @@ exec contrib/dev/run-in-keyring.sh bash -c '
         -n "portal-token api" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
         -n "curl" "curl -sf -H @curl.headers http://127.0.0.1:$port/api/v3/clients/me"
     hyperfine --shell sh --warmup 10 --runs "${BENCH_RUNS:-200}" --export-json get.json \
+        -n "portal-token token" "$PORTAL_TOKEN_BIN token" \
         -n "portal-token get" "$PORTAL_TOKEN_BIN get </dev/null" \
         -n "git-credential-libsecret" "$C_HELPER get < c.request"
     python3 - <<"PY"
@@ -46,7 +49,9 @@ for name, value in {**api, **get}.items():
     print(f"median {name}: {value:.2f} ms")
 ratio_api = api["portal-token api"] / api["curl"]
 ratio_get = get["portal-token get"] / get["git-credential-libsecret"]
+ratio_token = get["portal-token token"] / get["git-credential-libsecret"]
 print(f"ratio portal-token api / curl: {ratio_api:.2f}")
 print(f"ratio portal-token get (script) / git-credential-libsecret: {ratio_get:.2f}")
+print(f"ratio portal-token token / git-credential-libsecret: {ratio_token:.2f}")
 PY
 '
