@@ -88,3 +88,36 @@ struct BearerListenerTests {
         #expect(try portal.git.portalToken(["get"]).stdout == "token-squatted\n")
     }
 }
+
+@Suite("Commands under the proxy")
+struct CommandsUnderProxyTests {
+    @Test("under exec --proxy, portal-token's own commands refuse the session: the proxy gets no bearer from them")
+    func commandsUnderExecProxy() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-under-proxy")
+        #expect(try portal.adopt(token: "token-under-proxy").exitCode == 0)
+        var environment = portal.git.environment
+        environment["PT"] = ProcessRunner.portalTokenPath
+        let result = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath,
+            [
+                "exec", "--proxy", "--", "sh", "-c",
+                """
+                "$PT" api /api/v3/clients/me; echo "api=$?"
+                "$PT" refresh; echo "refresh=$?"
+                "$PT" token >/dev/null; echo "token=$?"
+                """,
+            ], environment: environment, timeout: 60)
+        #expect(result.stdout.contains("api=2\nrefresh=2\ntoken=2\n"), "\(result.stdout) \(result.stderr)")
+        #expect(
+            result.stderr.contains(
+                "portal-token: error: the Portal API host is the proxy that 'exec --proxy' or 'proxy --listen' runs"),
+            "\(result.stderr)")
+        #expect(result.stderr.contains("hint: send requests to $PORTAL_TOKEN_PROXY_URL"))
+        #expect(!result.stdout.contains("token-under-proxy") && !result.stderr.contains("token-under-proxy"))
+        // Nothing reached Portal through the proxy: the commands sent no request to it.
+        #expect(portal.requests(to: "/api/v3/clients/me").isEmpty)
+        // Outside the proxy the session is there as before.
+        #expect(try portal.git.portalToken(["get"]).stdout == "token-under-proxy\n")
+    }
+}
