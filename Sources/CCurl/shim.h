@@ -68,6 +68,10 @@ static inline CURLcode portal_curl_setopt_write_callback(void *fn, CURL *handle,
     return ((portal_curl_setopt_fn)fn)(handle, option, callback);
 }
 
+static inline CURLcode portal_curl_setopt_prereq_callback(void *fn, CURL *handle, curl_prereq_callback callback) {
+    return ((portal_curl_setopt_fn)fn)(handle, CURLOPT_PREREQFUNCTION, callback);
+}
+
 static inline CURLcode portal_curl_getinfo_long(void *fn, CURL *handle, CURLINFO info, long *value) {
     return ((portal_curl_getinfo_fn)fn)(handle, info, value);
 }

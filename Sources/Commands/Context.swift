@@ -403,6 +403,7 @@ public final class Context {
     func sessionService(ended: (() -> Void)? = nil) throws -> SessionService {
         try checkPortalSettings()
         let apiBase = try apiBase()
+        try refuseOwnProxy(apiBase)
         let hook = SessionHook(context: self)
         return SessionService(
             authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try sessions(),
@@ -413,6 +414,31 @@ public final class Context {
                 hook.run(event)
             }, warn: { [streams] in streams.printError("portal-token: warning: \($0)") },
             now: now)
+    }
+
+    /// Refuses a run whose API host is the proxy named by PORTAL_TOKEN_PROXY_URL, as `exec --proxy`
+    /// gives its command and `proxy --listen` prints: the session token never goes to the proxy's
+    /// own address, and commands under the proxy use the proxy, not the session (docs/proxy.md,
+    /// "portal-token under the proxy"). The proxy answers to 127.0.0.1 and localhost alike.
+    func refuseOwnProxy(_ apiBase: PortalAPIBase) throws(CLIError) {
+        guard let proxyURL = environment[ProxyEnvironment.url], let proxy = PortalEndpoint(configured: proxyURL),
+            let api = PortalEndpoint(configured: apiBase.url)
+        else { return }
+        func address(_ endpoint: PortalEndpoint) -> String {
+            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
+            return "\(host):\(endpoint.port ?? (endpoint.allowsCleartext ? 80 : 443))"
+        }
+        guard address(proxy) == address(api) else { return }
+        throw CLIError(
+            """
+            the Portal API host is the proxy that 'exec --proxy' or 'proxy --listen' runs (PORTAL_TOKEN_PROXY_URL); \
+            commands under it use the proxy, not the session
+            """,
+            hint: """
+                send requests to $PORTAL_TOKEN_PROXY_URL with the header $PORTAL_TOKEN_PROXY_HEADER, or run \
+                portal-token outside the proxy's environment (unset PORTAL_API_HOST and PORTAL_TOKEN_PROXY_URL)
+                """,
+            exitCode: .usage)
     }
 
     /// The HTTP transport with the configured bounds; every request named in the trace when it is on.
@@ -427,6 +453,7 @@ public final class Context {
     /// endpoints").
     func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
         let apiBase = try apiBase()
+        try refuseOwnProxy(apiBase)
         let api = ClientAuthAPI(
             configuration: configuration, apiBase: apiBase,
             builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))

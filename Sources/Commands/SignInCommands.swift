@@ -17,6 +17,27 @@ private let loginSettings = """
     PORTAL_MAGIC_LINK_TEMPLATE_ID.
     """
 
+/// A browser opens a custom-scheme redirect URL through a launcher (xdg-open, gio open) that
+/// holds it, grant included, in its command line: where other local users can read command lines
+/// they can exchange the grant first. So a custom-scheme sign-in needs /proc mounted with hidepid,
+/// or accept-custom-scheme-risk (docs/security.md, "The sign-in grant"). Returns whether the risk
+/// was accepted rather than absent.
+private func requireCustomSchemeAllowed(_ context: Context) throws -> Bool {
+    if ProcessListVisibility.hidesOtherUsers(mountInfo: context.services.procMountInfo() ?? "") { return false }
+    if try context.settings.bool(.acceptCustomSchemeRisk) == true { return true }
+    throw CLIError(
+        """
+        other local users can read command lines here (/proc is not mounted with hidepid), and a browser opens a \
+        custom-scheme redirect URL through a launcher whose command line holds the sign-in grant
+        """,
+        hint: """
+            register a loopback redirect URL, http://127.0.0.1:PORT/path, in Portal's dashboard and set \
+            PORTAL_REDIRECT_URL to it; or mount /proc with hidepid=invisible; or accept the risk with \
+            PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK=true
+            """,
+        exitCode: .usage)
+}
+
 /// The Client Auth settings, checked before anything is sent.
 private func signInConfiguration(_ context: Context) throws -> ClientAuthConfiguration {
     try context.checkPortalSettings()
@@ -80,13 +101,15 @@ struct LoginCommand: Command {
         itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
         Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
         With any other redirect URL the desktop handler, 'portal-token redirect', finishes
-        it. On a desktop, prefer a loopback redirect URL: a browser may open a custom-scheme
-        one through a launcher (xdg-open, gio open) that holds it, grant included, in a
-        command line other local users can read; login warns about that unless /proc is
-        mounted with hidepid. On a terminal, a two-factor step shows the enrollment code
-        when Portal sends one and asks for the code, three tries at most.
+        it. A browser opens a custom-scheme one through a launcher (xdg-open, gio open) that
+        holds it, grant included, in a command line other local users can read: unless /proc
+        is mounted with hidepid, login refuses it (exit 2) before anything is sent, and
+        PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK=true accepts the risk (with a warning). On a
+        terminal, a two-factor step shows the enrollment code when Portal sends one and asks
+        for the code, three tries at most.
 
-        Exit 0 once the session is stored; 1 when the browser never came back; 130 on Ctrl-C.
+        Exit 0 once the session is stored; 1 when the browser never came back; 2 for a
+        custom-scheme redirect URL refused; 130 on Ctrl-C.
 
         """ + loginSettings
 
@@ -158,6 +181,8 @@ struct LoginCommand: Command {
         guard let method else { return try TokenAdoption(endUserID: adoptedEndUserID).run(in: context) }
         let configuration = try signInConfiguration(context)
         let redirectURL = try configuration.requireRedirectURL()
+        var acceptedRisk = false
+        if LoopbackRedirect(redirectURL: redirectURL) == nil { acceptedRisk = try requireCustomSchemeAllowed(context) }
         if case .email(let address) = method {
             _ = try configuration.requireMagicLink()
             _ = try EmailAddress.normalize(address)
@@ -172,7 +197,7 @@ struct LoginCommand: Command {
             context.trace("login: listening on \(loopback.host):\(loopback.port)")
         }
         defer { listener?.close() }
-        if listener == nil, !ProcessListVisibility.hidesOtherUsers(mountInfo: context.services.procMountInfo() ?? "") {
+        if acceptedRisk {
             // The browser's launcher may hold the URL, grant included, in its command line
             // (docs/signing-in.md, "Which browsers put the URL on a command line").
             context.streams.printError(
@@ -289,10 +314,12 @@ struct RedirectCommand: Command {
         to stderr and a notification), and leaves after 10 idle seconds; started by a
         launcher that ignores DBusActivatable, it receives no URL and says so (exit 2).
 
-        Exit 7 when the URL is not a sign-in redirect for this configuration. A URL
-        delivered again resolves to the session it produced, with nothing sent, while that
-        session is stored. On a terminal a two-factor step asks for the code; without one
-        the step waits for 'portal-token verify-totp'.
+        With a custom-scheme redirect URL configured, redirect reads no URL unless login
+        could accept one (/proc mounted with hidepid, or PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK
+        set to true): exit 2 otherwise. Exit 7 when the URL is not a sign-in redirect for this
+        configuration. A URL delivered again resolves to the session it produced, with
+        nothing sent, while that session is stored. On a terminal a two-factor step asks for
+        the code; without one the step waits for 'portal-token verify-totp'.
 
         """ + redirectSettings
 
@@ -313,7 +340,16 @@ struct RedirectCommand: Command {
 
     func run(in context: Context) throws {
         let configuration = try signInConfiguration(context)
-        _ = try configuration.requireRedirectURL()
+        let redirectURL = try configuration.requireRedirectURL()
+        if LoopbackRedirect(redirectURL: redirectURL) == nil {
+            // No login could have accepted this URL: nothing of it is read or exchanged.
+            do {
+                _ = try requireCustomSchemeAllowed(context)
+            } catch {
+                if source == .sessionBus { Self.notifyFailure(error, context) }
+                throw error
+            }
+        }
         let text: Secret
         switch source {
         case .argument(let url): text = Secret(url)

@@ -14,6 +14,8 @@ protocol CurlHandleResources {
     var cStrings: [UnsafeMutablePointer<CChar>] { get set }
     var headerList: UnsafeMutablePointer<curl_slist>? { get set }
     var caBlob: UnsafeMutableRawBufferPointer? { get set }
+    /// What the connection check found; the request's error names it.
+    var listenerCheck: ListenerOwnerCheck { get }
 }
 
 extension CurlHandleResources {
@@ -69,6 +71,7 @@ extension CurlHandleResources {
     /// Appends `Authorization: <value>`, built in memory that is wiped once libcurl has its copy
     /// (the list's own copy is wiped on release).
     mutating func append(authorization: Secret) throws(HTTPError) {
+        try requireOwnListenerOnLoopback()
         let prefix = Array("Authorization: ".utf8)
         var list: UnsafeMutablePointer<curl_slist>?
         let carriable: Bool = authorization.withBytes { value in
@@ -90,6 +93,21 @@ extension CurlHandleResources {
         }
         guard let list else { throw .other(host: host, detail: "out of memory") }
         headerList = list
+    }
+
+    /// Once the connection is made (or reused) and before a byte of the request is sent, a
+    /// connection to a loopback address goes on only when the socket it reached belongs to this
+    /// user (docs/security.md, "Bearers on loopback"): another user may hold a port the proxy or a
+    /// local server has left. Set with every request that carries `Authorization`.
+    func requireOwnListenerOnLoopback() throws(HTTPError) {
+        try check(LibCurl.functions.setoptPrereqCallback(handle, checkListenerOwner))
+        let context = Unmanaged.passUnretained(listenerCheck).toOpaque()
+        try check(LibCurl.functions.setoptPointer(handle, CURLOPT_PREREQDATA, context))
+    }
+
+    /// The error for a transfer the connection check stopped, if it did.
+    var listenerRefusal: HTTPError? {
+        listenerCheck.refusedEndpoint.map { .foreignListener(endpoint: $0) }
     }
 
     func check(_ code: CURLcode) throws(HTTPError) {
@@ -148,6 +166,56 @@ extension CurlHandleResources {
         for string in cStrings { free(string) }
         cStrings = []
     }
+}
+
+/// What `checkListenerOwner` found for one request: the loopback endpoint it refused, if any.
+final class ListenerOwnerCheck {
+    var refusedEndpoint: String?
+}
+
+/// libcurl's CURLOPT_PREREQFUNCTION: the connection is open, nothing is sent yet. A loopback peer
+/// must be this user's socket; anything else goes on (TLS and the host gate judge remote hosts).
+private func checkListenerOwner(
+    _ context: UnsafeMutableRawPointer?, _ primaryIP: UnsafeMutablePointer<CChar>?,
+    _ localIP: UnsafeMutablePointer<CChar>?, _ primaryPort: Int32, _ localPort: Int32
+) -> Int32 {
+    let abort = Int32(CURL_PREREQFUNC_ABORT)
+    guard let context else { return abort }
+    let check = Unmanaged<ListenerOwnerCheck>.fromOpaque(context).takeUnretainedValue()
+    let primaryText = primaryIP.map { String(cString: $0) } ?? ""
+    guard let remote = socketEndpoint(primaryText, port: primaryPort) else {
+        check.refusedEndpoint = "the server's address"
+        return abort
+    }
+    guard remote.isLoopback else { return Int32(CURL_PREREQFUNC_OK) }
+    let shown = primaryText.contains(":") ? "[\(primaryText)]:\(primaryPort)" : "\(primaryText):\(primaryPort)"
+    guard let local = socketEndpoint(localIP.map { String(cString: $0) } ?? "", port: localPort) else {
+        check.refusedEndpoint = shown
+        return abort
+    }
+    // A few hundred bytes a socket: 16 MiB is far above any table a desktop or build host has.
+    let tables = ["/proc/net/tcp", "/proc/net/tcp6"].map { path in
+        String(decoding: (try? FileReading.contents(of: path, limit: 16 << 20)) ?? [], as: UTF8.self)
+    }
+    guard TCPSocketTable.farEndOwner(local: local, remote: remote, tables: tables) == geteuid() else {
+        check.refusedEndpoint = shown
+        return abort
+    }
+    return Int32(CURL_PREREQFUNC_OK)
+}
+
+/// An address as libcurl prints it (`127.0.0.1`, `::1`) and a port.
+private func socketEndpoint(_ text: String, port: Int32) -> TCPSocketTable.Endpoint? {
+    guard let port = UInt16(exactly: port) else { return nil }
+    var ipv4 = in_addr()
+    if inet_pton(AF_INET, text, &ipv4) == 1 {
+        return TCPSocketTable.Endpoint(address: withUnsafeBytes(of: &ipv4) { Array($0) }, port: port)
+    }
+    var ipv6 = in6_addr()
+    if inet_pton(AF_INET6, text, &ipv6) == 1 {
+        return TCPSocketTable.Endpoint(address: withUnsafeBytes(of: &ipv6) { Array($0) }, port: port)
+    }
+    return nil
 }
 
 /// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.

@@ -47,6 +47,7 @@ public final class CurlStreamingTransport: StreamingHTTPTransport {
         var effective: UnsafeMutablePointer<CChar>?
         _ = LibCurl.functions.getinfoString(handle, CURLINFO_EFFECTIVE_URL, &effective)
         let url = effective.map { String(cString: $0) } ?? request.url
+        if let refusal = state.listenerRefusal { throw refusal }
         if context.began {
             return StreamedHTTPOutcome(status: context.status, effectiveURL: url, completed: code == CURLE_OK)
         }
@@ -86,6 +87,7 @@ private struct HandleState: CurlHandleResources {
     var cStrings: [UnsafeMutablePointer<CChar>] = []
     var headerList: UnsafeMutablePointer<curl_slist>?
     var caBlob: UnsafeMutableRawBufferPointer?
+    let listenerCheck = ListenerOwnerCheck()
 
     init(handle: UnsafeMutableRawPointer, host: String) {
         self.handle = handle

@@ -122,6 +122,7 @@ private struct Exchange: CurlHandleResources {
     var headerList: UnsafeMutablePointer<curl_slist>?
     var body: UnsafeMutableRawBufferPointer?
     var caBlob: UnsafeMutableRawBufferPointer?
+    let listenerCheck = ListenerOwnerCheck()
     var isHTTPS = false
 
     init(handle: UnsafeMutableRawPointer, host: String, options: HTTPTransportOptions) {
@@ -193,7 +194,7 @@ private struct Exchange: CurlHandleResources {
 
     func perform() throws(HTTPError) -> HTTPResponse {
         let code = LibCurl.functions.easyPerform(handle)
-        guard code == CURLE_OK else { throw error(for: code) }
+        guard code == CURLE_OK else { throw listenerRefusal ?? error(for: code) }
         var status = 0
         _ = LibCurl.functions.getinfoLong(handle, CURLINFO_RESPONSE_CODE, &status)
         var effective: UnsafeMutablePointer<CChar>?

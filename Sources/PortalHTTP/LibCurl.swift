@@ -82,6 +82,10 @@ enum LibCurl {
             portal_curl_setopt_write_callback(setoptFunction, handle, option, callback)
         }
 
+        func setoptPrereqCallback(_ handle: UnsafeMutableRawPointer, _ callback: curl_prereq_callback) -> CURLcode {
+            portal_curl_setopt_prereq_callback(setoptFunction, handle, callback)
+        }
+
         func getinfoLong(_ handle: UnsafeMutableRawPointer, _ info: CURLINFO, _ value: UnsafeMutablePointer<Int>)
             -> CURLcode
         {

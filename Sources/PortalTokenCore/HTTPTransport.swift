@@ -93,6 +93,9 @@ public enum HTTPError: Error, Sendable, Equatable {
     case unsupportedURL
     /// Anything else; `detail` is a fixed text chosen by the transport.
     case other(host: String, detail: String)
+    /// A request carrying `Authorization` reached a loopback socket another user owns; nothing
+    /// was sent (docs/security.md, "Bearers on loopback"). `endpoint` is its address and port.
+    case foreignListener(endpoint: String)
 
     public var message: String {
         switch self {
@@ -112,6 +115,8 @@ public enum HTTPError: Error, Sendable, Equatable {
             return "the request URL is not an http or https URL"
         case .other(let host, let detail):
             return "the request to \(host) failed: \(detail)"
+        case .foreignListener(let endpoint):
+            return "the listener on \(endpoint) belongs to another user; the session token was not sent"
         }
     }
 
@@ -125,6 +130,9 @@ public enum HTTPError: Error, Sendable, Equatable {
             return "behind a proxy that intercepts TLS, point PORTAL_TOKEN_CA_BUNDLE at its CA certificate"
         case .caBundleUnreadable:
             return "check PORTAL_TOKEN_CA_BUNDLE (or ca-bundle in the config file)"
+        case .foreignListener:
+            return
+                "the proxy or server that had this port has gone: start it again, or check PORTAL_API_HOST"
         default:
             return nil
         }

@@ -66,6 +66,10 @@ public struct Setting: Sendable, Hashable {
         flag: Flag(
             "account-abstracted", value: "BOOL", words: ["true", "false"], help: "ask Portal for account abstraction"),
         environment: "PORTAL_ACCOUNT_ABSTRACTED")
+    /// Whether `login` and `redirect` take a custom-scheme redirect URL where other local users
+    /// can read command lines (docs/security.md, "The sign-in grant").
+    public static let acceptCustomSchemeRisk = Setting(
+        key: "accept-custom-scheme-risk", environment: "PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK")
     public static let backend = Setting(
         key: "backend",
         flag: Flag(
@@ -148,7 +152,7 @@ public struct Setting: Sendable, Hashable {
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
-        accountAbstracted, backend, storeFile, passphraseFile, onSessionInvalidated,
+        accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
         vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, vaultAllowHTTP, auditLog, auditLogMaxBytes,

@@ -200,40 +200,54 @@ struct CommandTests {
 
     @Test(
         """
-        login with a custom-scheme redirect URL warns, in one line, that launchers expose it unless /proc has \
-        hidepid; a loopback one never
+        login with a custom-scheme redirect URL is refused, in one line and before anything is sent, unless /proc \
+        has hidepid or the risk is accepted, which warns; a loopback one never
         """)
-    func loginWarnsAboutLaunchers() throws {
+    func loginRefusesCustomSchemeWithoutHidepid() throws {
         let environment = [
             "PORTAL_REDIRECT_URL": "portalexample://auth/callback",
             "PORTAL_MAGIC_LINK_FROM_EMAIL": "noreply@example.com", "PORTAL_MAGIC_LINK_TEMPLATE_ID": "template-1",
         ]
+        let refusal =
+            "portal-token: error: other local users can read command lines here (/proc is not mounted with hidepid)"
         let warning =
             "portal-token: warning: other local users can read command lines here (/proc is not mounted with hidepid)"
         let proc = "22 21 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw"
         for mountInfo in [proc, nil] {
-            let cli = try InProcessCLI(transport: ScriptedTransport(status: 200, json: "{}"))
+            let transport = ScriptedTransport(status: 200, json: "{}")
+            let cli = try InProcessCLI(transport: transport)
             cli.procMountInfo = mountInfo
             let login = cli.run(["login", "--email", "user@example.com"], environment: environment)
-            #expect(login.exitCode == 0, "\(login.stderr)")
+            #expect(login.exitCode == 2, "\(login.stderr)")
             let lines = login.stderr.split(separator: "\n")
-            #expect(lines.filter { $0.hasPrefix(warning) }.count == 1, "\(login.stderr)")
+            #expect(lines.filter { $0.hasPrefix(refusal) }.count == 1, "\(login.stderr)")
+            #expect(lines.contains { $0.hasPrefix("hint: register a loopback redirect URL") })
+            #expect(!login.stderr.contains("user@example.com") && !login.stderr.contains("portalexample://"))
+            #expect(transport.requests.isEmpty)
+
+            let accepted = try InProcessCLI(transport: ScriptedTransport(status: 200, json: "{}"))
+            accepted.procMountInfo = mountInfo
+            let warned = accepted.run(
+                ["login", "--email", "user@example.com"],
+                environment: environment.merging(["PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK": "true"]) { $1 })
+            #expect(warned.exitCode == 0, "\(warned.stderr)")
+            let warnings = warned.stderr.split(separator: "\n").filter { $0.hasPrefix(warning) }
+            #expect(warnings.count == 1, "\(warned.stderr)")
             #expect(
-                lines.first { $0.hasPrefix(warning) }?.hasSuffix(
+                warnings.first?.hasSuffix(
                     "prefer a loopback redirect URL, http://127.0.0.1:PORT/path, registered in Portal's dashboard")
                     == true)
-            #expect(!login.stderr.contains("user@example.com") && !login.stderr.contains("portalexample://"))
         }
         let hidden = try InProcessCLI(transport: ScriptedTransport(status: 200, json: "{}"))
         hidden.procMountInfo = proc + ",hidepid=invisible"
         let quiet = hidden.run(["login", "--email", "user@example.com"], environment: environment)
         #expect(quiet.exitCode == 0 && !quiet.stderr.contains("warning"), "\(quiet.stderr)")
-        // A loopback redirect URL involves no launcher: no warning (the fake listener fails, exit 5).
+        // A loopback redirect URL involves no launcher: no refusal (the fake listener fails, exit 5).
         let loopback = try InProcessCLI(transport: ScriptedTransport(status: 200, json: "{}"))
         let listened = loopback.run(
             ["login", "--email", "user@example.com"],
             environment: environment.merging(["PORTAL_REDIRECT_URL": "http://127.0.0.1:8765/callback"]) { $1 })
-        #expect(listened.exitCode != 0 && !listened.stderr.contains("warning"), "\(listened.stderr)")
+        #expect(listened.exitCode != 0 && !listened.stderr.contains("hidepid"), "\(listened.stderr)")
     }
 
     @Test("redirect needs the URL")

@@ -144,6 +144,58 @@ struct SignInTests {
     }
 
     @Test(
+        """
+        where /proc shows command lines, login and redirect refuse a custom-scheme redirect URL (exit 2, nothing \
+        sent) unless accept-custom-scheme-risk accepts it; under /proc mounted with hidepid login goes ahead
+        """)
+    func customSchemeNeedsHiddenCommandLines() throws {
+        let harness = try SignInHarness(
+            backend: .file, redirectURL: "portalexample://auth/callback",
+            extraEnvironment: ["PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK": nil])
+        let mountInfo = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+        try #require(!ProcessListVisibility.hidesOtherUsers(mountInfo: mountInfo), "needs /proc without hidepid")
+
+        let refused = try harness.run(["login", "--email", "user@example.com"])
+        #expect(refused.exitCode == 2, "\(refused.stderr)")
+        let refusal = "portal-token: error: other local users can read command lines here (/proc is not mounted"
+        #expect(refused.stderr.hasPrefix(refusal + " with hidepid)"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("hint: register a loopback redirect URL, http://127.0.0.1:PORT/path"))
+        #expect(refused.stderr.contains("PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK"))
+        #expect(!refused.stderr.contains("user@example.com") && !refused.stderr.contains("portalexample://"))
+        #expect(harness.requests(to: .magicLinks).isEmpty)
+
+        // redirect takes no URL for a login that could not accept it: nothing is exchanged.
+        let grant = harness.auth.issueGrant(method: .google)
+        let url = FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)
+        let redirect = try harness.run(["redirect", "-"], stdin: url + "\n")
+        #expect(redirect.exitCode == 2, "\(redirect.stderr)")
+        #expect(redirect.stderr.contains("other local users can read command lines here"))
+        #expect(!redirect.stderr.contains(grant))
+        #expect(harness.auth.acceptedExchanges == 0)
+        #expect(harness.requests(to: .oauthTokens).isEmpty && harness.requests(to: .magicLinkValidations).isEmpty)
+
+        // The setting accepts the risk, and says so in a warning.
+        let accepted = try harness.run(
+            ["login", "--email", "user@example.com"], ["PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK": "true"])
+        #expect(accepted.exitCode == 0, "\(accepted.stderr)")
+        #expect(accepted.stderr.contains("portal-token: warning: other local users can read command lines here"))
+        #expect(harness.requests(to: .magicLinks).count == 1)
+
+        // The same command where /proc hides other users' processes (a mount namespace of its own,
+        // a proc mounted with hidepid=invisible): the real mount options decide, no setting.
+        let hidden = try ProcessRunner.run(
+            "/usr/bin/unshare",
+            [
+                "-m", "--propagation", "private", "/bin/sh", "-c",
+                "mount -t proc -o hidepid=invisible proc /proc && exec \"$0\" \"$@\"",
+                ProcessRunner.portalTokenPath, "login", "--email", "user@example.com",
+            ], environment: harness.environment, timeout: 30)
+        #expect(hidden.exitCode == 0, "\(hidden.stderr)")
+        #expect(!hidden.stderr.contains("warning"), "\(hidden.stderr)")
+        #expect(harness.requests(to: .magicLinks).count == 2)
+    }
+
+    @Test(
         "a sign-in replaces the session that get was handing out from its kernel-keyring copy",
         arguments: TestBackend.allCases)
     func signInReplacesCachedSession(backend: TestBackend) throws {
@@ -250,6 +302,8 @@ struct SignInTests {
         environment["PORTAL_AUTH_ENVIRONMENT_ID"] = environmentID
         environment["PORTAL_API_HOST"] = "127.0.0.1:\(server.port)"
         environment["PORTAL_REDIRECT_URL"] = redirectURL
+        // The suite's /proc shows command lines (docs/security.md, "The sign-in grant").
+        environment["PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK"] = "true"
         environment["PORTAL_TOKEN_KEYRING_TIMEOUT_MS"] = "800"
         let grant = auth.issueGrant(method: .apple)
         let link = FakeClientAuth.redirect(redirectURL, grant: grant, method: .apple)

@@ -28,6 +28,11 @@ public final class SignInHarness: @unchecked Sendable {
             // the browser and the two-factor prompt too (docs/settings.md, "Non-interactive callers").
             "GIT_TERMINAL_PROMPT": nil,
         ]
+        // The suite's /proc shows command lines: a custom-scheme sign-in runs with the risk accepted
+        // (docs/security.md, "The sign-in grant"); a test of the refusal unsets it.
+        if LoopbackRedirect(redirectURL: redirect) == nil {
+            environment["PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK"] = "true"
+        }
         for (name, value) in extraEnvironment { environment[name] = value }
         portal = try PortalHarness(backend: backend, extraEnvironment: environment)
         var options = FakeClientAuth.Options(
