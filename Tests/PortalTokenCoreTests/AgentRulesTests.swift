@@ -272,7 +272,7 @@ struct AgentRulesTests {
         forged.hasFlatpakInfo = true
         #expect(forged.flatpakAppID == nil)
         #expect(forged.isContained)
-        let rules = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n")
+        let rules = try AgentRules.parse("rule editor\n  flatpak org.example.*\n  allow token env-1\n".utf8)
         let decision = rules.decide(.token(environment: "env-1"), for: forged, on: .main, agentUID: 1000)
         #expect(!decision.allowed)
         #expect(decision.decidedBy == "default")
