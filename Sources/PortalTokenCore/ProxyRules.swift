@@ -187,8 +187,8 @@ public struct ProxyRules: Sendable {
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, let high = hexValue(bytes[index + 1]),
-                    let low = hexValue(bytes[index + 2]), isEscapable(high << 4 | low)
+                guard index + 2 < bytes.count, let high = Hex.value(of: bytes[index + 1]),
+                    let low = Hex.value(of: bytes[index + 2]), isEscapable(high << 4 | low)
                 else { return false }
                 index += 3
                 continue
@@ -213,15 +213,6 @@ public struct ProxyRules: Sendable {
     /// `.`, `/`, `;` or a backslash.
     private static func isEscapable(_ byte: UInt8) -> Bool {
         byte >= 0x20 && byte < 0x7f && !Array("%./;\\".utf8).contains(byte)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 
     static func constantTimeEqual(_ offered: [UInt8], _ expected: Secret) -> Bool {
