@@ -421,14 +421,7 @@ public final class Context {
     /// own address, and commands under the proxy use the proxy, not the session (docs/proxy.md,
     /// "portal-token under the proxy"). The proxy answers to 127.0.0.1 and localhost alike.
     func refuseOwnProxy(_ apiBase: PortalAPIBase) throws(CLIError) {
-        guard let proxyURL = environment[ProxyEnvironment.url], let proxy = PortalEndpoint(configured: proxyURL),
-            let api = PortalEndpoint(configured: apiBase.url)
-        else { return }
-        func address(_ endpoint: PortalEndpoint) -> String {
-            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
-            return "\(host):\(endpoint.port ?? (endpoint.allowsCleartext ? 80 : 443))"
-        }
-        guard address(proxy) == address(api) else { return }
+        guard isOwnProxy(apiBase) else { return }
         throw CLIError(
             """
             the Portal API host is the proxy that 'exec --proxy' or 'proxy --listen' runs (PORTAL_TOKEN_PROXY_URL); \
@@ -439,6 +432,28 @@ public final class Context {
                 portal-token outside the proxy's environment (unset PORTAL_API_HOST and PORTAL_TOKEN_PROXY_URL)
                 """,
             exitCode: .usage)
+    }
+
+    /// Whether the API host is the proxy PORTAL_TOKEN_PROXY_URL names.
+    func isOwnProxy(_ apiBase: PortalAPIBase) -> Bool {
+        guard let proxyURL = environment[ProxyEnvironment.url], let proxy = PortalEndpoint(configured: proxyURL),
+            let api = PortalEndpoint(configured: apiBase.url)
+        else { return false }
+        func address(_ endpoint: PortalEndpoint) -> String {
+            let host = endpoint.host == "localhost" ? "127.0.0.1" : endpoint.host
+            return "\(host):\(endpoint.port ?? (endpoint.allowsCleartext ? 80 : 443))"
+        }
+        return address(proxy) == address(api)
+    }
+
+    /// The header that admits a request to the proxy the API host is (`exec --proxy` and
+    /// `proxy --listen` give its name and value), when both are set: `api` sends through the proxy
+    /// with it, and with no bearer of its own.
+    func ownProxyMarker(_ apiBase: PortalAPIBase) -> HTTPHeader? {
+        guard isOwnProxy(apiBase), let name = environment[ProxyEnvironment.header], !name.isEmpty,
+            let value = environment[ProxyEnvironment.credential], !value.isEmpty
+        else { return nil }
+        return HTTPHeader(name, value)
     }
 
     /// The HTTP transport with the configured bounds; every request named in the trace when it is on.

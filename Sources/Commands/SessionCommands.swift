@@ -259,9 +259,14 @@ struct APICommand: Command {
 
     func run(in context: Context) throws {
         let body = try data.map { try readBody($0, context) }
-        let sessions = try context.sessionService()
         context.audit?.method = method
-        let response = try sessions.api(method: method, path: path, body: body, headers: headers)
+        let response: HTTPResponse
+        let apiBase = try context.apiBase()
+        if let marker = context.ownProxyMarker(apiBase) {
+            response = try throughProxy(apiBase, marker: marker, body: body, context)
+        } else {
+            response = try context.sessionService().api(method: method, path: path, body: body, headers: headers)
+        }
         context.audit?.httpStatus = response.status
         context.streams.write(response.body, to: context.streams.output)
         // Like gh api: the output ends with a newline, so a shell prompt starts on its own line.
@@ -271,6 +276,30 @@ struct APICommand: Command {
         guard response.isSuccess else {
             throw rejection(response, method: method, path: pathForMessages)
         }
+    }
+
+    /// Under `exec --proxy` (or a shell that took `proxy --listen`'s lines), the request goes to the
+    /// proxy with its header and no bearer: the session stays with the proxy, which adds the
+    /// token, slides the expiry, and ends the session on a 401 (docs/proxy.md, "portal-token
+    /// under the proxy").
+    private func throughProxy(
+        _ apiBase: PortalAPIBase, marker: HTTPHeader, body: [UInt8]?, _ context: Context
+    ) throws -> HTTPResponse {
+        guard let url = apiBase.resolve(path) else { throw SessionError.foreignOrigin }
+        let requests = PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version)
+        let request = requests.request(method, url, body: body, extraHeaders: headers + [marker])
+        let response: HTTPResponse
+        do {
+            response = try context.transport().send(request)
+        } catch let error as HTTPError {
+            throw SessionError.network(error)
+        }
+        if response.status == 401 {
+            throw CLIError(
+                "Portal answered HTTP 401 to \(method) \(pathForMessages) through the proxy: the session has ended",
+                hint: "the proxy ended the session and ran the hook; sign in again", exitCode: .sessionEnded)
+        }
+        return response
     }
 
     /// The path without its query, for messages: a query may carry something private.

@@ -71,6 +71,16 @@ public struct PortalAPIBase: Sendable, Equatable {
         }
         return true
     }
+
+    /// The URL a path such as `/api/v3/clients/me`, or a URL on this base, names; nil for any other
+    /// origin, which never gets the session's bearer.
+    public func resolve(_ path: String) -> String? {
+        if path.hasPrefix("/") && !path.hasPrefix("//") { return self.url(path: path) }
+        let lowered = path.lowercased()
+        let base = url.lowercased()
+        if lowered == base || lowered.hasPrefix(base + "/") || lowered.hasPrefix(base + "?") { return path }
+        return nil
+    }
 }
 
 /// The configured API host cannot be turned into a URL; the value itself is not repeated.

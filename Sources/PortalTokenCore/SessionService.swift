@@ -200,11 +200,8 @@ public final class SessionService {
     /// The URL for a path, or an absolute URL on the configured API's origin; anything else is
     /// refused before a request is built.
     public func resolve(_ path: String) throws -> String {
-        if path.hasPrefix("/") && !path.hasPrefix("//") { return apiBase.url(path: path) }
-        let lowered = path.lowercased()
-        let base = apiBase.url.lowercased()
-        if lowered == base || lowered.hasPrefix(base + "/") || lowered.hasPrefix(base + "?") { return path }
-        throw SessionError.foreignOrigin
+        guard let url = apiBase.resolve(path) else { throw SessionError.foreignOrigin }
+        return url
     }
 
     // MARK: Changes
