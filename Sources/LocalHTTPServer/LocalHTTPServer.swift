@@ -7,8 +7,15 @@ import Synchronization
 /// sockets (the agent's), or a loopback TCP socket, since it only ever calls `accept` on them
 /// (docs/agent.md, "The HTTP subset").
 ///
-/// - Each connection runs on a thread of its own, up to `maximumConnections` at once; past
-///   that, new clients wait in the listen backlog until a connection ends.
+/// - Each connection runs on a thread of its own. Each listener has its own cap,
+///   `maximumConnections`; past it, that listener's new clients wait in its backlog until one of
+///   its connections ends, while the other listeners go on accepting.
+/// - A connection is proven once it has been answered without a refusal. A listener at its cap
+///   still accepts while one of its connections is unproven and waiting for a request: the new
+///   one takes the slot of the oldest such, which is ended. So clients that are only ever
+///   refused, or that connect and send nothing, cannot hold a slot against a new client, which
+///   is accepted at once to show what it is; only proven connections make clients wait.
+/// - An answer given with `StreamingExchange.refuse` ends its connection.
 /// - Heads are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
 ///   long is answered 431, anything else malformed 400 (and the connection closed); keep-alive
 ///   and pipelining follow the client's `Connection` header.
@@ -39,6 +46,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         public var requestDeadlineMilliseconds: Int64
         /// How long one write (the head, the body, a chunk) may wait for the client to read.
         public var writeDeadlineMilliseconds: Int64
+        /// The cap on each listener's open connections.
         public var maximumConnections: Int
         /// `run` returns once no connection has been open for this long; nil serves until `stop`.
         public var idleExitMilliseconds: Int64?
@@ -69,10 +77,32 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     private let acceptPeer: Accept
     private let handler: Stream
 
+    /// One open connection, as the accepting thread sees it.
+    private struct Slot {
+        var listenerIndex: Int
+        /// Accepted before every connection with a larger one.
+        var sequence: UInt64
+        /// Answered without a refusal.
+        var proven = false
+        /// A request is being answered (not waiting for one).
+        var answering = false
+        /// Ended to make room: counted as unproven no more.
+        var evicted = false
+    }
+
     private struct State {
-        var open: Set<Int32> = []
+        var open: [Int32: Slot] = [:]
+        var nextSequence: UInt64 = 0
         var stopping = false
         var lastClosedAt: Int64
+
+        func count(of listenerIndex: Int) -> Int { open.values.count(where: { $0.listenerIndex == listenerIndex }) }
+
+        /// The oldest of a listener's connections that is unproven and waits for a request.
+        func evictable(of listenerIndex: Int) -> Int32? {
+            open.filter { $0.value.listenerIndex == listenerIndex && !$0.value.proven && !$0.value.answering }
+                .filter { !$0.value.evicted }.min { $0.value.sequence < $1.value.sequence }?.key
+        }
     }
 
     private let state: Mutex<State>
@@ -112,7 +142,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             return state.open
         }
         // Wakes each connection's wait for its next request; an answer being written is finished.
-        for descriptor in open { _ = shutdown(descriptor, Int32(SHUT_RD)) }
+        for descriptor in open.keys { _ = shutdown(descriptor, Int32(SHUT_RD)) }
         wake()
     }
 
@@ -125,7 +155,15 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     /// connection has ended.
     public func run() throws(SystemCallError) {
         while true {
-            let (count, stopping, lastClosedAt) = state.withLock { ($0.open.count, $0.stopping, $0.lastClosedAt) }
+            let (count, full, stopping, lastClosedAt) = state.withLock { state in
+                (
+                    state.open.count,
+                    listeners.indices.map {
+                        state.count(of: $0) >= options.maximumConnections && state.evictable(of: $0) == nil
+                    },
+                    state.stopping, state.lastClosedAt
+                )
+            }
             if stopping { break }
             let now = MonotonicClock.milliseconds()
             var timeout: Int64 = -1
@@ -133,10 +171,13 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                 if now - lastClosedAt >= idle { break }
                 timeout = idle - (now - lastClosedAt)
             }
-            // At the cap, listeners are left out of the poll: clients wait in the backlog.
+            // A listener at its cap with no connection to end is left out of the poll: its
+            // clients wait in its backlog.
             var descriptors = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            if count < options.maximumConnections {
-                descriptors += listeners.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            var polled: [Int] = []
+            for index in listeners.indices where !full[index] {
+                descriptors.append(pollfd(fd: listeners[index], events: Int16(POLLIN), revents: 0))
+                polled.append(index)
             }
             let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(clamping: timeout))
             if ready < 0 {
@@ -147,8 +188,8 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                 var sink = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &sink, sink.count) > 0 {}
             }
-            for index in descriptors.indices.dropFirst() where descriptors[index].revents != 0 {
-                acceptOne(listenerIndex: index - 1)
+            for (offset, index) in polled.enumerated() where descriptors[offset + 1].revents != 0 {
+                acceptOne(listenerIndex: index)
             }
         }
         // Wait for the connections still open; `stop` shut their reading side.
@@ -161,14 +202,28 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private func acceptOne(listenerIndex: Int) {
+        // A listener at its cap with no connection to end leaves the client in its backlog.
+        let room = state.withLock { state in
+            state.open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
+                < options.maximumConnections || state.evictable(of: listenerIndex) != nil
+        }
+        guard room else { return }
         // accept4 is a GNU extension Swift's Glibc module does not export.
         let client = accept(listeners[listenerIndex], nil, nil)
         guard client >= 0 else { return }
         _ = fcntl(client, F_SETFD, FD_CLOEXEC)
         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
         let admitted = state.withLock { state in
-            guard !state.stopping, state.open.count < options.maximumConnections else { return false }
-            state.open.insert(client)
+            guard !state.stopping else { return false }
+            let live = state.open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
+            if live >= options.maximumConnections {
+                // Room is made by ending the oldest unproven connection that waits for a request.
+                guard let oldest = state.evictable(of: listenerIndex) else { return false }
+                state.open[oldest]?.evicted = true
+                _ = shutdown(oldest, Int32(SHUT_RDWR))
+            }
+            state.open[client] = Slot(listenerIndex: listenerIndex, sequence: state.nextSequence)
+            state.nextSequence += 1
             return true
         }
         guard admitted else {
@@ -185,10 +240,27 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     private func finish(_ descriptor: Int32) {
         _ = close(descriptor)
         state.withLock { state in
-            state.open.remove(descriptor)
+            state.open[descriptor] = nil
             state.lastClosedAt = MonotonicClock.milliseconds()
         }
         wake()
+    }
+
+    /// Marks a connection as being answered; false when it was ended to make room meanwhile.
+    private func setAnswering(_ descriptor: Int32) -> Bool {
+        state.withLock { state in
+            guard state.open[descriptor]?.evicted == false else { return false }
+            state.open[descriptor]?.answering = true
+            return true
+        }
+    }
+
+    /// Marks a connection as answered without a refusal, and waiting for its next request.
+    private func setProven(_ descriptor: Int32) {
+        state.withLock { state in
+            state.open[descriptor]?.proven = true
+            state.open[descriptor]?.answering = false
+        }
     }
 
     // MARK: One connection
@@ -210,8 +282,11 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                     expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
                     stopping: state.withLock { $0.stopping })
                 zeroize(&rest)
+                guard setAnswering(descriptor) else { return }
                 handler(request, exchange, peer)
+                // A refusal, or an answer after which the connection cannot go on, ends it.
                 guard exchange.finish() else { return }
+                setProven(descriptor)
                 buffer = exchange.takeLeftover()
                 deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
                 continue

@@ -25,6 +25,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     /// Why reading the body failed, when it did: what the client is told if no answer began.
     private var bodyFailure: HTTPRequestError?
 
+    /// The answer was given with `refuse`: the connection ends after it.
+    private var refused = false
     private var began = false
     private var chunked = false
     private var bodyAllowed = true
@@ -156,7 +158,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
         chunked = bodyAllowed && contentLength == nil && isHTTP11
         declaredLength = bodyAllowed ? contentLength : nil
         // A body not read to its end leaves the connection unusable for another request.
-        keepAlive = requestKeepAlive && bodyDone && !failed && (!bodyAllowed || contentLength != nil || chunked)
+        keepAlive =
+            requestKeepAlive && !refused && bodyDone && !failed && (!bodyAllowed || contentLength != nil || chunked)
         let lengthHeader = (status == 204 || status == 304 || status < 200) ? nil : contentLength
         let response = HTTPServerResponse(status: status, headers: headers)
         guard connection.write(response.head(bodyLength: lengthHeader, chunked: chunked, keepAlive: keepAlive)) else {
@@ -223,4 +226,9 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
 extension StreamingExchange: LocalExchange {
     public func complete() { completeEarly() }
+
+    public func refuse(_ response: HTTPServerResponse) {
+        refused = true
+        try? answer(response)
+    }
 }

@@ -15,6 +15,9 @@ public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
     var hasBegun: Bool { get }
     /// Ends the answer now (the last chunk), before the handler returns.
     func complete()
+    /// Answers with a refusal (a 403, 405, 412 and the like), after which the connection ends: a
+    /// refused client cannot keep its connection by asking again (docs/agent.md, "Connections").
+    func refuse(_ response: HTTPServerResponse)
 }
 
 extension HTTPBodySource {
