@@ -238,8 +238,10 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private func finish(_ descriptor: Int32) {
-        _ = close(descriptor)
+        // Closed under the lock, with its slot: the next accept may get the same number, and a
+        // slot is never taken for another connection's, nor shut after the close.
         state.withLock { state in
+            _ = close(descriptor)
             state.open[descriptor] = nil
             state.lastClosedAt = MonotonicClock.milliseconds()
         }
