@@ -11,10 +11,12 @@ import Synchronization
 ///   `maximumConnections`; past it, that listener's new clients wait in its backlog until one of
 ///   its connections ends, while the other listeners go on accepting.
 /// - A connection is proven once it has been answered without a refusal. A listener at its cap
-///   still accepts while one of its connections is unproven and waiting for a request: the new
-///   one takes the slot of the oldest such, which is ended. So clients that are only ever
-///   refused, or that connect and send nothing, cannot hold a slot against a new client, which
-///   is accepted at once to show what it is; only proven connections make clients wait.
+///   still accepts while one of its connections is idle: unproven, open for `graceMilliseconds`
+///   or more, waiting for a request and with nothing sent that the server has not read. The new
+///   one takes the slot of the oldest idle one, which is ended. So clients that are only ever
+///   refused, or that connect and send nothing or half a head, cannot hold a slot against a new
+///   client; a connection whose request has come, or that has only just connected, is never
+///   ended for room, so a burst of clients past the cap waits in the backlog and is served whole.
 /// - An answer given with `StreamingExchange.refuse` ends its connection.
 /// - Heads are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
 ///   long is answered 431, anything else malformed 400 (and the connection closed); keep-alive
@@ -48,6 +50,9 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         public var writeDeadlineMilliseconds: Int64
         /// The cap on each listener's open connections.
         public var maximumConnections: Int
+        /// How long a new, unproven connection keeps its slot at the cap before it may be ended
+        /// for another, if it has sent nothing unread.
+        public var graceMilliseconds: Int64
         /// `run` returns once no connection has been open for this long; nil serves until `stop`.
         public var idleExitMilliseconds: Int64?
         /// The stack of each connection's thread.
@@ -55,13 +60,14 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
 
         public init(
             limits: HTTPRequestLimits = .init(), requestDeadlineMilliseconds: Int64 = 5000,
-            writeDeadlineMilliseconds: Int64 = 5000, maximumConnections: Int = 256, idleExitMilliseconds: Int64? = nil,
-            threadStackBytes: Int = 1 << 20
+            writeDeadlineMilliseconds: Int64 = 5000, maximumConnections: Int = 256, graceMilliseconds: Int64 = 200,
+            idleExitMilliseconds: Int64? = nil, threadStackBytes: Int = 1 << 20
         ) {
             self.limits = limits
             self.requestDeadlineMilliseconds = requestDeadlineMilliseconds
             self.writeDeadlineMilliseconds = writeDeadlineMilliseconds
             self.maximumConnections = maximumConnections
+            self.graceMilliseconds = graceMilliseconds
             self.idleExitMilliseconds = idleExitMilliseconds
             self.threadStackBytes = threadStackBytes
         }
@@ -82,10 +88,13 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         var listenerIndex: Int
         /// Accepted before every connection with a larger one.
         var sequence: UInt64
+        /// When it was accepted (monotonic ms).
+        var acceptedAt: Int64
         /// Answered without a refusal.
         var proven = false
-        /// A request is being answered (not waiting for one).
-        var answering = false
+        /// Its thread waits for the rest of a request head and has read all that came: set and
+        /// cleared under the lock, the clearing before the thread reads again.
+        var waiting = false
         /// Ended to make room: counted as unproven no more.
         var evicted = false
     }
@@ -96,12 +105,28 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         var stopping = false
         var lastClosedAt: Int64
 
-        func count(of listenerIndex: Int) -> Int { open.values.count(where: { $0.listenerIndex == listenerIndex }) }
+        /// A listener's connections not ended to make room.
+        func live(of listenerIndex: Int) -> Int {
+            open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
+        }
 
-        /// The oldest of a listener's connections that is unproven and waits for a request.
-        func evictable(of listenerIndex: Int) -> Int32? {
-            open.filter { $0.value.listenerIndex == listenerIndex && !$0.value.proven && !$0.value.answering }
-                .filter { !$0.value.evicted }.min { $0.value.sequence < $1.value.sequence }?.key
+        /// The oldest of a listener's idle connections: unproven, accepted `grace` ms or more
+        /// before `now`, waiting for a request head, with nothing unread on its socket, so its
+        /// thread holds no whole request. (Descriptors in `open` are open: `finish` closes them
+        /// under the lock.)
+        func evictable(of listenerIndex: Int, now: Int64, grace: Int64) -> Int32? {
+            let candidates = open.filter {
+                $0.value.listenerIndex == listenerIndex && !$0.value.proven && $0.value.waiting
+                    && !$0.value.evicted && now - $0.value.acceptedAt >= grace
+            }
+            for (descriptor, _) in candidates.sorted(by: { $0.value.sequence < $1.value.sequence }) {
+                var byte: UInt8 = 0
+                let waiting = recv(descriptor, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+                // Bytes not read yet: a request may have come; 0 is a client that has gone.
+                if waiting > 0 { continue }
+                return descriptor
+            }
+            return nil
         }
     }
 
@@ -155,24 +180,28 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     /// connection has ended.
     public func run() throws(SystemCallError) {
         while true {
+            let now = MonotonicClock.milliseconds()
             let (count, full, stopping, lastClosedAt) = state.withLock { state in
                 (
                     state.open.count,
                     listeners.indices.map {
-                        state.count(of: $0) >= options.maximumConnections && state.evictable(of: $0) == nil
+                        state.live(of: $0) >= options.maximumConnections
+                            && state.evictable(of: $0, now: now, grace: options.graceMilliseconds) == nil
                     },
                     state.stopping, state.lastClosedAt
                 )
             }
             if stopping { break }
-            let now = MonotonicClock.milliseconds()
             var timeout: Int64 = -1
             if let idle = options.idleExitMilliseconds, count == 0 {
                 if now - lastClosedAt >= idle { break }
                 timeout = idle - (now - lastClosedAt)
             }
             // A listener at its cap with no connection to end is left out of the poll: its
-            // clients wait in its backlog.
+            // clients wait in its backlog. One of its connections may turn idle without a
+            // connection ending (its grace runs out, its thread reads what it sent), so the
+            // poll looks again soon.
+            if full.contains(true) { timeout = timeout < 0 ? 50 : min(timeout, 50) }
             var descriptors = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             var polled: [Int] = []
             for index in listeners.indices where !full[index] {
@@ -204,8 +233,9 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     private func acceptOne(listenerIndex: Int) {
         // A listener at its cap with no connection to end leaves the client in its backlog.
         let room = state.withLock { state in
-            state.open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
-                < options.maximumConnections || state.evictable(of: listenerIndex) != nil
+            state.live(of: listenerIndex) < options.maximumConnections
+                || state.evictable(
+                    of: listenerIndex, now: MonotonicClock.milliseconds(), grace: options.graceMilliseconds) != nil
         }
         guard room else { return }
         // accept4 is a GNU extension Swift's Glibc module does not export.
@@ -215,14 +245,16 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
         let admitted = state.withLock { state in
             guard !state.stopping else { return false }
-            let live = state.open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
-            if live >= options.maximumConnections {
-                // Room is made by ending the oldest unproven connection that waits for a request.
-                guard let oldest = state.evictable(of: listenerIndex) else { return false }
+            let now = MonotonicClock.milliseconds()
+            // Room is made by ending the oldest idle connection. Should it have just turned
+            // busy since the look above, the client is taken anyway, one past the cap.
+            if state.live(of: listenerIndex) >= options.maximumConnections,
+                let oldest = state.evictable(of: listenerIndex, now: now, grace: options.graceMilliseconds)
+            {
                 state.open[oldest]?.evicted = true
                 _ = shutdown(oldest, Int32(SHUT_RDWR))
             }
-            state.open[client] = Slot(listenerIndex: listenerIndex, sequence: state.nextSequence)
+            state.open[client] = Slot(listenerIndex: listenerIndex, sequence: state.nextSequence, acceptedAt: now)
             state.nextSequence += 1
             return true
         }
@@ -248,21 +280,14 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         wake()
     }
 
-    /// Marks a connection as being answered; false when it was ended to make room meanwhile.
-    private func setAnswering(_ descriptor: Int32) -> Bool {
-        state.withLock { state in
-            guard state.open[descriptor]?.evicted == false else { return false }
-            state.open[descriptor]?.answering = true
-            return true
-        }
+    /// Marks whether a connection's thread waits for more of a request head.
+    private func setWaiting(_ descriptor: Int32, _ waiting: Bool) {
+        state.withLock { $0.open[descriptor]?.waiting = waiting }
     }
 
-    /// Marks a connection as answered without a refusal, and waiting for its next request.
+    /// Marks a connection as answered without a refusal.
     private func setProven(_ descriptor: Int32) {
-        state.withLock { state in
-            state.open[descriptor]?.proven = true
-            state.open[descriptor]?.answering = false
-        }
+        state.withLock { $0.open[descriptor]?.proven = true }
     }
 
     // MARK: One connection
@@ -284,7 +309,6 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                     expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
                     stopping: state.withLock { $0.stopping })
                 zeroize(&rest)
-                guard setAnswering(descriptor) else { return }
                 handler(request, exchange, peer)
                 // A refusal, or an answer after which the connection cannot go on, ends it.
                 guard exchange.finish() else { return }
@@ -298,7 +322,10 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             case .incomplete:
                 break
             }
-            switch connection.receive(into: &buffer, until: deadline) {
+            let received = connection.receive(into: &buffer, until: deadline) { waiting in
+                setWaiting(descriptor, waiting)
+            }
+            switch received {
             case .received:
                 continue
             case .closed:
@@ -328,7 +355,10 @@ final class Connection {
     }
 
     /// Reads what has arrived into `buffer`, waiting for it until `deadline` (monotonic ms).
-    func receive(into buffer: inout [UInt8], until deadline: Int64) -> Received {
+    /// `waiting` hears true before each wait and false after it, before the next read.
+    func receive(
+        into buffer: inout [UInt8], until deadline: Int64, waiting: (Bool) -> Void = { _ in }
+    ) -> Received {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         defer { zeroize(&chunk) }
         while true {
@@ -343,8 +373,11 @@ final class Connection {
             let left = deadline - MonotonicClock.milliseconds()
             guard left > 0 else { return .timedOut }
             var readable = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            waiting(true)
             let ready = poll(&readable, 1, Int32(clamping: left))
-            if ready < 0, errno != EINTR { return .closed }
+            let failed = ready < 0 && errno != EINTR
+            waiting(false)
+            if failed { return .closed }
         }
     }
 

@@ -462,6 +462,34 @@ struct LocalHTTPServerTests {
         }
     }
 
+    @Test("a burst past the cap is served whole: a connection whose request waits unread is not ended for room")
+    func burstPastTheCap() throws {
+        // Learning who a caller is takes a while, as reading /proc does under load: each of the
+        // 8 slots holds a client whose request has arrived but is not read yet.
+        let running = try TestServer(
+            options: .init(maximumConnections: 8),
+            accept: { _, index in
+                usleep(300_000)
+                return index
+            })
+        defer { running.stop() }
+        // All 40 connect and send before any is answered.
+        var clients: [Int32] = []
+        defer { for descriptor in clients { close(descriptor) } }
+        for index in 0..<40 {
+            guard let descriptor = RawClient.connect(running.path) else { break }
+            clients.append(descriptor)
+            let body = "client-\(index)"
+            let head = "POST /n HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+            #expect(RawClient.send(descriptor, head + body))
+        }
+        #expect(clients.count == 40)
+        for (index, descriptor) in clients.enumerated() {
+            let answer = RawClient.readAll(descriptor)
+            #expect(answer?.hasSuffix("\r\n\r\nPOST /n client-\(index)") == true, "client \(index): \(answer ?? "")")
+        }
+    }
+
     @Test("an answer given as a refusal ends the connection; the connection is not proven by it")
     func refusalEndsTheConnection() throws {
         let running = try TestServer(stream: { request, exchange, _ in
