@@ -125,6 +125,8 @@ final class PortalProxy: @unchecked Sendable {
             line.written = throttle(unmarked ? .unnamed : .named)
             exchange.refuse(.text(status, "portal-token proxy: \(reason)"))
         case .forward(let proxied):
+            // Past the rules and checks: a body that streams slowly keeps its connection.
+            exchange.admit()
             forward(proxied, exchange, &line)
         }
     }

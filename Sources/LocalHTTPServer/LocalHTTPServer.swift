@@ -10,13 +10,15 @@ import Synchronization
 /// - Each connection runs on a thread of its own. Each listener has its own cap,
 ///   `maximumConnections`; past it, that listener's new clients wait in its backlog until one of
 ///   its connections ends, while the other listeners go on accepting.
-/// - A connection is proven once it has been answered without a refusal. A listener at its cap
-///   still accepts while one of its connections is idle: unproven, open for `graceMilliseconds`
-///   or more, waiting for a request and with nothing sent that the server has not read. The new
-///   one takes the slot of the oldest idle one, which is ended. So clients that are only ever
-///   refused, or that connect and send nothing or half a head, cannot hold a slot against a new
-///   client; a connection whose request has come, or that has only just connected, is never
-///   ended for room, so a burst of clients past the cap waits in the backlog and is served whole.
+/// - A connection is proven once it has been answered without a refusal, or the handler said
+///   `admit` on it. A listener at its cap still accepts while one of its connections is idle:
+///   unproven, open for `graceMilliseconds` or more, waiting for more of a request (its head, or
+///   a body the handler reads before it judges), with nothing sent that the server has not read.
+///   The new one takes the slot of the oldest idle one, which is ended. So clients that are only
+///   ever refused, or that send nothing, half a head or part of a body, cannot hold a slot
+///   against a new client; a connection whose request has come, or that has only just
+///   connected, is never ended for room, so a burst of clients past the cap waits in the backlog
+///   and is served whole.
 /// - An answer given with `StreamingExchange.refuse` ends its connection.
 /// - Heads are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
 ///   long is answered 431, anything else malformed 400 (and the connection closed); keep-alive
@@ -92,8 +94,8 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         var acceptedAt: Int64
         /// Answered without a refusal.
         var proven = false
-        /// Its thread waits for the rest of a request head and has read all that came: set and
-        /// cleared under the lock, the clearing before the thread reads again.
+        /// Its thread waits for more of a request (head or body) and has read all that came: set
+        /// and cleared under the lock, the clearing before the thread reads again.
         var waiting = false
         /// Ended to make room: counted as unproven no more.
         var evicted = false
@@ -111,7 +113,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         }
 
         /// The oldest of a listener's idle connections: unproven, accepted `grace` ms or more
-        /// before `now`, waiting for a request head, with nothing unread on its socket, so its
+        /// before `now`, waiting for more of a request, with nothing unread on its socket, so its
         /// thread holds no whole request. (Descriptors in `open` are open: `finish` closes them
         /// under the lock.)
         func evictable(of listenerIndex: Int, now: Int64, grace: Int64) -> Int32? {
@@ -280,12 +282,12 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         wake()
     }
 
-    /// Marks whether a connection's thread waits for more of a request head.
+    /// Marks whether a connection's thread waits for more of a request.
     private func setWaiting(_ descriptor: Int32, _ waiting: Bool) {
         state.withLock { $0.open[descriptor]?.waiting = waiting }
     }
 
-    /// Marks a connection as answered without a refusal.
+    /// Marks a connection as proven: answered without a refusal, or its caller admitted.
     private func setProven(_ descriptor: Int32) {
         state.withLock { $0.open[descriptor]?.proven = true }
     }
@@ -307,7 +309,9 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                 let exchange = StreamingExchange(
                     connection: connection, request: request, framing: framing, leftover: rest,
                     expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
-                    stopping: state.withLock { $0.stopping })
+                    stopping: state.withLock { $0.stopping },
+                    waiting: { [self] waiting in setWaiting(descriptor, waiting) },
+                    admitted: { [self] in setProven(descriptor) })
                 zeroize(&rest)
                 handler(request, exchange, peer)
                 // A refusal, or an answer after which the connection cannot go on, ends it.

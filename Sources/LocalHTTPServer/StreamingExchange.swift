@@ -8,6 +8,9 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     public struct Gone: Error {}
 
     private let connection: Connection
+    /// Hears true before a wait for more of the body, false after it (`Connection.receive`).
+    private let waiting: (Bool) -> Void
+    private let admitted: () -> Void
     private let framing: HTTPBodyFraming
     private let idleMilliseconds: Int64
     private let requestKeepAlive: Bool
@@ -36,9 +39,12 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
     init(
         connection: Connection, request: HTTPServerRequest, framing: HTTPBodyFraming, leftover: [UInt8],
-        expectsContinue: Bool, idleMilliseconds: Int64, stopping: Bool
+        expectsContinue: Bool, idleMilliseconds: Int64, stopping: Bool,
+        waiting: @escaping (Bool) -> Void = { _ in }, admitted: @escaping () -> Void = {}
     ) {
         self.connection = connection
+        self.waiting = waiting
+        self.admitted = admitted
         self.framing = framing
         self.buffer = leftover
         self.expectsContinue = expectsContinue
@@ -120,7 +126,7 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
                 }
             }
             let deadline = MonotonicClock.milliseconds() + idleMilliseconds
-            switch connection.receive(into: &buffer, until: deadline) {
+            switch connection.receive(into: &buffer, until: deadline, waiting: waiting) {
             case .received: continue
             case .closed: return try fail()
             case .timedOut:
@@ -226,6 +232,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
 extension StreamingExchange: LocalExchange {
     public func complete() { completeEarly() }
+
+    public func admit() { admitted() }
 
     public func refuse(_ response: HTTPServerResponse) {
         refused = true

@@ -13,8 +13,9 @@ struct RefusalTests {
     /// A raw client: ADDRESS is a Unix socket's path or 127.0.0.1:PORT.
     /// - `twice ADDRESS REQUEST`: sends REQUEST twice on one connection, prints how many answers
     ///   came and whether the server closed within 3 s.
-    /// - `hold ADDRESS COUNT SECONDS`: opens COUNT connections, each with half a request head,
-    ///   says `ready` on stderr, and holds them for SECONDS.
+    /// - `hold ADDRESS COUNT SECONDS [HEAD]`: opens COUNT connections, each with half a request
+    ///   head (or HEAD, whose body it then holds back), says `ready` on stderr, and holds them for
+    ///   SECONDS.
     /// - `flood ADDRESS REQUEST COUNT SECONDS`: sends REQUEST on COUNT connections, one each,
     ///   from up to 4 processes at once, each read to the close; stops after SECONDS; prints how many
     ///   were answered.
@@ -53,7 +54,7 @@ struct RefusalTests {
             held = []
             for i in range(int(sys.argv[3])):
                 s = connect()
-                s.sendall(b"GET /v1/token HTTP/1.1\r\n")
+                s.sendall(request(sys.argv[5]) if len(sys.argv) > 5 else b"GET /v1/token HTTP/1.1\r\n")
                 held.append(s)
             sys.stderr.write("ready %d\n" % len(held))
             sys.stderr.flush()
@@ -234,6 +235,28 @@ struct RefusalTests {
         let client = try harness.client(["token"])
         #expect(client.exitCode == 0 && client.stdout == token + "\n", "\(client.stderr)")
         #expect(client.duration < 2, "client-mode token took \(client.duration) s")
+    }
+
+    @Test("300 requests of a refused sandbox whose bodies are held back do not delay the host user beyond 1 s")
+    func agentSlotsHeldByBodies() throws {
+        let harness = try AgentHarness()
+        let token = try harness.signIn()
+        // The agent reads a git request's body before it judges it.
+        let head = "POST /v1/git/get HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Length: 1000\\r\\n\\r\\n"
+        let holder = try RunningProcess(
+            "/usr/bin/unshare", ["-Urpf", "--mount-proc"] + Self.python(["hold", harness.socket, "300", "4", head]),
+            environment: harness.clientEnvironment())
+        defer { holder.signal(SIGKILL) }
+        _ = try holder.waitForStderr(containing: "ready 300", timeout: 20)
+        usleep(300_000)
+        let started = ProcessRunner.monotonicSeconds()
+        let answer = rawExchange(
+            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
+            timeout: 10)
+        let seconds = ProcessRunner.monotonicSeconds() - started
+        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")")
+        #expect(answer?.contains(token) == true)
+        #expect(seconds < 1, "the host user waited \(seconds) s")
     }
 
     @Test("300 connections held open by another uid on the loopback proxy do not delay its user beyond 1 s")
