@@ -490,6 +490,50 @@ struct LocalHTTPServerTests {
         }
     }
 
+    @Test("at the cap, a connection waiting on a body is ended for room, unless the handler admitted its request")
+    func bodyWaitsMakeRoom() throws {
+        let running = try TestServer(
+            options: .init(maximumConnections: 2),
+            stream: { request, exchange, listener in
+                if request.path == "/admitted" { exchange.admit() }
+                TestServer.echo(request, exchange, listener)
+            })
+        defer { running.stop() }
+        func holding(_ path: String) -> Int32? {
+            guard let descriptor = RawClient.connect(running.path) else { return nil }
+            _ = RawClient.send(
+                descriptor, "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nConnection: close\r\n\r\nabc")
+            return descriptor
+        }
+        // Unadmitted: both make room for a new client.
+        let unadmitted = [holding("/n"), holding("/n")].compactMap { $0 }
+        defer { for descriptor in unadmitted { close(descriptor) } }
+        #expect(unadmitted.count == 2)
+        usleep(300_000)
+        let started = MonotonicClock.milliseconds()
+        let answer = RawClient.exchange(running.path, "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(answer?.hasSuffix("GET /b ") == true)
+        #expect(MonotonicClock.milliseconds() - started < 1000, "the new client waited")
+        #expect(RawClient.readAll(unadmitted[0], seconds: 2) == "")
+        for descriptor in unadmitted { close(descriptor) }
+        usleep(100_000)
+        // Admitted: they keep their slots, and their bodies, finished, are answered.
+        let admitted = [holding("/admitted"), holding("/admitted")].compactMap { $0 }
+        defer { for descriptor in admitted { close(descriptor) } }
+        #expect(admitted.count == 2)
+        usleep(300_000)
+        let waiting = try #require(RawClient.connect(running.path))
+        defer { close(waiting) }
+        #expect(RawClient.send(waiting, "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+        var readable = pollfd(fd: waiting, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&readable, 1, 600) == 0, "an admitted connection was ended for room")
+        for descriptor in admitted {
+            #expect(RawClient.send(descriptor, "defghij"))
+            #expect(RawClient.readAll(descriptor, seconds: 2)?.hasSuffix("POST /admitted abcdefghij") == true)
+        }
+        #expect(RawClient.readAll(waiting)?.hasSuffix("GET /c ") == true)
+    }
+
     @Test("an answer given as a refusal ends the connection; the connection is not proven by it")
     func refusalEndsTheConnection() throws {
         let running = try TestServer(stream: { request, exchange, _ in
