@@ -92,7 +92,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         var sequence: UInt64
         /// When it was accepted (monotonic ms).
         var acceptedAt: Int64
-        /// Answered without a refusal.
+        /// Answered without a refusal, or its request admitted by the handler.
         var proven = false
         /// Its thread waits for more of a request (head or body) and has read all that came: set
         /// and cleared under the lock, the clearing before the thread reads again.
