@@ -259,6 +259,33 @@ struct RefusalTests {
         #expect(seconds < 1, "the host user waited \(seconds) s")
     }
 
+    @Test("300 connections held open by another uid on the agent's main socket do not delay the host user beyond 1 s")
+    func agentSlotsHeldByOtherUID() throws {
+        let harness = try AgentHarness()
+        let token = try harness.signIn()
+        Self.openSockets(harness)
+        let holder = try RunningProcess(
+            "/usr/bin/setpriv", Array(Self.otherUID(Self.python(["hold", harness.socket, "300", "4"])).dropFirst()),
+            environment: ["PATH": "/usr/bin:/bin"])
+        defer { holder.signal(SIGKILL) }
+        _ = try holder.waitForStderr(containing: "ready 300", timeout: 20)
+        let started = ProcessRunner.monotonicSeconds()
+        let answer = rawExchange(
+            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
+            timeout: 10)
+        let seconds = ProcessRunner.monotonicSeconds() - started
+        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")")
+        #expect(answer?.contains(token) == true)
+        #expect(seconds < 1, "the host user waited \(seconds) s")
+        // The other uid is refused, and its refusal ends the connection.
+        let refused = try ProcessRunner.run(
+            "/usr/bin/setpriv",
+            Array(Self.otherUID(Self.python(["twice", harness.socket, Self.tokenRequest()])).dropFirst()),
+            environment: ["PATH": "/usr/bin:/bin"])
+        #expect(refused.stdout.hasPrefix("answers=1 closed=True\n"), "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stdout.contains("HTTP/1.1 403 Forbidden\r\n"))
+    }
+
     @Test("300 connections held open by another uid on the loopback proxy do not delay its user beyond 1 s")
     func proxySlotsHeldByOtherUID() throws {
         let (portal, _) = try ProxyTests.signedIn()
