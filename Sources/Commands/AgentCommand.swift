@@ -26,7 +26,8 @@ struct AgentCommand: Command {
         erase, token, exec, exec-credential, status, list and the Docker helper use the
         agent; or curl --unix-socket PATH http://localhost/v1/token.
 
-        Refusals, and with --verbose every request, are logged on stderr. SIGTERM or SIGINT
+        Refusals (20 at once, then one every 6 seconds, the rest counted), and with --verbose
+        every request, are logged on stderr; a refusal ends its connection. SIGTERM or SIGINT
         stop it; with --idle-exit it stops once no client has connected for that long.
         """
 
@@ -107,7 +108,8 @@ struct AgentCommand: Command {
                     case .failure(let error):
                         try? exchange.answer(
                             AgentRouter.refusal(
-                                503, "the agent cannot proxy the Portal API: \(error.message)", hint: nil))
+                                503, "the agent cannot proxy the Portal API: \(error.message)", hint: nil
+                            ).response)
                     }
                 }
             })

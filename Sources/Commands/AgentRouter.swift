@@ -96,10 +96,21 @@ final class AgentRouter: Sendable {
         }
         request.body = body
         defer { zeroize(&request.body) }
-        try? exchange.answer(answer(request, caller: caller, socket: socket))
+        let reply = answer(request, caller: caller, socket: socket)
+        if reply.refused {
+            exchange.refuse(reply.response)
+        } else {
+            try? exchange.answer(reply.response)
+        }
     }
 
-    func answer(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> HTTPServerResponse {
+    /// An answer, and whether it refuses the request (the connection then ends after it).
+    struct Reply {
+        var response: HTTPServerResponse
+        var refused: Bool
+    }
+
+    func answer(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
         let path = request.path
         let endpoint: Endpoint
         let method: String
@@ -118,9 +129,9 @@ final class AgentRouter: Sendable {
                 404, "no such endpoint: \(path.prefix(64))", hint: "see docs/agent.md, \"The protocol\"")
         }
         guard request.method == method || (method == "GET" && request.method == "HEAD") else {
-            var response = Self.refusal(405, "\(path) takes \(method)", hint: nil)
-            response.headers.append(HTTPHeader("Allow", method))
-            return response
+            var reply = Self.refusal(405, "\(path) takes \(method)", hint: nil)
+            reply.response.headers.append(HTTPHeader("Allow", method))
+            return reply
         }
         let query = Self.query(request.query)
         if let environmentID = query["env"], !Self.isSafeWord(environmentID) {
@@ -194,22 +205,28 @@ final class AgentRouter: Sendable {
             decision = policy.decide(operation, for: caller, on: socket)
         }
         guard decision.allowed else {
-            if let audited = Self.auditOperation(endpoint) {
-                let event = AuditEvent(
+            // Lines of refusals are throttled: no caller can push served lines out of the log.
+            let verdict = RefusalAudit.admit(.named)
+            if case .write(let unwritten) = verdict, let audited = Self.auditOperation(endpoint) {
+                var event = AuditEvent(
                     operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
                     caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
                     authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
                     host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
+                event.unwrittenRefusals = unwritten
                 running.withLock { _ in recordAudit(event) }
             }
-            log(
-                "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
-                    + "for \(caller) (\(decision.decidedBy): \(decision.reason))")
-            var response = Self.refusal(
+            if case .write(let unwritten) = verdict {
+                log(
+                    "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
+                        + "for \(caller) (\(decision.decidedBy): \(decision.reason))"
+                        + RefusalAudit.unloggedNote(unwritten))
+            }
+            var reply = Self.refusal(
                 403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
                 hint: Self.refusalHint(decision.decidedBy))
-            response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
-            return response
+            reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
+            return reply
         }
 
         var environment = self.environment
@@ -260,7 +277,7 @@ final class AgentRouter: Sendable {
             headers.append(HTTPHeader("Content-Type", "text/plain; charset=utf-8"))
         }
         headers.append(HTTPHeader("Cache-Control", "no-store"))
-        return HTTPServerResponse(status: status, headers: headers, body: body)
+        return Reply(response: HTTPServerResponse(status: status, headers: headers, body: body), refused: false)
     }
 
     /// What a refused caller can do about it, by what refused it.
@@ -299,15 +316,16 @@ final class AgentRouter: Sendable {
 
     /// An answer the agent makes itself, as the error funnel words one, with exit code 4 for a
     /// refusal (the client cannot reach the store) and 2 for a malformed request.
-    static func refusal(_ status: Int, _ message: String, hint: String?) -> HTTPServerResponse {
+    static func refusal(_ status: Int, _ message: String, hint: String?) -> Reply {
         let exit: ExitCode = status == 400 || status == 404 || status == 405 ? .usage : .storage
         var text = "portal-token: error: \(message)\n"
         if let hint { text += "hint: \(hint)\n" }
-        return HTTPServerResponse(
+        let response = HTTPServerResponse(
             status: status,
             headers: [
                 HTTPHeader(exitHeader, String(exit.rawValue)), HTTPHeader("Content-Type", "text/plain; charset=utf-8"),
             ], body: Array(text.utf8))
+        return Reply(response: response, refused: true)
     }
 
     /// `a=b&c=d`, percent-decoded; a key given twice keeps its first value.

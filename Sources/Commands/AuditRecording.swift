@@ -1,5 +1,6 @@
 import Basics
 import PortalTokenCore
+import Synchronization
 
 /// What a run's audit line will say, filled in as the command learns it: the session it used
 /// (Sessions tells), the host a credential request named, Portal's answer. The error funnel
@@ -119,5 +120,20 @@ extension Context {
     private var configuredEnvironmentID: String? {
         guard audit?.concernsPortalSession == true else { return nil }
         return settings.value(.authEnvironmentID)?.trimmingWhitespace
+    }
+}
+
+/// The refusals this process writes a line for, in its audit log and on stderr: one throttle for
+/// the agent's endpoints and the proxy alike (docs/audit.md, "Refusals").
+enum RefusalAudit {
+    private static let throttle = Mutex(RefusalThrottle())
+
+    static func admit(_ kind: RefusalThrottle.Kind) -> RefusalThrottle.Verdict {
+        throttle.withLock { $0.admit(kind, at: MonotonicClock.milliseconds()) }
+    }
+
+    /// What a log line on stderr adds for the refusals before it that were not logged.
+    static func unloggedNote(_ unwritten: Int) -> String {
+        unwritten > 0 ? " (\(unwritten) refusals before it not logged)" : ""
     }
 }

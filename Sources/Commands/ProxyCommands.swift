@@ -84,6 +84,12 @@ final class PortalProxy: @unchecked Sendable {
         let auditCaller = auditLog == nil ? nil : self.auditCaller(caller, socket: socket)
         var line = ProxyAuditLine(method: request.method)
         defer { if let auditCaller { record(line, auditCaller) } }
+        // A refusal's line is throttled, so that no caller can push served lines out of the log.
+        func throttle(_ kind: RefusalThrottle.Kind) -> Bool {
+            guard case .write(let unwritten) = RefusalAudit.admit(kind) else { return false }
+            line.unwrittenRefusals = unwritten
+            return true
+        }
         if let policy {
             // A Unix socket's server closes a connection whose caller the kernel cannot name, so
             // a missing identity here is a refusal too.
@@ -93,27 +99,34 @@ final class PortalProxy: @unchecked Sendable {
                 ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
             guard decision.allowed else {
                 trace("proxy: \(request.method) \(request.path) refused (\(decision.decidedBy))")
-                log?(
-                    "portal-token agent: refused \(operation) on the \(socket.rawValue) socket for "
-                        + "\(caller.map(String.init(describing:)) ?? "an unknown caller") "
-                        + "(\(decision.decidedBy): \(decision.reason))")
+                line.outcome = .refused
+                line.status = 403
+                line.written = throttle(.named)
+                if line.written {
+                    log?(
+                        "portal-token agent: refused \(operation) on the \(socket.rawValue) socket for "
+                            + "\(caller.map(String.init(describing:)) ?? "an unknown caller") "
+                            + "(\(decision.decidedBy): \(decision.reason))"
+                            + RefusalAudit.unloggedNote(line.unwrittenRefusals))
+                }
                 var response = HTTPServerResponse.text(
                     403,
                     "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))")
                 response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
-                try? exchange.answer(response)
-                line.outcome = .refused
-                line.status = 403
+                exchange.refuse(response)
                 return
             }
         }
         switch rules.decide(request) {
-        case .refuse(let status, let reason):
+        case .refuse(let status, let reason, let unmarked):
             trace("proxy: \(request.method) \(request.path) refused (\(status))")
-            try? exchange.answer(.text(status, "portal-token proxy: \(reason)"))
             line.outcome = .refused
             line.status = status
+            line.written = throttle(unmarked ? .unnamed : .named)
+            exchange.refuse(.text(status, "portal-token proxy: \(reason)"))
         case .forward(let proxied):
+            // Past the rules and checks: a body that streams slowly keeps its connection.
+            exchange.admit()
             forward(proxied, exchange, &line)
         }
     }
@@ -212,13 +225,14 @@ final class PortalProxy: @unchecked Sendable {
     /// Writes a request's one line: the session it was sent with, if any (none when the client
     /// sent its own Authorization).
     private func record(_ line: ProxyAuditLine, _ caller: AuditCaller) {
+        guard line.written else { return }
         auditLog?.record(
             AuditEvent(
                 operation: .proxy, outcome: line.outcome, caller: caller,
                 authEnvironmentID: line.session?.authEnvironmentID ?? sessions.authEnvironmentID,
                 endUserID: line.session?.endUserID, token: line.session?.token, method: line.loggedMethod,
                 httpStatus: line.status.flatMap { (100...599).contains($0) ? $0 : nil },
-                endedSession: line.endedSession))
+                endedSession: line.endedSession, unwrittenRefusals: line.unwrittenRefusals))
     }
 }
 
@@ -232,6 +246,10 @@ struct ProxyAuditLine {
     /// The session whose bearer was added.
     var session: PortalSession?
     var endedSession = false
+    /// false for a refusal the throttle counts rather than writes.
+    var written = true
+    /// The refusals not written before this one's line.
+    var unwrittenRefusals = 0
 
     /// The method as the log holds it: an uppercase name, as Portal's methods are; any other
     /// text a client sent is left out rather than written.

@@ -7,8 +7,19 @@ import Synchronization
 /// sockets (the agent's), or a loopback TCP socket, since it only ever calls `accept` on them
 /// (docs/agent.md, "The HTTP subset").
 ///
-/// - Each connection runs on a thread of its own, up to `maximumConnections` at once; past
-///   that, new clients wait in the listen backlog until a connection ends.
+/// - Each connection runs on a thread of its own. Each listener has its own cap,
+///   `maximumConnections`; past it, that listener's new clients wait in its backlog until one of
+///   its connections ends, while the other listeners go on accepting.
+/// - A connection is proven once it has been answered without a refusal, or the handler said
+///   `admit` on it. A listener at its cap still accepts while one of its connections is idle:
+///   unproven, open for `graceMilliseconds` or more, waiting for more of a request (its head, or
+///   a body the handler reads before it judges), with nothing sent that the server has not read.
+///   The new one takes the slot of the oldest idle one, which is ended. So clients that are only
+///   ever refused, or that send nothing, half a head or part of a body, cannot hold a slot
+///   against a new client; a connection whose request has come, or that has only just
+///   connected, is never ended for room, so a burst of clients past the cap waits in the backlog
+///   and is served whole.
+/// - An answer given with `StreamingExchange.refuse` ends its connection.
 /// - Heads are read by `HTTPRequestParser` under `Options.limits`: a request line or head too
 ///   long is answered 431, anything else malformed 400 (and the connection closed); keep-alive
 ///   and pipelining follow the client's `Connection` header.
@@ -39,7 +50,11 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         public var requestDeadlineMilliseconds: Int64
         /// How long one write (the head, the body, a chunk) may wait for the client to read.
         public var writeDeadlineMilliseconds: Int64
+        /// The cap on each listener's open connections.
         public var maximumConnections: Int
+        /// How long a new, unproven connection keeps its slot at the cap before it may be ended
+        /// for another, if it has sent nothing unread.
+        public var graceMilliseconds: Int64
         /// `run` returns once no connection has been open for this long; nil serves until `stop`.
         public var idleExitMilliseconds: Int64?
         /// The stack of each connection's thread.
@@ -47,13 +62,14 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
 
         public init(
             limits: HTTPRequestLimits = .init(), requestDeadlineMilliseconds: Int64 = 5000,
-            writeDeadlineMilliseconds: Int64 = 5000, maximumConnections: Int = 256, idleExitMilliseconds: Int64? = nil,
-            threadStackBytes: Int = 1 << 20
+            writeDeadlineMilliseconds: Int64 = 5000, maximumConnections: Int = 256, graceMilliseconds: Int64 = 200,
+            idleExitMilliseconds: Int64? = nil, threadStackBytes: Int = 1 << 20
         ) {
             self.limits = limits
             self.requestDeadlineMilliseconds = requestDeadlineMilliseconds
             self.writeDeadlineMilliseconds = writeDeadlineMilliseconds
             self.maximumConnections = maximumConnections
+            self.graceMilliseconds = graceMilliseconds
             self.idleExitMilliseconds = idleExitMilliseconds
             self.threadStackBytes = threadStackBytes
         }
@@ -69,10 +85,51 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     private let acceptPeer: Accept
     private let handler: Stream
 
+    /// One open connection, as the accepting thread sees it.
+    private struct Slot {
+        var listenerIndex: Int
+        /// Accepted before every connection with a larger one.
+        var sequence: UInt64
+        /// When it was accepted (monotonic ms).
+        var acceptedAt: Int64
+        /// Answered without a refusal, or its request admitted by the handler.
+        var proven = false
+        /// Its thread waits for more of a request (head or body) and has read all that came: set
+        /// and cleared under the lock, the clearing before the thread reads again.
+        var waiting = false
+        /// Ended to make room: counted as unproven no more.
+        var evicted = false
+    }
+
     private struct State {
-        var open: Set<Int32> = []
+        var open: [Int32: Slot] = [:]
+        var nextSequence: UInt64 = 0
         var stopping = false
         var lastClosedAt: Int64
+
+        /// A listener's connections not ended to make room.
+        func live(of listenerIndex: Int) -> Int {
+            open.values.count(where: { $0.listenerIndex == listenerIndex && !$0.evicted })
+        }
+
+        /// The oldest of a listener's idle connections: unproven, accepted `grace` ms or more
+        /// before `now`, waiting for more of a request, with nothing unread on its socket, so its
+        /// thread holds no whole request. (Descriptors in `open` are open: `finish` closes them
+        /// under the lock.)
+        func evictable(of listenerIndex: Int, now: Int64, grace: Int64) -> Int32? {
+            let candidates = open.filter {
+                $0.value.listenerIndex == listenerIndex && !$0.value.proven && $0.value.waiting
+                    && !$0.value.evicted && now - $0.value.acceptedAt >= grace
+            }
+            for (descriptor, _) in candidates.sorted(by: { $0.value.sequence < $1.value.sequence }) {
+                var byte: UInt8 = 0
+                let waiting = recv(descriptor, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+                // Bytes not read yet: a request may have come; 0 is a client that has gone.
+                if waiting > 0 { continue }
+                return descriptor
+            }
+            return nil
+        }
     }
 
     private let state: Mutex<State>
@@ -112,7 +169,7 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             return state.open
         }
         // Wakes each connection's wait for its next request; an answer being written is finished.
-        for descriptor in open { _ = shutdown(descriptor, Int32(SHUT_RD)) }
+        for descriptor in open.keys { _ = shutdown(descriptor, Int32(SHUT_RD)) }
         wake()
     }
 
@@ -125,18 +182,33 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     /// connection has ended.
     public func run() throws(SystemCallError) {
         while true {
-            let (count, stopping, lastClosedAt) = state.withLock { ($0.open.count, $0.stopping, $0.lastClosedAt) }
-            if stopping { break }
             let now = MonotonicClock.milliseconds()
+            let (count, full, stopping, lastClosedAt) = state.withLock { state in
+                (
+                    state.open.count,
+                    listeners.indices.map {
+                        state.live(of: $0) >= options.maximumConnections
+                            && state.evictable(of: $0, now: now, grace: options.graceMilliseconds) == nil
+                    },
+                    state.stopping, state.lastClosedAt
+                )
+            }
+            if stopping { break }
             var timeout: Int64 = -1
             if let idle = options.idleExitMilliseconds, count == 0 {
                 if now - lastClosedAt >= idle { break }
                 timeout = idle - (now - lastClosedAt)
             }
-            // At the cap, listeners are left out of the poll: clients wait in the backlog.
+            // A listener at its cap with no connection to end is left out of the poll: its
+            // clients wait in its backlog. One of its connections may turn idle without a
+            // connection ending (its grace runs out, its thread reads what it sent), so the
+            // poll looks again soon.
+            if full.contains(true) { timeout = timeout < 0 ? 50 : min(timeout, 50) }
             var descriptors = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-            if count < options.maximumConnections {
-                descriptors += listeners.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            var polled: [Int] = []
+            for index in listeners.indices where !full[index] {
+                descriptors.append(pollfd(fd: listeners[index], events: Int16(POLLIN), revents: 0))
+                polled.append(index)
             }
             let ready = poll(&descriptors, nfds_t(descriptors.count), Int32(clamping: timeout))
             if ready < 0 {
@@ -147,8 +219,8 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                 var sink = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &sink, sink.count) > 0 {}
             }
-            for index in descriptors.indices.dropFirst() where descriptors[index].revents != 0 {
-                acceptOne(listenerIndex: index - 1)
+            for (offset, index) in polled.enumerated() where descriptors[offset + 1].revents != 0 {
+                acceptOne(listenerIndex: index)
             }
         }
         // Wait for the connections still open; `stop` shut their reading side.
@@ -161,14 +233,31 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private func acceptOne(listenerIndex: Int) {
+        // A listener at its cap with no connection to end leaves the client in its backlog.
+        let room = state.withLock { state in
+            state.live(of: listenerIndex) < options.maximumConnections
+                || state.evictable(
+                    of: listenerIndex, now: MonotonicClock.milliseconds(), grace: options.graceMilliseconds) != nil
+        }
+        guard room else { return }
         // accept4 is a GNU extension Swift's Glibc module does not export.
         let client = accept(listeners[listenerIndex], nil, nil)
         guard client >= 0 else { return }
         _ = fcntl(client, F_SETFD, FD_CLOEXEC)
         _ = fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK)
         let admitted = state.withLock { state in
-            guard !state.stopping, state.open.count < options.maximumConnections else { return false }
-            state.open.insert(client)
+            guard !state.stopping else { return false }
+            let now = MonotonicClock.milliseconds()
+            // Room is made by ending the oldest idle connection. Should it have just turned
+            // busy since the look above, the client is taken anyway, one past the cap.
+            if state.live(of: listenerIndex) >= options.maximumConnections,
+                let oldest = state.evictable(of: listenerIndex, now: now, grace: options.graceMilliseconds)
+            {
+                state.open[oldest]?.evicted = true
+                _ = shutdown(oldest, Int32(SHUT_RDWR))
+            }
+            state.open[client] = Slot(listenerIndex: listenerIndex, sequence: state.nextSequence, acceptedAt: now)
+            state.nextSequence += 1
             return true
         }
         guard admitted else {
@@ -183,12 +272,24 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
     }
 
     private func finish(_ descriptor: Int32) {
-        _ = close(descriptor)
+        // Closed under the lock, with its slot: the next accept may get the same number, and a
+        // slot is never taken for another connection's, nor shut after the close.
         state.withLock { state in
-            state.open.remove(descriptor)
+            _ = close(descriptor)
+            state.open[descriptor] = nil
             state.lastClosedAt = MonotonicClock.milliseconds()
         }
         wake()
+    }
+
+    /// Marks whether a connection's thread waits for more of a request.
+    private func setWaiting(_ descriptor: Int32, _ waiting: Bool) {
+        state.withLock { $0.open[descriptor]?.waiting = waiting }
+    }
+
+    /// Marks a connection as proven: answered without a refusal, or its caller admitted.
+    private func setProven(_ descriptor: Int32) {
+        state.withLock { $0.open[descriptor]?.proven = true }
     }
 
     // MARK: One connection
@@ -208,10 +309,14 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
                 let exchange = StreamingExchange(
                     connection: connection, request: request, framing: framing, leftover: rest,
                     expectsContinue: expectsContinue, idleMilliseconds: options.requestDeadlineMilliseconds,
-                    stopping: state.withLock { $0.stopping })
+                    stopping: state.withLock { $0.stopping },
+                    waiting: { [self] waiting in setWaiting(descriptor, waiting) },
+                    admitted: { [self] in setProven(descriptor) })
                 zeroize(&rest)
                 handler(request, exchange, peer)
+                // A refusal, or an answer after which the connection cannot go on, ends it.
                 guard exchange.finish() else { return }
+                setProven(descriptor)
                 buffer = exchange.takeLeftover()
                 deadline = MonotonicClock.milliseconds() + options.requestDeadlineMilliseconds
                 continue
@@ -221,7 +326,10 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
             case .incomplete:
                 break
             }
-            switch connection.receive(into: &buffer, until: deadline) {
+            let received = connection.receive(into: &buffer, until: deadline) { waiting in
+                setWaiting(descriptor, waiting)
+            }
+            switch received {
             case .received:
                 continue
             case .closed:
@@ -251,7 +359,10 @@ final class Connection {
     }
 
     /// Reads what has arrived into `buffer`, waiting for it until `deadline` (monotonic ms).
-    func receive(into buffer: inout [UInt8], until deadline: Int64) -> Received {
+    /// `waiting` hears true before each wait and false after it, before the next read.
+    func receive(
+        into buffer: inout [UInt8], until deadline: Int64, waiting: (Bool) -> Void = { _ in }
+    ) -> Received {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         defer { zeroize(&chunk) }
         while true {
@@ -266,8 +377,11 @@ final class Connection {
             let left = deadline - MonotonicClock.milliseconds()
             guard left > 0 else { return .timedOut }
             var readable = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            waiting(true)
             let ready = poll(&readable, 1, Int32(clamping: left))
-            if ready < 0, errno != EINTR { return .closed }
+            let failed = ready < 0 && errno != EINTR
+            waiting(false)
+            if failed { return .closed }
         }
     }
 

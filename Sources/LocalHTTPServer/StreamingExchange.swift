@@ -8,6 +8,9 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     public struct Gone: Error {}
 
     private let connection: Connection
+    /// Hears true before a wait for more of the body, false after it (`Connection.receive`).
+    private let waiting: (Bool) -> Void
+    private let admitted: () -> Void
     private let framing: HTTPBodyFraming
     private let idleMilliseconds: Int64
     private let requestKeepAlive: Bool
@@ -25,6 +28,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
     /// Why reading the body failed, when it did: what the client is told if no answer began.
     private var bodyFailure: HTTPRequestError?
 
+    /// The answer was given with `refuse`: the connection ends after it.
+    private var refused = false
     private var began = false
     private var chunked = false
     private var bodyAllowed = true
@@ -34,9 +39,12 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
     init(
         connection: Connection, request: HTTPServerRequest, framing: HTTPBodyFraming, leftover: [UInt8],
-        expectsContinue: Bool, idleMilliseconds: Int64, stopping: Bool
+        expectsContinue: Bool, idleMilliseconds: Int64, stopping: Bool,
+        waiting: @escaping (Bool) -> Void = { _ in }, admitted: @escaping () -> Void = {}
     ) {
         self.connection = connection
+        self.waiting = waiting
+        self.admitted = admitted
         self.framing = framing
         self.buffer = leftover
         self.expectsContinue = expectsContinue
@@ -118,7 +126,7 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
                 }
             }
             let deadline = MonotonicClock.milliseconds() + idleMilliseconds
-            switch connection.receive(into: &buffer, until: deadline) {
+            switch connection.receive(into: &buffer, until: deadline, waiting: waiting) {
             case .received: continue
             case .closed: return try fail()
             case .timedOut:
@@ -156,7 +164,8 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
         chunked = bodyAllowed && contentLength == nil && isHTTP11
         declaredLength = bodyAllowed ? contentLength : nil
         // A body not read to its end leaves the connection unusable for another request.
-        keepAlive = requestKeepAlive && bodyDone && !failed && (!bodyAllowed || contentLength != nil || chunked)
+        keepAlive =
+            requestKeepAlive && !refused && bodyDone && !failed && (!bodyAllowed || contentLength != nil || chunked)
         let lengthHeader = (status == 204 || status == 304 || status < 200) ? nil : contentLength
         let response = HTTPServerResponse(status: status, headers: headers)
         guard connection.write(response.head(bodyLength: lengthHeader, chunked: chunked, keepAlive: keepAlive)) else {
@@ -223,4 +232,11 @@ public final class StreamingExchange: HTTPBodySource, HTTPResponseSink {
 
 extension StreamingExchange: LocalExchange {
     public func complete() { completeEarly() }
+
+    public func admit() { admitted() }
+
+    public func refuse(_ response: HTTPServerResponse) {
+        refused = true
+        try? answer(response)
+    }
 }

@@ -112,12 +112,15 @@ public struct AuditEvent: Sendable {
     /// Whether this event ended the session (and so ran the on-session-invalidated hook): true
     /// for the one use, across every process, whose compare-and-delete removed it.
     public var endedSession: Bool
+    /// On a refusal's line: the refusals this process wrote no line for since its previous
+    /// refusal line (`RefusalThrottle`).
+    public var unwrittenRefusals: Int?
 
     public init(
         operation: AuditOperation, outcome: AuditOutcome, time: Int64? = nil, exitCode: Int32? = nil,
         caller: AuditCaller? = nil, authEnvironmentID: String? = nil, endUserID: String? = nil, token: Secret? = nil,
         protocolName: String? = nil, host: String? = nil, method: String? = nil, httpStatus: Int? = nil,
-        program: String? = nil, endedSession: Bool = false
+        program: String? = nil, endedSession: Bool = false, unwrittenRefusals: Int? = nil
     ) {
         self.operation = operation
         self.outcome = outcome
@@ -133,6 +136,7 @@ public struct AuditEvent: Sendable {
         self.httpStatus = httpStatus
         self.program = program
         self.endedSession = endedSession
+        self.unwrittenRefusals = unwrittenRefusals
     }
 
     /// The longest a text field is written: what is longer is cut, so a line stays one short write.
@@ -172,6 +176,10 @@ public struct AuditEvent: Sendable {
             writer.number(Int64(httpStatus))
         }
         Self.text("program", program, to: &writer)
+        if let unwrittenRefusals, unwrittenRefusals > 0 {
+            writer.key("unwrittenRefusals")
+            writer.number(Int64(unwrittenRefusals))
+        }
         writer.key("caller")
         caller.write(to: &writer)
         writer.endObject()

@@ -15,6 +15,13 @@ public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
     var hasBegun: Bool { get }
     /// Ends the answer now (the last chunk), before the handler returns.
     func complete()
+    /// Answers with a refusal (a 403, 405, 412 and the like), after which the connection ends: a
+    /// refused client cannot keep its connection by asking again (docs/agent.md, "Connections").
+    func refuse(_ response: HTTPServerResponse)
+    /// Says the caller passed the checks and rules before its answer is done (a proxied request
+    /// whose body streams): its connection is then not ended to make room for a new one while it
+    /// waits on the client (docs/agent.md, "Connections").
+    func admit()
 }
 
 extension HTTPBodySource {

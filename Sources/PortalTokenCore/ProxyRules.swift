@@ -75,14 +75,15 @@ public struct ProxyRules: Sendable {
         if case .loopback(let port) = listener {
             // DNS rebinding: a page whose name now resolves to 127.0.0.1 still sends its own name.
             guard let host = request.headers.value(for: "Host"), Self.isOwnHost(host, port: port) else {
-                return .refuse(status: 403, reason: "the Host header does not name this proxy")
+                return .refuse(status: 403, reason: "the Host header does not name this proxy", unmarked: true)
             }
             guard let offered = request.headers.value(for: Self.markerHeader) else {
-                return .refuse(status: 412, reason: "the \(Self.markerHeader) header is missing")
+                return .refuse(status: 412, reason: "the \(Self.markerHeader) header is missing", unmarked: true)
             }
             guard let credential, Self.constantTimeEqual(Array(offered.utf8), credential) else {
                 return .refuse(
-                    status: 403, reason: "the \(Self.markerHeader) header does not hold this proxy's credential")
+                    status: 403, reason: "the \(Self.markerHeader) header does not hold this proxy's credential",
+                    unmarked: true)
             }
         }
         guard methods.contains(request.method) else {
@@ -228,8 +229,9 @@ public struct ProxyRules: Sendable {
 /// What the proxy does with a request.
 public enum ProxyDecision: Sendable {
     case forward(ProxiedRequest)
-    /// Answered by the proxy itself, with no upstream connection.
-    case refuse(status: Int, reason: String)
+    /// Answered by the proxy itself, with no upstream connection. `unmarked`: the request failed
+    /// the loopback listener's `Host` or marker check, which any local process can send.
+    case refuse(status: Int, reason: String, unmarked: Bool = false)
 }
 
 /// A request as the proxy sends it upstream, to the configured API origin.

@@ -422,6 +422,139 @@ struct LocalHTTPServerTests {
         #expect(RawClient.readAll(second)?.hasSuffix("GET /b ") == true)
     }
 
+    @Test("each listener has its own cap: one at its cap leaves another accepting")
+    func capPerListener() throws {
+        let running = try TestServer(options: .init(maximumConnections: 1), sockets: 2)
+        defer { running.stop() }
+        let held = try #require(running.openConnection())
+        defer { close(held) }
+        let started = MonotonicClock.milliseconds()
+        let answer = RawClient.exchange(running.paths[1], "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(answer?.hasSuffix("GET /b ") == true)
+        #expect(MonotonicClock.milliseconds() - started < 1000)
+    }
+
+    @Test("at the cap, connections that send nothing or half a head do not delay a new client: the oldest makes room")
+    func unprovenConnectionsMakeRoom() throws {
+        let running = try TestServer(options: .init(maximumConnections: 40))
+        defer { running.stop() }
+        // Proven ones: answered once, left open.
+        let proven = (0..<8).compactMap { _ in running.openConnection() }
+        defer { for descriptor in proven { close(descriptor) } }
+        #expect(proven.count == 8)
+        var idle: [Int32] = []
+        defer { for descriptor in idle { close(descriptor) } }
+        for index in 0..<40 {
+            guard let descriptor = RawClient.connect(running.path) else { break }
+            if index % 2 == 0 { _ = RawClient.send(descriptor, "GET /slow HTTP/1.1\r\n") }
+            idle.append(descriptor)
+        }
+        #expect(idle.count == 40)
+        let started = MonotonicClock.milliseconds()
+        let answer = RawClient.exchange(running.path, "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(answer?.hasSuffix("GET /b ") == true)
+        #expect(MonotonicClock.milliseconds() - started < 1000, "the new client waited")
+        // The oldest unproven were ended; the proven ones were not.
+        #expect(RawClient.readAll(idle[0], seconds: 2) == "")
+        for descriptor in proven {
+            #expect(RawClient.send(descriptor, "GET /again HTTP/1.1\r\nHost: x\r\n\r\n"))
+            #expect(RawClient.read(descriptor, count: 74, seconds: 2)?.hasSuffix("GET /again ") == true)
+        }
+    }
+
+    @Test("a burst past the cap is served whole: a connection whose request waits unread is not ended for room")
+    func burstPastTheCap() throws {
+        // Learning who a caller is takes a while, as reading /proc does under load: each of the
+        // 8 slots holds a client whose request has arrived but is not read yet.
+        let running = try TestServer(
+            options: .init(maximumConnections: 8),
+            accept: { _, index in
+                usleep(300_000)
+                return index
+            })
+        defer { running.stop() }
+        // All 40 connect and send before any is answered.
+        var clients: [Int32] = []
+        defer { for descriptor in clients { close(descriptor) } }
+        for index in 0..<40 {
+            guard let descriptor = RawClient.connect(running.path) else { break }
+            clients.append(descriptor)
+            let body = "client-\(index)"
+            let head = "POST /n HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
+            #expect(RawClient.send(descriptor, head + body))
+        }
+        #expect(clients.count == 40)
+        for (index, descriptor) in clients.enumerated() {
+            let answer = RawClient.readAll(descriptor)
+            #expect(answer?.hasSuffix("\r\n\r\nPOST /n client-\(index)") == true, "client \(index): \(answer ?? "")")
+        }
+    }
+
+    @Test("at the cap, a connection waiting on a body is ended for room, unless the handler admitted its request")
+    func bodyWaitsMakeRoom() throws {
+        let running = try TestServer(
+            options: .init(maximumConnections: 2),
+            stream: { request, exchange, listener in
+                if request.path == "/admitted" { exchange.admit() }
+                TestServer.echo(request, exchange, listener)
+            })
+        defer { running.stop() }
+        func holding(_ path: String) -> Int32? {
+            guard let descriptor = RawClient.connect(running.path) else { return nil }
+            _ = RawClient.send(
+                descriptor, "POST \(path) HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nConnection: close\r\n\r\nabc")
+            return descriptor
+        }
+        // Unadmitted: both make room for a new client.
+        let unadmitted = [holding("/n"), holding("/n")].compactMap { $0 }
+        defer { for descriptor in unadmitted { close(descriptor) } }
+        #expect(unadmitted.count == 2)
+        usleep(300_000)
+        let started = MonotonicClock.milliseconds()
+        let answer = RawClient.exchange(running.path, "GET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(answer?.hasSuffix("GET /b ") == true)
+        #expect(MonotonicClock.milliseconds() - started < 1000, "the new client waited")
+        #expect(RawClient.readAll(unadmitted[0], seconds: 2) == "")
+        for descriptor in unadmitted { close(descriptor) }
+        usleep(100_000)
+        // Admitted: they keep their slots, and their bodies, finished, are answered.
+        let admitted = [holding("/admitted"), holding("/admitted")].compactMap { $0 }
+        defer { for descriptor in admitted { close(descriptor) } }
+        #expect(admitted.count == 2)
+        usleep(300_000)
+        let waiting = try #require(RawClient.connect(running.path))
+        defer { close(waiting) }
+        #expect(RawClient.send(waiting, "GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+        var readable = pollfd(fd: waiting, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&readable, 1, 600) == 0, "an admitted connection was ended for room")
+        for descriptor in admitted {
+            #expect(RawClient.send(descriptor, "defghij"))
+            #expect(RawClient.readAll(descriptor, seconds: 2)?.hasSuffix("POST /admitted abcdefghij") == true)
+        }
+        #expect(RawClient.readAll(waiting)?.hasSuffix("GET /c ") == true)
+    }
+
+    @Test("an answer given as a refusal ends the connection; the connection is not proven by it")
+    func refusalEndsTheConnection() throws {
+        let running = try TestServer(stream: { request, exchange, _ in
+            if request.path == "/refused" {
+                exchange.refuse(.text(403, "no"))
+            } else {
+                try? exchange.answer(.text(200, "yes"))
+            }
+        })
+        defer { running.stop() }
+        let response = RawClient.exchange(
+            running.path,
+            "GET /refused HTTP/1.1\r\nHost: x\r\n\r\nGET /refused HTTP/1.1\r\nHost: x\r\n\r\n")
+        #expect(response?.hasPrefix("HTTP/1.1 403 Forbidden\r\n") == true)
+        #expect(response?.contains("Connection: close\r\n") == true)
+        #expect(response?.ranges(of: "HTTP/1.1 ").count == 1, "the second request was answered: \(response ?? "")")
+        let kept = RawClient.exchange(
+            running.path, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        #expect(kept?.ranges(of: "HTTP/1.1 200").count == 2, "\(kept ?? "")")
+    }
+
     @Test("the accept hook hears which listener took the connection, and nil closes it unanswered")
     func acceptHook() throws {
         let running = try TestServer(

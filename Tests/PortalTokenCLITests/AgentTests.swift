@@ -96,10 +96,12 @@ final class AgentHarness: @unchecked Sendable {
 
     /// A command in a sandbox: its own user, pid and mount namespaces (it believes it is uid 0,
     /// pid 1), and the kernel keyring denied by a seccomp filter, as Docker's default profile does.
-    func sandboxed(_ command: [String], stdin: String? = nil, socket: String? = nil) throws -> ProcessResult {
+    func sandboxed(_ command: [String], stdin: String? = nil, socket: String? = nil, timeout: Double = 30) throws
+        -> ProcessResult
+    {
         try ProcessRunner.run(
             "/usr/bin/unshare", ["-Urpf", "--mount-proc", try Self.denyKeyctl()] + command, stdin: stdin,
-            environment: clientEnvironment(socket: socket))
+            environment: clientEnvironment(socket: socket), timeout: timeout)
     }
 
     /// contrib/testing/deny-keyctl.c, built by contrib/test.sh.

@@ -19,7 +19,7 @@ struct ProxyRulesTests {
     }
 
     static func refusal(_ decision: ProxyDecision) -> Int? {
-        if case .refuse(let status, _) = decision { return status }
+        if case .refuse(let status, _, _) = decision { return status }
         return nil
     }
 
