@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"]),
         .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore", "CSDBus"]),
         .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "CSodium", "KernelKeyring"]),
-        .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl"]),
+        .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl", "CPeerCredentials"]),
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
         .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),

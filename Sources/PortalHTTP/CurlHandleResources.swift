@@ -1,5 +1,6 @@
 import Basics
 import CCurl
+import CPeerCredentials
 import Glibc
 import PortalTokenCore
 
@@ -174,7 +175,10 @@ final class ListenerOwnerCheck {
 }
 
 /// libcurl's CURLOPT_PREREQFUNCTION: the connection is open, nothing is sent yet. A loopback peer
-/// must be this user's socket; anything else goes on (TLS and the host gate judge remote hosts).
+/// must be this user's socket (docs/security.md, "Bearers on loopback"); anything else goes on
+/// (TLS and the host gate judge remote hosts). The kernel names the owner of the far end of this
+/// very connection, one exact sock_diag lookup: the listener the connection reached, not whatever
+/// holds the port by the time it is asked.
 private func checkListenerOwner(
     _ context: UnsafeMutableRawPointer?, _ primaryIP: UnsafeMutablePointer<CChar>?,
     _ localIP: UnsafeMutablePointer<CChar>?, _ primaryPort: Int32, _ localPort: Int32
@@ -183,21 +187,26 @@ private func checkListenerOwner(
     guard let context else { return abort }
     let check = Unmanaged<ListenerOwnerCheck>.fromOpaque(context).takeUnretainedValue()
     let primaryText = primaryIP.map { String(cString: $0) } ?? ""
-    guard let remote = socketEndpoint(primaryText, port: primaryPort) else {
+    guard let remote = SocketAddress(primaryText, port: primaryPort) else {
         check.refusedEndpoint = "the server's address"
         return abort
     }
     guard remote.isLoopback else { return Int32(CURL_PREREQFUNC_OK) }
     let shown = primaryText.contains(":") ? "[\(primaryText)]:\(primaryPort)" : "\(primaryText):\(primaryPort)"
-    guard let local = socketEndpoint(localIP.map { String(cString: $0) } ?? "", port: localPort) else {
+    guard let local = SocketAddress(localIP.map { String(cString: $0) } ?? "", port: localPort),
+        local.family == remote.family
+    else {
         check.refusedEndpoint = shown
         return abort
     }
-    // A few hundred bytes a socket: 16 MiB is far above any table a desktop or build host has.
-    let tables = ["/proc/net/tcp", "/proc/net/tcp6"].map { path in
-        String(decoding: (try? FileReading.contents(of: path, limit: 16 << 20)) ?? [], as: UTF8.self)
+    var owner: UInt32 = 0
+    let found = remote.bytes.withUnsafeBufferPointer { far in
+        local.bytes.withUnsafeBufferPointer { near in
+            portal_token_tcp_socket_owner(
+                remote.family, far.baseAddress, remote.port, near.baseAddress, local.port, &owner)
+        }
     }
-    guard TCPSocketTable.farEndOwner(local: local, remote: remote, tables: tables) == geteuid() else {
+    guard found == 0, owner == geteuid() else {
         check.refusedEndpoint = shown
         return abort
     }
@@ -205,17 +214,32 @@ private func checkListenerOwner(
 }
 
 /// An address as libcurl prints it (`127.0.0.1`, `::1`) and a port.
-private func socketEndpoint(_ text: String, port: Int32) -> TCPSocketTable.Endpoint? {
-    guard let port = UInt16(exactly: port) else { return nil }
-    var ipv4 = in_addr()
-    if inet_pton(AF_INET, text, &ipv4) == 1 {
-        return TCPSocketTable.Endpoint(address: withUnsafeBytes(of: &ipv4) { Array($0) }, port: port)
+private struct SocketAddress {
+    let family: Int32
+    /// 4 or 16 bytes, in network order.
+    let bytes: [UInt8]
+    let port: UInt16
+
+    init?(_ text: String, port: Int32) {
+        guard let port = UInt16(exactly: port) else { return nil }
+        self.port = port
+        var ipv4 = in_addr()
+        var ipv6 = in6_addr()
+        if inet_pton(AF_INET, text, &ipv4) == 1 {
+            (family, bytes) = (AF_INET, withUnsafeBytes(of: &ipv4) { Array($0) })
+        } else if inet_pton(AF_INET6, text, &ipv6) == 1 {
+            (family, bytes) = (AF_INET6, withUnsafeBytes(of: &ipv6) { Array($0) })
+        } else {
+            return nil
+        }
     }
-    var ipv6 = in6_addr()
-    if inet_pton(AF_INET6, text, &ipv6) == 1 {
-        return TCPSocketTable.Endpoint(address: withUnsafeBytes(of: &ipv6) { Array($0) }, port: port)
+
+    /// 127.0.0.0/8 (plain or IPv4-mapped) or `::1`.
+    var isLoopback: Bool {
+        if family == AF_INET { return bytes[0] == 127 }
+        let mapped: [UInt8] = Array(repeating: 0, count: 10) + [0xff, 0xff]
+        return bytes.starts(with: mapped) ? bytes[12] == 127 : bytes == Array(repeating: 0, count: 15) + [1]
     }
-    return nil
 }
 
 /// libcurl's fixed text for a code; unlike its error buffer it never holds a URL.
