@@ -210,6 +210,20 @@ struct RefusalTests {
         #expect(kept.stdout.hasPrefix("answers=2 closed=False\n"), "\(kept.stdout) \(kept.stderr)")
     }
 
+    /// The host user's token request on the main socket: answered, with the token, within 1 s.
+    static func expectServedWithinASecond(
+        _ harness: AgentHarness, token: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let started = ProcessRunner.monotonicSeconds()
+        let answer = rawExchange(
+            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
+            timeout: 10)
+        let seconds = ProcessRunner.monotonicSeconds() - started
+        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")", sourceLocation: sourceLocation)
+        #expect(answer?.contains(token) == true, sourceLocation: sourceLocation)
+        #expect(seconds < 1, "the host user waited \(seconds) s", sourceLocation: sourceLocation)
+    }
+
     @Test("300 connections held open by a refused sandbox on each socket do not delay the host user beyond 1 s")
     func agentSlotsHeldBySandbox() throws {
         let harness = try AgentHarness()
@@ -223,14 +237,7 @@ struct RefusalTests {
             holders.append(holder)
             _ = try holder.waitForStderr(containing: "ready 300", timeout: 20)
         }
-        let started = ProcessRunner.monotonicSeconds()
-        let answer = rawExchange(
-            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
-            timeout: 10)
-        let seconds = ProcessRunner.monotonicSeconds() - started
-        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")")
-        #expect(answer?.contains(token) == true)
-        #expect(seconds < 1, "the host user waited \(seconds) s")
+        Self.expectServedWithinASecond(harness, token: token)
         // Client-mode token too.
         let client = try harness.client(["token"])
         #expect(client.exitCode == 0 && client.stdout == token + "\n", "\(client.stderr)")
@@ -249,14 +256,7 @@ struct RefusalTests {
         defer { holder.signal(SIGKILL) }
         _ = try holder.waitForStderr(containing: "ready 300", timeout: 20)
         usleep(300_000)
-        let started = ProcessRunner.monotonicSeconds()
-        let answer = rawExchange(
-            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
-            timeout: 10)
-        let seconds = ProcessRunner.monotonicSeconds() - started
-        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")")
-        #expect(answer?.contains(token) == true)
-        #expect(seconds < 1, "the host user waited \(seconds) s")
+        Self.expectServedWithinASecond(harness, token: token)
     }
 
     @Test("300 connections held open by another uid on the agent's main socket do not delay the host user beyond 1 s")
@@ -269,14 +269,7 @@ struct RefusalTests {
             environment: ["PATH": "/usr/bin:/bin"])
         defer { holder.signal(SIGKILL) }
         _ = try holder.waitForStderr(containing: "ready 300", timeout: 20)
-        let started = ProcessRunner.monotonicSeconds()
-        let answer = rawExchange(
-            harness.socket, Array("GET /v1/token HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8),
-            timeout: 10)
-        let seconds = ProcessRunner.monotonicSeconds() - started
-        #expect(statusCode(answer) == 200, "\(answer ?? "no answer")")
-        #expect(answer?.contains(token) == true)
-        #expect(seconds < 1, "the host user waited \(seconds) s")
+        Self.expectServedWithinASecond(harness, token: token)
         // The other uid is refused, and its refusal ends the connection.
         let refused = try ProcessRunner.run(
             "/usr/bin/setpriv",
