@@ -206,17 +206,16 @@ final class AgentRouter: Sendable {
         }
         guard decision.allowed else {
             // Lines of refusals are throttled: no caller can push served lines out of the log.
-            let verdict = RefusalAudit.admit(.named)
-            if case .write(let unwritten) = verdict, let audited = Self.auditOperation(endpoint) {
-                var event = AuditEvent(
-                    operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
-                    caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
-                    authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
-                    host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
-                event.unwrittenRefusals = unwritten
-                running.withLock { _ in recordAudit(event) }
-            }
-            if case .write(let unwritten) = verdict {
+            if case .write(let unwritten) = RefusalAudit.admit(.named) {
+                if let audited = Self.auditOperation(endpoint) {
+                    var event = AuditEvent(
+                        operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
+                        caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
+                        authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
+                        host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
+                    event.unwrittenRefusals = unwritten
+                    running.withLock { _ in recordAudit(event) }
+                }
                 log(
                     "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
                         + "for \(caller) (\(decision.decidedBy): \(decision.reason))"
