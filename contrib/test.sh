@@ -6,6 +6,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# secret-tool, which the suite reads items back with, prints every character that is not ASCII
+# (the `∕` of a label) as `?` without a UTF-8 locale, and a Debian container's default
+# environment has none: the suite and its tools run under C.UTF-8, which every Debian has.
+export LC_ALL=C.UTF-8
 
 contrib/deps.sh test
 
