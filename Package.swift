@@ -29,9 +29,10 @@ let package = Package(
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
-        // sd-bus, for the D-Bus checks that run on every invocation without loading GLib.
+        // sd-bus, for the tests only: an independent D-Bus client that calls the desktop handler as
+        // a launcher does (portal-token speaks D-Bus itself: Sources/SessionBus).
         .systemLibrary(
-            name: "CSDBus",
+            name: "CSDBus", path: "Tests/CSDBus",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
@@ -49,7 +50,7 @@ let package = Package(
         .target(name: "PortalTokenCore", dependencies: ["Basics", "CSodium"]),
         .target(name: "SecretServiceStore", dependencies: ["Basics", "PortalTokenCore", "CLibSecret"]),
         .target(name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"]),
-        .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore", "CSDBus"]),
+        .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "CSodium", "KernelKeyring"]),
         .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl", "CPeerCredentials"]),
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
@@ -75,7 +76,7 @@ let package = Package(
             name: "Composition",
             dependencies: [
                 "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
-                "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener", "CSDBus",
+                "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener",
                 "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
                 "AgentClient",
             ]),

@@ -5,16 +5,18 @@
 # second run costs nothing. The runtime list holds what the installed files need to work on a
 # minimal Debian: man-db to read the man page, bash-completion to load the bash completion.
 set -euo pipefail
-build=(pkg-config gcc libc6-dev libsystemd-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
+build=(pkg-config gcc libc6-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
 # libsecret is loaded with dlopen and building needs none of its headers (Sources/CLibSecret/shim.h).
-runtime=(git libsystemd0 libsecret-1-0 man-db bash-completion)
+runtime=(git libsecret-1-0 man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # libsecret's headers: git's C helper is built against them, and a test compares CLibSecret's declarations with them.
+# sd-bus's (libsystemd-dev): the tests call the desktop handler through it, a D-Bus written by others
+# (portal-token itself loads no D-Bus library).
 # The other Secret Service providers the suite runs against (contrib/testing/provider.sh): KeePassXC,
 # and KWallet's daemon with QCA's OpenSSL plugin, without which its Secret Service API cannot open
 # the encrypted session libsecret asks for.
 providers=(keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
-test=("${keyring[@]}" "${providers[@]}" libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap)
+test=("${keyring[@]}" "${providers[@]}" libsystemd-dev libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

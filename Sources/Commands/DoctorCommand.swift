@@ -152,8 +152,8 @@ private struct Diagnosis {
         return Check(name: "config file", ok: true, detail: "\(path) (\(context.settings.configFile.count) settings)")
     }
 
-    /// The bus address from the environment, else `$XDG_RUNTIME_DIR/bus` where sd-bus and GLib
-    /// look next, and a connection to its socket.
+    /// The bus address from the environment, else `$XDG_RUNTIME_DIR/bus` where every D-Bus client
+    /// looks next, and a connection to its socket.
     private func sessionBus() -> Check {
         let runtimeBus = context.environment["XDG_RUNTIME_DIR"].map { $0 + "/bus" }
             .flatMap { access($0, F_OK) == 0 ? "unix:path=" + $0 : nil }

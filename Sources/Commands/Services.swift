@@ -7,7 +7,7 @@ import PortalTokenCore
 /// locks, the session cache) runs as it does for real (docs/development.md, "Modules and the
 /// dependency rule").
 public struct Services {
-    /// The D-Bus session bus through sd-bus, bounded; nil when there is none.
+    /// The D-Bus session bus, bounded; nil when there is none.
     public var connectSessionBus: (_ timeoutMilliseconds: Int) throws(StoreError) -> (any SessionBusConnection)?
     /// The Secret Service as an item store, every call bounded; it asks `promptPermission`
     /// before an unlock prompt, and only then, and reads through `sessionBus` (the run's one

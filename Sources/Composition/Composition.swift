@@ -41,7 +41,7 @@ public enum Composition {
     /// The real adapters.
     public static var live: Services {
         Services(
-            connectSessionBus: { timeout throws(StoreError) in try SessionBus.connect(timeoutMilliseconds: timeout) },
+            connectSessionBus: { timeout throws(StoreError) in SessionBus.connect(timeoutMilliseconds: timeout) },
             keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1, sessionBus: $2) },
             keyringDiagnosis: { SecretServiceDiagnosis(timeoutMilliseconds: $0) },
             fileItems: { options in

@@ -1,6 +1,5 @@
 import Basics
 import Commands
-import CSDBus
 import Glibc
 import PortalTokenCore
 import SessionBus
@@ -52,53 +51,69 @@ final class DesktopActivation {
 
     /// Serves the bus until it has been idle for `idleMicroseconds`, or the bus goes away.
     func serve() throws {
-        guard let sd = SDBus.loaded else {
-            throw CLIError(
-                "cannot load \(SDBus.soname) to serve the session bus",
-                hint: "install Debian's libsystemd0; deliver a URL by hand with 'portal-token redirect -'",
-                exitCode: .usage)
-        }
-        var bus: OpaquePointer?
         // The bus that started this process (DBUS_STARTER_ADDRESS), else the user's session bus.
-        let opened = getenv("DBUS_STARTER_ADDRESS") != nil ? sd.open(&bus) : sd.openUser(&bus)
-        guard opened >= 0, let bus else { throw Self.busFailure("connect to the session bus", -opened) }
-        defer { _ = sd.flushCloseUnref(bus) }
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        let added = sd.addObject(
-            bus, nil, DesktopRedirectHandler.objectPath,
-            { message, userData, _ in
-                guard let message, let userData else { return 0 }
-                return Unmanaged<DesktopActivation>.fromOpaque(userData).takeUnretainedValue().handle(message)
-            }, context)
-        guard added >= 0 else { throw Self.busFailure("serve \(DesktopRedirectHandler.objectPath)", -added) }
-        let requested = sd.requestName(bus, DesktopRedirectHandler.busName, 0)
-        guard requested >= 0 else { throw Self.busFailure("own \(DesktopRedirectHandler.busName)", -requested) }
+        let starter = getenv("DBUS_STARTER_ADDRESS").map { String(cString: $0) }
+        guard let address = starter ?? DBusConnection.sessionBusAddress() else {
+            throw Self.busFailure("connect to the session bus", ENOENT)
+        }
+        guard let bus = DBusConnection.connect(address: address, deadline: Self.deadline(afterSeconds: 5)) else {
+            throw Self.busFailure("connect to the session bus", ECONNREFUSED)
+        }
+        try requestName(on: bus)
 
         // What was accepted is exchanged even when the bus goes away or fails afterwards.
         defer { finishAccepted() }
         while true {
-            let processed = sd.process(bus, nil)
-            if processed < 0 {
+            let idleUntil = Int64(lastActivity + Self.idleMicroseconds) * 1000
+            let message: DBusMessage?
+            do {
+                message = try bus.next(deadline: idleUntil)
+            } catch {
                 // The bus went away: nothing more can arrive.
-                if processed == -ECONNRESET || processed == -ENOTCONN { return }
-                throw Self.busFailure("read from the session bus", -processed)
+                return
             }
-            if !accepted.isEmpty {
-                // The answer leaves first, so the launcher exits; then the exchange.
-                _ = sd.flush(bus)
-                finishAccepted()
-                continue
-            }
-            if processed > 0 { continue }
-            let idle = Self.monotonicMicroseconds() - lastActivity
-            if idle >= Self.idleMicroseconds { break }
-            let waited = sd.wait(bus, Self.idleMicroseconds - idle)
-            if waited < 0 && waited != -EINTR { return }
+            guard let message else { break }
+            handle(message, on: bus)
+            // The answer has left, so the launcher exits; then the exchange.
+            finishAccepted()
         }
         // Give the name back, then answer whatever was sent before the bus saw it go.
-        _ = sd.releaseName(bus, DesktopRedirectHandler.busName)
-        while sd.process(bus, nil) > 0 {}
-        _ = sd.flush(bus)
+        guard
+            let release = try? bus.send(
+                try DBusMessage.methodCall(
+                    destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                    interface: "org.freedesktop.DBus", member: "ReleaseName", signature: "s"
+                ) { $0.string(DesktopRedirectHandler.busName) }, deadline: Self.deadline(afterSeconds: 1))
+        else { return }
+        _ = try? bus.reply(to: release, deadline: Self.deadline(afterSeconds: 1))
+        while let message = try? bus.next(deadline: MonotonicClock.nanoseconds()) { handle(message, on: bus) }
+        finishAccepted()
+    }
+
+    /// Owns `io.portalhq.PortalToken` (or waits in its queue, as a second start does).
+    private func requestName(on bus: DBusConnection) throws {
+        let reply: DBusMessage
+        do {
+            let request = try DBusMessage.methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "RequestName", signature: "su"
+            ) {
+                $0.string(DesktopRedirectHandler.busName)
+                $0.uint32(0)
+            }
+            reply = try bus.call([request], deadline: Self.deadline(afterSeconds: 5))[0]
+        } catch {
+            throw Self.busFailure("own \(DesktopRedirectHandler.busName)", ECONNRESET)
+        }
+        var reader = reply.reader()
+        // 1: the primary owner; 2: in the queue; 4: the owner already.
+        guard reply.kind == .methodReturn, let result = try? reader.uint32(), [1, 2, 4].contains(result) else {
+            throw Self.busFailure("own \(DesktopRedirectHandler.busName)", EEXIST)
+        }
+    }
+
+    static func deadline(afterSeconds seconds: Int64) -> Int64 {
+        MonotonicClock.nanoseconds() + seconds * 1_000_000_000
     }
 
     /// Exchanges the grants of every answered `Open`, in order; each failure goes to stderr.
@@ -114,48 +129,51 @@ final class DesktopActivation {
         }
     }
 
-    /// One call on the object path: 1 when answered here, 0 to let sd-bus answer "unknown".
-    private func handle(_ message: OpaquePointer) -> Int32 {
+    /// One message from the bus: a call on the handler's object is answered here; any other
+    /// call is answered "unknown" (a `Peer.Ping`, as every D-Bus peer answers it, with nothing);
+    /// signals are ignored.
+    private func handle(_ message: DBusMessage, on bus: DBusConnection) {
+        guard message.kind == .methodCall else { return }
         lastActivity = Self.monotonicMicroseconds()
-        let sd = SDBus.served
-        if sd.isMethodCall(message, Self.interface, "Open") > 0 {
-            return open(message)
-        }
-        if sd.isMethodCall(message, Self.interface, "Activate") > 0
-            || sd.isMethodCall(message, Self.interface, "ActivateAction") > 0
+        let call = message
+        let answer: DBusMessage?
+        if call.path == DesktopRedirectHandler.objectPath, call.isMethodCall(Self.interface, "Open") {
+            answer = open(call)
+        } else if call.path == DesktopRedirectHandler.objectPath,
+            call.isMethodCall(Self.interface, "Activate") || call.isMethodCall(Self.interface, "ActivateAction")
         {
             // Nothing to show: the handler has no window and no actions.
-            return reply(to: message, error: nil)
+            answer = try? DBusMessage.reply(to: call)
+        } else if call.isMethodCall("org.freedesktop.DBus.Peer", "Ping") {
+            answer = try? DBusMessage.reply(to: call)
+        } else {
+            answer = try? DBusMessage.reply(
+                to: call, errorName: "org.freedesktop.DBus.Error.UnknownMethod",
+                text: "no method \(call.member ?? "") on \(call.path ?? "") is served here")
         }
-        return 0
+        guard let answer, call.flags & DBusMessage.noReplyExpected == 0 else { return }
+        _ = try? bus.send(answer, deadline: Self.deadline(afterSeconds: 5))
     }
 
     /// `Open(as uris, a{sv} platform_data)`: each URI is checked, in order, and the reply comes
     /// once they are, with the first refusal as its error; the grants of those accepted are
     /// exchanged after the reply has left (`serve`).
-    private func open(_ message: OpaquePointer) -> Int32 {
+    private func open(_ message: DBusMessage) -> DBusMessage? {
         receivedOpen = true
-        var strings: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
-        guard SDBus.served.readStrv(message, &strings) >= 0, let strings else {
-            return reply(
-                to: message,
-                error: ("org.freedesktop.DBus.Error.InvalidArgs", "Open takes (as uris, a{sv} platform_data)"))
-        }
         var uris: [Secret] = []
-        var index = 0
-        while let entry = strings[index] {
-            uris.append(
-                Secret(
-                    bytes: Array(
-                        UnsafeBufferPointer(
-                            start: UnsafeRawPointer(entry).assumingMemoryBound(to: UInt8.self),
-                            count: strlen(entry)))))
-            // The URL's grant is single-use: no copy stays behind in freed memory.
-            explicit_bzero(entry, strlen(entry))
-            free(entry)
-            index += 1
+        var reader = message.reader()
+        let read: Void? =
+            message.signature == "asa{sv}"
+            ? try? reader.array(alignment: 4) { uri throws(DBusWireError) in
+                uris.append(Secret(bytes: Array(try uri.stringBytes())))
+            } : nil
+        // The URL's grant is single-use: no copy stays behind in the message.
+        message.wipeBody()
+        guard read != nil else {
+            return try? DBusMessage.reply(
+                to: message, errorName: "org.freedesktop.DBus.Error.InvalidArgs",
+                text: "Open takes (as uris, a{sv} platform_data)")
         }
-        free(strings)
         var failure: (name: String, message: String)?
         for uri in uris {
             do {
@@ -168,33 +186,8 @@ final class DesktopActivation {
             }
         }
         lastActivity = Self.monotonicMicroseconds()
-        return reply(to: message, error: failure)
-    }
-
-    private func reply(to message: OpaquePointer, error: (name: String, message: String)?) -> Int32 {
-        let sd = SDBus.served
-        if let error {
-            var busError = sd_bus_error()
-            return error.name.withCString { name in
-                error.message.withCString { text in
-                    busError.name = name
-                    busError.message = text
-                    busError._need_free = 0
-                    return sd.replyMethodError(message, &busError)
-                }
-            }
-        }
-        var reply: OpaquePointer?
-        guard sd.newMethodReturn(message, &reply) >= 0, let reply else { return -ENOMEM }
-        defer { _ = sd.messageUnref(reply) }
-        let sent = sd.send(nil, reply, nil)
-        return sent < 0 ? sent : 1
+        return try? DBusMessage.reply(to: message, errorName: failure?.name, text: failure?.message ?? "")
     }
 
     static func monotonicMicroseconds() -> UInt64 { UInt64(MonotonicClock.microseconds()) }
-}
-
-private extension SDBus {
-    /// Only used once `serve` has checked `loaded`.
-    static var served: SDBus { loaded! }
 }

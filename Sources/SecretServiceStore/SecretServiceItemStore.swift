@@ -11,7 +11,7 @@ public final class SecretServiceItemStore: ItemStore {
     /// Schemas built so far, by name and attribute names: libsecret wants one per item created,
     /// and refuses an attribute its schema does not list.
     private var schemas: [String: OpaquePointer] = [:]
-    /// The session bus this run holds (sd-bus), for reads that need no unlock; nil without one.
+    /// The session bus this run holds, for reads that need no unlock; nil without one.
     private let sessionBus: () -> (any SessionBusConnection)?
     private let unlockWithoutPrompt: UnlockWithoutPrompt
 
@@ -28,7 +28,7 @@ public final class SecretServiceItemStore: ItemStore {
         sessionBus: @escaping () -> (any SessionBusConnection)? = { nil }
     ) {
         // A locked default collection is first asked to unlock with no prompt, over the bus the
-        // run holds: one place for that rule, for the reads over sd-bus and for libsecret.
+        // run holds: one place for that rule, for the reads over the bus and for libsecret.
         let unlock = UnlockWithoutPrompt(sessionBus)
         connection = SecretServiceConnection(
             timeoutMilliseconds: timeoutMilliseconds, promptPermission: promptPermission,

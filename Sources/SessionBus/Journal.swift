@@ -1,36 +1,35 @@
 import Glibc
 
-/// The systemd journal, through libsystemd's `sd_journal_sendv` (sd_journal_print(3)): loaded
-/// with dlopen only when a caller asks for it (the audit log's copy, off by default), never on
-/// the everyday paths. `sd_journal_sendv` takes an array of `iovec`, so no variadic call is needed.
+/// The systemd journal, through its native protocol (systemd.journal-fields(7), "Native Journal
+/// Protocol"): one datagram of `NAME=value` lines to `/run/systemd/journal/socket`, written
+/// directly, so no library is loaded. Used only when a caller asks for it (the audit log's copy,
+/// off by default), never on the everyday paths.
 public enum Journal {
-    private typealias SendV = @convention(c) (UnsafePointer<iovec>?, Int32) -> Int32
+    static let socketPath = "/run/systemd/journal/socket"
 
-    private static let sendv: SendV? = {
-        guard let library = dlopen(SDBus.soname, RTLD_LAZY | RTLD_LOCAL),
-            let symbol = dlsym(library, "sd_journal_sendv")
-        else { return nil }
-        return unsafeBitCast(symbol, to: SendV.self)
-    }()
-
-    /// Sends one entry whose fields are `NAME=value` texts; false when libsystemd is missing or
-    /// the journal refused it. A value must hold no newline (none of the callers' does).
+    /// Sends one entry whose fields are `NAME=value` texts; false when no journal listens or it
+    /// refused the entry. A value must hold no newline (none of the callers' does).
     @discardableResult
     public static func send(_ fields: [String]) -> Bool {
-        guard let sendv else { return false }
-        // One buffer holds every field; each iovec points into it.
-        var bytes: [UInt8] = []
-        var ranges: [Range<Int>] = []
-        for field in fields {
-            let start = bytes.count
-            bytes.append(contentsOf: field.utf8)
-            ranges.append(start..<bytes.count)
+        guard fields.allSatisfy({ !$0.utf8.contains(UInt8(ascii: "\n")) }) else { return false }
+        let entry = Array(fields.map { $0 + "\n" }.joined().utf8)
+        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { path in
+            for (index, byte) in socketPath.utf8.enumerated() { path[index] = byte }
         }
-        return bytes.withUnsafeMutableBytes { buffer in
-            let vectors = ranges.map { range in
-                iovec(iov_base: buffer.baseAddress.map { $0 + range.lowerBound }, iov_len: range.count)
+        let sent = entry.withUnsafeBytes { bytes in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(
+                        descriptor, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0,
+                        socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
             }
-            return sendv(vectors, Int32(vectors.count)) >= 0
         }
+        return sent == entry.count
     }
 }

@@ -1,9 +1,8 @@
 import Basics
-import CSDBus
 import Glibc
 import PortalTokenCore
 
-/// The everyday read of the Secret Service, over the sd-bus connection this run already holds
+/// The everyday read of the Secret Service, over the bus connection this run already holds
 /// for the `auto` decision and the lock check: no libsecret, no GLib, no second connection
 /// (docs/storage.md, "Reading without libsecret").
 ///
@@ -32,65 +31,71 @@ extension SessionBus {
         guard !searches.isEmpty else { return [] }
 
         var first = [
-            try newCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias") { call in
-                call.append("s", "default")
+            try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias", "s") {
+                $0.string("default")
             }
         ]
         let opensSession = secretTransferSession == nil
         if opensSession {
             first.append(
-                try newCall(Self.secretServicePath, Self.serviceInterface, "OpenSession") { call in
-                    call.append("s", "plain")
-                    call.container("v", "s") { call.append("s", "") }
+                try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "OpenSession", "sv") {
+                    $0.string("plain")
+                    $0.variant("s") { $0.string("") }
                 })
         }
         for attributes in searches {
             first.append(
-                try newCall(Self.secretServicePath, Self.serviceInterface, "SearchItems") { call in
-                    call.container("a", "{ss}") {
+                try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "SearchItems", "a{ss}") { call in
+                    call.array(alignment: 8) { pairs in
                         for (name, value) in attributes.sorted(by: { $0.key < $1.key }) {
-                            call.container("e", "ss") {
-                                call.append("s", name)
-                                call.append("s", value)
+                            pairs.structure {
+                                $0.string(name)
+                                $0.string(value)
                             }
                         }
                     }
                 })
         }
-        let answered: [Reply]?
+        let answered: [DBusMessage]?
         do {
             answered = try callAll(
-                first, withinMilliseconds: KeyringBound.searchMilliseconds(of: timeoutMilliseconds), while: operation)
+                first,
+                deadline: Self.deadline(afterMilliseconds: KeyringBound.searchMilliseconds(of: timeoutMilliseconds)),
+                while: operation)
         } catch  where error.kind == .timedOut {
             throw lockedInsteadOfTimeout(error)
         }
         guard let firstReplies = answered else { return nil }
-        let collection = try readObjectPath(firstReplies[0])
-        if opensSession { secretTransferSession = try readObjectPath(firstReplies[1], skippingFirst: "v") }
+        let collection = try read(firstReplies[0], while: operation) { reader throws(DBusWireError) in
+            try reader.string()
+        }
+        if opensSession {
+            secretTransferSession = try read(firstReplies[1], while: operation) { reader throws(DBusWireError) in
+                try reader.skip("v")
+                return try reader.string()
+            }
+        }
         guard collection != "/", let session = secretTransferSession else { return nil }
         var unlocked: [String] = []
         for reply in firstReplies[(opensSession ? 2 : 1)...] {
-            let (found, locked) = try readSearchResult(reply)
+            let (found, locked) = try read(reply, while: operation) { reader throws(DBusWireError) in
+                (try Self.objectPaths(&reader), try Self.objectPaths(&reader))
+            }
             guard locked.isEmpty else { return nil }
             for path in found where !unlocked.contains(path) { unlocked.append(path) }
         }
 
-        var second = [
-            try newCall(collection, Self.propertiesInterface, "Get") { call in
-                call.append("s", "org.freedesktop.Secret.Collection")
-                call.append("s", "Locked")
-            }
-        ]
+        var second = [try lockedQuery(collection)]
         if !unlocked.isEmpty {
             second.append(
-                try newCall(Self.secretServicePath, Self.serviceInterface, "GetSecrets") { call in
-                    call.container("a", "o") { for path in unlocked { call.append("o", path) } }
-                    call.append("o", session)
+                try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "GetSecrets", "aoo") { call in
+                    call.array(alignment: 4) { for path in unlocked { $0.string(path) } }
+                    call.string(session)
                 })
             for path in unlocked {
                 second.append(
-                    try newCall(path, Self.propertiesInterface, "GetAll") { call in
-                        call.append("s", "org.freedesktop.Secret.Item")
+                    try secretServiceCall(path, Self.propertiesInterface, "GetAll", "s") {
+                        $0.string("org.freedesktop.Secret.Item")
                     })
             }
         }
@@ -99,12 +104,14 @@ extension SessionBus {
             secretTransferSession = nil
             return nil
         }
-        guard try !readLocked(secondReplies[0]) else { return nil }
+        guard try !readLocked(secondReplies[0], while: operation) else { return nil }
         guard !unlocked.isEmpty else { return [] }
-        let secrets = try readSecrets(secondReplies[1])
+        let secrets = try readSecrets(secondReplies[1], while: operation)
+        // The reply is this process's own copy; nothing reads it after.
+        secondReplies[1].wipeBody()
         var items: [StoredItem] = []
         for (index, path) in unlocked.enumerated() {
-            let properties = try readItemProperties(secondReplies[2 + index])
+            let properties = try readItemProperties(secondReplies[2 + index], while: operation)
             guard !properties.locked, let secret = secrets[path] else { return nil }
             let item = StoredItem(
                 storedAttributes: properties.attributes, label: properties.label, secret: secret,
@@ -120,19 +127,19 @@ extension SessionBus {
     public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool {
         let operation = "unlocking the keyring"
         let alias = [
-            try newCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias") { call in
-                call.append("s", "default")
+            try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias", "s") {
+                $0.string("default")
             }
         ]
         guard let aliased = try callAll(alias, while: operation) else { return false }
-        let collection = try readObjectPath(aliased[0])
+        let collection = try read(aliased[0], while: operation) { reader throws(DBusWireError) in try reader.string() }
         guard collection != "/" else { return false }
         let unlock = [
-            try newCall(Self.secretServicePath, Self.serviceInterface, "Unlock") { call in
-                call.container("a", "o") { call.append("o", collection) }
+            try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "Unlock", "ao") { call in
+                call.array(alignment: 4) { $0.string(collection) }
             }
         ]
-        let answered: [Reply]?
+        let answered: [DBusMessage]?
         do {
             answered = try callAll(unlock, while: operation)
         } catch  where error.kind == .timedOut {
@@ -140,8 +147,9 @@ extension SessionBus {
             return false
         }
         guard let reply = answered?.first else { return false }
-        let unlocked = try readObjectPaths(reply.message)
-        let prompt = try readObjectPath(reply)
+        let (unlocked, prompt) = try read(reply, while: operation) { reader throws(DBusWireError) in
+            (try Self.objectPaths(&reader), try reader.string())
+        }
         return prompt == SecretServiceProvider.noPrompt && unlocked.contains(collection)
     }
 
@@ -173,166 +181,46 @@ extension SessionBus {
         return searches
     }
 
-    // MARK: Building calls
-
-    /// A method call to the Secret Service provider, its arguments appended by `arguments`.
-    private func newCall(
-        _ path: String, _ interface: String, _ member: String, arguments: (CallArguments) -> Void
-    ) throws(StoreError) -> MethodCall {
-        var message: OpaquePointer?
-        let created = sd.messageNewMethodCall(bus, &message, Self.secretServiceName, path, interface, member)
-        guard created >= 0, let message else {
-            throw StoreError(
-                .failed, "the session bus failed while building a call: \(String(cString: strerror(-created)))")
-        }
-        let call = MethodCall(message, sd: sd)
-        let builder = CallArguments(message, sd: sd)
-        arguments(builder)
-        guard !builder.failed else {
-            throw StoreError(.failed, "the session bus failed while building a call to \(member)")
-        }
-        return call
-    }
-
     // MARK: Calling
 
     /// Sends every call at once and waits for all the replies, within the bound. nil when the
-    /// provider answered any of them with an error, or the connection failed, in a way that
-    /// libsecret should see for itself (and name: no bus, a vanished item).
-    private func callAll(
-        _ calls: [MethodCall], withinMilliseconds milliseconds: Int? = nil, while operation: String
-    ) throws(StoreError) -> [Reply]? {
-        let pending = calls.map { _ in PendingReply() }
-        var slots: [OpaquePointer?] = []
-        // Releasing a slot cancels its callback: nothing is left to call into freed memory, and
-        // each callback's PendingReply lives until then.
-        defer {
-            for slot in slots { _ = sd.slotUnref(slot) }
-            withExtendedLifetime(pending) {}
-        }
-        let usec = UInt64(max(milliseconds ?? timeoutMilliseconds, 1)) * 1000
-        for (call, reply) in zip(calls, pending) {
-            var slot: OpaquePointer?
-            let sent = sd.callAsync(
-                bus, &slot, call.message, sessionBusReplyHandler, Unmanaged.passUnretained(reply).toOpaque(), usec)
-            guard sent >= 0 else { return nil }
-            slots.append(slot)
-        }
-        let deadline = MonotonicClock.nanoseconds() + Int64(usec) * 1000
-        while pending.contains(where: { $0.message == nil }) {
-            let processed = sd.process(bus, nil)
-            guard processed >= 0 else { return nil }
-            if processed > 0 { continue }
-            let now = MonotonicClock.nanoseconds()
-            guard now < deadline else { throw failure(-ETIMEDOUT, while: operation) }
-            let waited = sd.wait(bus, UInt64(deadline - now) / 1000)
-            guard waited >= 0 || -waited == EINTR else { return nil }
-        }
-        var replies: [Reply] = []
-        for reply in pending {
-            let message = Reply(reply.message!, sd: sd)
-            reply.message = nil
-            if let error = sd.messageGetError(message.message) {
-                let name = error.pointee.name.map { String(cString: $0) } ?? ""
-                if name == "org.freedesktop.DBus.Error.NoReply" || name == "org.freedesktop.DBus.Error.Timeout" {
-                    throw failure(-ETIMEDOUT, while: operation)
-                }
-                if name == "org.freedesktop.DBus.Error.ServiceUnknown"
-                    || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
-                {
-                    try check(-EHOSTDOWN, operation, error: error.pointee)
-                }
-                return nil
-            }
-            replies.append(message)
+    /// provider answered any of them with an error in a way that libsecret should see for itself
+    /// (and name: a vanished item); no provider, or none in time, is thrown.
+    private func callAll(_ calls: [DBusMessage], deadline: Int64? = nil, while operation: String) throws(StoreError)
+        -> [DBusMessage]?
+    {
+        let replies = try exchange(calls, deadline: deadline, while: operation)
+        for reply in replies where reply.kind != .methodReturn {
+            try throwIfUnavailable(reply, while: operation)
+            return nil
         }
         return replies
     }
 
-    private func failure(_ result: Int32, while operation: String) -> StoreError {
-        do {
-            try check(result, operation)
-        } catch {
-            return error
-        }
-        return StoreError(.failed, "the session bus failed while \(operation)")
-    }
-
     // MARK: Reading replies
 
-    private func readFailure() -> StoreError {
-        StoreError(.failed, "the Secret Service sent an answer that could not be read")
-    }
-
-    private func readObjectPath(_ reply: Reply, skippingFirst skipped: String? = nil) throws(StoreError) -> String {
-        if let skipped, sd.messageSkip(reply.message, skipped) < 0 { throw readFailure() }
-        var path: UnsafePointer<CChar>?
-        guard sd.messageReadBasic(reply.message, CChar(UInt8(ascii: "o")), &path) > 0, let path else {
-            throw readFailure()
-        }
-        return String(cString: path)
-    }
-
-    private func readObjectPaths(_ message: OpaquePointer) throws(StoreError) -> [String] {
-        guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "a")), "o") > 0 else { throw readFailure() }
+    private static func objectPaths(_ reader: inout DBusReader) throws(DBusWireError) -> [String] {
         var paths: [String] = []
-        while true {
-            var path: UnsafePointer<CChar>?
-            let read = sd.messageReadBasic(message, CChar(UInt8(ascii: "o")), &path)
-            guard read >= 0 else { throw readFailure() }
-            guard read > 0, let path else { break }
-            paths.append(String(cString: path))
-        }
-        guard sd.messageExitContainer(message) >= 0 else { throw readFailure() }
+        try reader.array(alignment: 4) { path throws(DBusWireError) in paths.append(try path.string()) }
         return paths
     }
 
-    /// `SearchItems`' answer: the unlocked items and the locked ones.
-    private func readSearchResult(_ reply: Reply) throws(StoreError) -> (unlocked: [String], locked: [String]) {
-        (try readObjectPaths(reply.message), try readObjectPaths(reply.message))
-    }
-
-    /// A `Properties.Get` answer holding a boolean.
-    private func readLocked(_ reply: Reply) throws(StoreError) -> Bool {
-        guard sd.messageEnterContainer(reply.message, CChar(UInt8(ascii: "v")), "b") > 0 else { throw readFailure() }
-        var value: Int32 = 0
-        guard sd.messageReadBasic(reply.message, CChar(UInt8(ascii: "b")), &value) > 0 else { throw readFailure() }
-        return value != 0
-    }
-
     /// `GetSecrets`' answer, `a{o(oayays)}`, in a `plain` session: each item's secret is the
-    /// value's bytes. The bytes are wiped in the reply once copied.
-    private func readSecrets(_ reply: Reply) throws(StoreError) -> [String: Secret] {
-        let message = reply.message
-        guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "a")), "{o(oayays)}") > 0 else {
-            throw readFailure()
-        }
-        var secrets: [String: Secret] = [:]
-        while true {
-            let entered = sd.messageEnterContainer(message, CChar(UInt8(ascii: "e")), "o(oayays)")
-            guard entered >= 0 else { throw readFailure() }
-            if entered == 0 { break }
-            var path: UnsafePointer<CChar>?
-            guard sd.messageReadBasic(message, CChar(UInt8(ascii: "o")), &path) > 0, let path else {
-                throw readFailure()
+    /// value's bytes.
+    private func readSecrets(_ reply: DBusMessage, while operation: String) throws(StoreError) -> [String: Secret] {
+        try read(reply, while: operation) { reader throws(DBusWireError) in
+            var secrets: [String: Secret] = [:]
+            try reader.array(alignment: 8) { entry throws(DBusWireError) in
+                let path = try entry.string()
+                try entry.structure()
+                try entry.skip("oay")
+                var value = try entry.byteArray()
+                secrets[path] = Secret(bytes: value)
+                value.wipe()
+                try entry.skip("s")
             }
-            guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "r")), "oayays") > 0,
-                sd.messageSkip(message, "oay") >= 0
-            else { throw readFailure() }
-            var bytes: UnsafeRawPointer?
-            var count = 0
-            guard sd.messageReadArray(message, CChar(UInt8(ascii: "y")), &bytes, &count) >= 0 else {
-                throw readFailure()
-            }
-            let value = count > 0 && bytes != nil ? Array(UnsafeRawBufferPointer(start: bytes, count: count)) : []
-            // The reply is this process's own copy, freed when `reply` goes; nothing reads it after.
-            if let bytes, count > 0 { explicit_bzero(UnsafeMutableRawPointer(mutating: bytes), count) }
-            secrets[String(cString: path)] = Secret(bytes: value)
-            guard sd.messageSkip(message, "s") >= 0, sd.messageExitContainer(message) >= 0,
-                sd.messageExitContainer(message) >= 0
-            else { throw readFailure() }
+            return secrets
         }
-        return secrets
     }
 
     private struct ItemProperties {
@@ -344,127 +232,36 @@ extension SessionBus {
     }
 
     /// `Properties.GetAll` of an item, `a{sv}`.
-    private func readItemProperties(_ reply: Reply) throws(StoreError) -> ItemProperties {
-        let message = reply.message
-        var properties = ItemProperties()
-        guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "a")), "{sv}") > 0 else { throw readFailure() }
-        while true {
-            let entered = sd.messageEnterContainer(message, CChar(UInt8(ascii: "e")), "sv")
-            guard entered >= 0 else { throw readFailure() }
-            if entered == 0 { break }
-            var name: UnsafePointer<CChar>?
-            guard sd.messageReadBasic(message, CChar(UInt8(ascii: "s")), &name) > 0, let name else {
-                throw readFailure()
+    private func readItemProperties(_ reply: DBusMessage, while operation: String) throws(StoreError)
+        -> ItemProperties
+    {
+        try read(reply, while: operation) { reader throws(DBusWireError) in
+            var properties = ItemProperties()
+            try reader.array(alignment: 8) { entry throws(DBusWireError) in
+                switch try entry.string() {
+                case "Attributes":
+                    try entry.variant("a{ss}")
+                    try entry.array(alignment: 8) { pair throws(DBusWireError) in
+                        let key = try pair.string()
+                        properties.attributes[key] = try pair.string()
+                    }
+                case "Label":
+                    try entry.variant("s")
+                    properties.label = try entry.string()
+                case "Locked":
+                    try entry.variant("b")
+                    properties.locked = try entry.bool()
+                case "Created":
+                    try entry.variant("t")
+                    properties.created = Int64(clamping: try entry.uint64())
+                case "Modified":
+                    try entry.variant("t")
+                    properties.modified = Int64(clamping: try entry.uint64())
+                default:
+                    try entry.skip("v")
+                }
             }
-            switch String(cString: name) {
-            case "Attributes":
-                guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "v")), "a{ss}") > 0,
-                    sd.messageEnterContainer(message, CChar(UInt8(ascii: "a")), "{ss}") > 0
-                else { throw readFailure() }
-                while true {
-                    let pair = sd.messageEnterContainer(message, CChar(UInt8(ascii: "e")), "ss")
-                    guard pair >= 0 else { throw readFailure() }
-                    if pair == 0 { break }
-                    var key: UnsafePointer<CChar>?
-                    var value: UnsafePointer<CChar>?
-                    guard sd.messageReadBasic(message, CChar(UInt8(ascii: "s")), &key) > 0,
-                        sd.messageReadBasic(message, CChar(UInt8(ascii: "s")), &value) > 0, let key, let value,
-                        sd.messageExitContainer(message) >= 0
-                    else { throw readFailure() }
-                    properties.attributes[String(cString: key)] = String(cString: value)
-                }
-                guard sd.messageExitContainer(message) >= 0, sd.messageExitContainer(message) >= 0 else {
-                    throw readFailure()
-                }
-            case "Label":
-                var label: UnsafePointer<CChar>?
-                guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "v")), "s") > 0,
-                    sd.messageReadBasic(message, CChar(UInt8(ascii: "s")), &label) > 0, let label,
-                    sd.messageExitContainer(message) >= 0
-                else { throw readFailure() }
-                properties.label = String(cString: label)
-            case "Locked":
-                var locked: Int32 = 1
-                guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "v")), "b") > 0,
-                    sd.messageReadBasic(message, CChar(UInt8(ascii: "b")), &locked) > 0,
-                    sd.messageExitContainer(message) >= 0
-                else { throw readFailure() }
-                properties.locked = locked != 0
-            case "Created", "Modified":
-                let isCreated = String(cString: name) == "Created"
-                var seconds: UInt64 = 0
-                guard sd.messageEnterContainer(message, CChar(UInt8(ascii: "v")), "t") > 0,
-                    sd.messageReadBasic(message, CChar(UInt8(ascii: "t")), &seconds) > 0,
-                    sd.messageExitContainer(message) >= 0
-                else { throw readFailure() }
-                if isCreated {
-                    properties.created = Int64(clamping: seconds)
-                } else {
-                    properties.modified = Int64(clamping: seconds)
-                }
-            default:
-                guard sd.messageSkip(message, "v") >= 0 else { throw readFailure() }
-            }
-            guard sd.messageExitContainer(message) >= 0 else { throw readFailure() }
+            return properties
         }
-        return properties
     }
-}
-
-/// Appends a call's arguments; a failure is remembered, and the call is not sent.
-private final class CallArguments {
-    private let message: OpaquePointer
-    private let sd: SDBus
-    private(set) var failed = false
-
-    init(_ message: OpaquePointer, sd: SDBus) {
-        self.message = message
-        self.sd = sd
-    }
-
-    func append(_ type: Character, _ value: String) {
-        let appended = value.withCString { sd.messageAppendBasic(message, CChar(type.asciiValue!), $0) }
-        if appended < 0 { failed = true }
-    }
-
-    func container(_ type: Character, _ contents: String, _ body: () -> Void) {
-        guard sd.messageOpenContainer(message, CChar(type.asciiValue!), contents) >= 0 else {
-            failed = true
-            return
-        }
-        body()
-        if sd.messageCloseContainer(message) < 0 { failed = true }
-    }
-}
-
-/// A message this side holds a reference to (a method call built and not yet sent, or a reply
-/// received); the reference is released with it.
-private final class OwnedMessage {
-    let message: OpaquePointer
-    private let sd: SDBus
-    init(_ message: OpaquePointer, sd: SDBus) {
-        self.message = message
-        self.sd = sd
-    }
-    deinit { _ = sd.messageUnref(message) }
-}
-
-/// A method call built and not yet sent.
-private typealias MethodCall = OwnedMessage
-/// A reply received.
-private typealias Reply = OwnedMessage
-
-/// Where a reply lands when it comes: the handler keeps a reference to it.
-private final class PendingReply {
-    var message: OpaquePointer?
-    deinit { if let message { _ = SDBus.loaded?.messageUnref(message) } }
-}
-
-/// Called by sd-bus, inside `sd_bus_process`, with each reply (or the error it made up when
-/// the bound passed); `userdata` is the call's `PendingReply`, alive until its slot is released.
-private let sessionBusReplyHandler: sd_bus_message_handler_t = { message, userdata, _ in
-    guard let userdata, let sd = SDBus.loaded else { return 0 }
-    let pending = Unmanaged<PendingReply>.fromOpaque(userdata).takeUnretainedValue()
-    pending.message = sd.messageRef(message)
-    return 0
 }

@@ -1,99 +1,78 @@
 import Basics
-import CSDBus
 import Glibc
 import PortalTokenCore
 
-/// The user's D-Bus session bus through libsystemd's sd-bus: the checks that run on every
-/// invocation, without loading libsecret or GLib (GLib's start-up alone costs about 6 ms a
-/// process; one sd-bus property read, whole process included, about 3 ms).
+/// The user's D-Bus session bus, spoken directly (`DBusConnection`): the checks that run on
+/// every invocation, without loading libsecret, GLib or any other library (GLib's start-up alone
+/// costs about 6 ms a process; loading libsystemd for its sd-bus, with the libraries it brings,
+/// about 0.9 ms).
 ///
 /// - Whether a Secret Service provider is registered (`org.freedesktop.secrets` has an owner or
-///   is activatable), which is how `auto` decides ((docs/storage.md, "Backends and the auto decision")): from what
-///   exists, never from how fast the keyring answers.
-/// - Whether the default collection is locked (the Secret Service API's `ReadAlias` and the
-///   collection's `Locked` property), which a cached answer must check before it is served.
-/// - The bus's ID (`GetId`), which names the keyring behind a cached answer.
+///   is activatable), which is how `auto` decides (docs/storage.md, "Backends and the auto
+///   decision"): from what exists, never from how fast the keyring answers.
+/// - Whether the default collection is locked (its `Locked` property, on the path of the alias
+///   `default`), which a cached answer must check before it is served.
+/// - The bus's ID (`GetId`), which names the keyring behind a cached answer: asked with the first
+///   check, in the same round trip.
 ///
 /// Every call is bounded by `timeoutMilliseconds`; the bus daemon answers the first check itself,
 /// so a stopped keyring daemon cannot stall it.
-///
-/// libsystemd is loaded with dlopen when a bus is first asked for (see `SDBus`), like libsecret:
-/// linking it would map it and its own dependencies (libgcrypt, liblzma, libzstd, liblz4, libcap)
-/// at the start of every call, about 0.8 ms, the file backend and `--version` included.
 public final class SessionBus: SessionBusConnection {
     public static let secretServiceName = "org.freedesktop.secrets"
     static let secretServicePath = "/org/freedesktop/secrets"
+    /// The default collection's own path under its alias (Secret Service API, "Aliases").
+    static let defaultAliasPath = "/org/freedesktop/secrets/aliases/default"
+    static let busName = "org.freedesktop.DBus"
+    static let busPath = "/org/freedesktop/DBus"
 
-    let bus: OpaquePointer
-    let sd: SDBus
+    let connection: DBusConnection
     public let timeoutMilliseconds: Int
     /// The Secret Service session secrets are read in, once opened: the provider closes it when
     /// this connection closes.
     var secretTransferSession: String?
+    /// The bus's ID, once the bus has said it.
+    private var knownID: String?
 
-    /// Connects to the session bus sd-bus finds (`DBUS_SESSION_BUS_ADDRESS`, else
-    /// `$XDG_RUNTIME_DIR/bus`); nil when there is none to connect to. Throws when libsystemd
-    /// cannot be loaded: whether there is a bus is then unknown, never taken as "no".
-    public static func connect(timeoutMilliseconds: Int) throws(StoreError) -> SessionBus? {
-        // Where sd-bus would find no address, there is nothing to connect to: said without loading
-        // libsystemd and the libraries it brings, which `auto` on a server would otherwise pay
-        // on every call.
-        guard addressMayExist() else { return nil }
-        guard let sd = SDBus.loaded else {
-            throw StoreError(
-                .unavailable, "libsystemd (\(SDBus.soname)) could not be loaded to ask the session bus",
-                hint: "install Debian's libsystemd0, or choose --backend file or --backend secret-service")
-        }
-        var bus: OpaquePointer?
-        guard sd.openUser(&bus) >= 0, let bus else { return nil }
-        return SessionBus(bus: bus, sd: sd, timeoutMilliseconds: timeoutMilliseconds)
+    /// Connects to the session bus (`DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`);
+    /// nil when there is none to connect to.
+    public static func connect(timeoutMilliseconds: Int) -> SessionBus? {
+        guard let address = DBusConnection.sessionBusAddress(),
+            let connection = DBusConnection.connect(
+                address: address, deadline: deadline(afterMilliseconds: timeoutMilliseconds))
+        else { return nil }
+        return SessionBus(connection: connection, timeoutMilliseconds: timeoutMilliseconds)
     }
 
-    /// Whether sd_bus_open_user could find a bus: an address in `DBUS_SESSION_BUS_ADDRESS`, or
-    /// the socket `$XDG_RUNTIME_DIR/bus` (sd-bus, unlike GLib, never autolaunches one).
-    static func addressMayExist() -> Bool {
-        if let address = getenv("DBUS_SESSION_BUS_ADDRESS"), address.pointee != 0 { return true }
-        guard let runtime = getenv("XDG_RUNTIME_DIR"), runtime.pointee != 0 else { return false }
-        var status = stat()
-        return stat(String(cString: runtime) + "/bus", &status) == 0
-    }
-
-    private init(bus: OpaquePointer, sd: SDBus, timeoutMilliseconds: Int) {
-        self.bus = bus
-        self.sd = sd
+    private init(connection: DBusConnection, timeoutMilliseconds: Int) {
+        self.connection = connection
         self.timeoutMilliseconds = timeoutMilliseconds
-        _ = sd.setMethodCallTimeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000)
     }
 
-    deinit { _ = sd.flushCloseUnref(bus) }
+    static func deadline(afterMilliseconds milliseconds: Int) -> Int64 {
+        MonotonicClock.nanoseconds() + Int64(max(milliseconds, 1)) * 1_000_000
+    }
 
     // MARK: The provider
 
-    /// Whether a Secret Service provider owns its name now, or the bus can start one.
+    /// Whether a Secret Service provider owns its name now, or the bus can start one. The bus's
+    /// ID is asked in the same round trip: every run that asks this names its cache by it.
     public func hasSecretServiceProvider() throws(StoreError) -> Bool {
-        let owned = try call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "NameHasOwner",
-            argument: Self.secretServiceName, while: "asking the session bus for a Secret Service provider"
-        ) { reply throws(StoreError) in
-            var value: Int32 = 0
-            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "b")), &value), "reading the bus's answer")
-            return value != 0
-        }
-        if owned { return true }
-        return try call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "ListActivatableNames", argument: nil,
-            while: "asking the session bus for activatable services"
-        ) { reply throws(StoreError) in
-            try check(sd.messageEnterContainer(reply, CChar(UInt8(ascii: "a")), "s"), "reading the bus's answer")
-            while true {
-                var name: UnsafePointer<CChar>?
-                let read = sd.messageReadBasic(reply, CChar(UInt8(ascii: "s")), &name)
-                try check(read, "reading the bus's answer")
-                guard read > 0, let name else { return false }
-                if strcmp(name, Self.secretServiceName) == 0 { return true }
+        let operation = "asking the session bus for a Secret Service provider"
+        let replies = try exchange(
+            [
+                try busCall("NameHasOwner", Self.secretServiceName, while: operation),
+                try busCall("GetId", while: operation),
+            ],
+            while: operation)
+        if replies[1].kind == .methodReturn, knownID == nil { knownID = try? readID(replies[1], while: operation) }
+        if try read(replies[0], while: operation, { reader throws(DBusWireError) in try reader.bool() }) { return true }
+        let activatable = try exchange([try busCall("ListActivatableNames", while: operation)], while: operation)[0]
+        return try read(activatable, while: operation) { reader throws(DBusWireError) in
+            var found = false
+            try reader.array(alignment: 4) { name throws(DBusWireError) in
+                if try name.string() == Self.secretServiceName { found = true }
             }
+            return found
         }
     }
 
@@ -101,17 +80,12 @@ public final class SessionBus: SessionBusConnection {
     /// (`GetConnectionUnixProcessID`), whose executable and command line name the program. nil
     /// when no program owns the name now (an activatable provider not started yet).
     public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? {
+        let operation = "asking the session bus which program provides the keyring"
         let pid: UInt32
         do {
-            pid = try call(
-                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                interface: "org.freedesktop.DBus", member: "GetConnectionUnixProcessID",
-                argument: Self.secretServiceName, while: "asking the session bus which program provides the keyring"
-            ) { reply throws(StoreError) in
-                var value: UInt32 = 0
-                try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "u")), &value), "reading the bus's answer")
-                return value
-            }
+            let call = try busCall("GetConnectionUnixProcessID", Self.secretServiceName, while: operation)
+            let reply = try exchange([call], while: operation)[0]
+            pid = try read(reply, while: operation) { reader throws(DBusWireError) in try reader.uint32() }
         } catch  where error.kind == .unavailable {
             return nil
         }
@@ -135,7 +109,7 @@ public final class SessionBus: SessionBusConnection {
         guard descriptor >= 0 else { return [] }
         defer { close(descriptor) }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let length = read(descriptor, &buffer, buffer.count)
+        let length = Glibc.read(descriptor, &buffer, buffer.count)
         guard length > 0 else { return [] }
         return buffer[0..<length].split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
     }
@@ -143,96 +117,140 @@ public final class SessionBus: SessionBusConnection {
     // MARK: The bus
 
     /// The bus's unique ID, which the bus daemon answers itself (`GetId`): one round trip, never
-    /// the keyring, so a stalled keyring cannot stall it.
+    /// the keyring, so a stalled keyring cannot stall it; none when `hasSecretServiceProvider`
+    /// asked it already.
     public func busID() throws(StoreError) -> String {
-        try call(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-            interface: "org.freedesktop.DBus", member: "GetId", argument: nil,
-            while: "asking the session bus for its ID"
-        ) { reply throws(StoreError) -> String in
-            var id: UnsafePointer<CChar>?
-            try check(sd.messageReadBasic(reply, CChar(UInt8(ascii: "s")), &id), "reading the bus's answer")
-            guard let id, id.pointee != 0 else { throw StoreError(.failed, "the session bus answered an empty ID") }
-            return String(cString: id)
-        }
+        if let knownID { return knownID }
+        let operation = "asking the session bus for its ID"
+        let id = try readID(
+            try exchange([try busCall("GetId", while: operation)], while: operation)[0], while: operation)
+        knownID = id
+        return id
+    }
+
+    private func readID(_ reply: DBusMessage, while operation: String) throws(StoreError) -> String {
+        let id = try read(reply, while: operation) { reader throws(DBusWireError) in try reader.string() }
+        guard !id.isEmpty else { throw StoreError(.failed, "the session bus answered an empty ID") }
+        return id
     }
 
     // MARK: The default collection
 
-    /// Whether the Secret Service's default collection is locked: one `ReadAlias("default")` and
-    /// one read of the collection's `Locked` property. No default collection counts as locked
-    /// (nothing can be read from it).
+    /// Whether the Secret Service's default collection is locked: its `Locked` property, read on
+    /// the alias's path in one call; a provider that serves no such path is asked `ReadAlias`
+    /// and then the collection's property. No default collection counts as locked (nothing can
+    /// be read from it).
     public func isDefaultCollectionLocked() throws(StoreError) -> Bool {
         try isDefaultCollectionLocked(withinMilliseconds: timeoutMilliseconds)
     }
 
-    /// The same, both of its calls together bounded by `milliseconds` (a part of the bound, after
+    /// The same, all of its calls together bounded by `milliseconds` (a part of the bound, after
     /// a search the provider held: docs/storage.md, "A keyring that never hangs and never lies").
     func isDefaultCollectionLocked(withinMilliseconds milliseconds: Int) throws(StoreError) -> Bool {
-        let deadline = MonotonicClock.nanoseconds() + Int64(max(milliseconds, 1)) * 1_000_000
-        /// Each call waits what is left before the deadline; the bus's own bound comes back after.
-        func boundBeforeCall() {
-            let left = max(deadline - MonotonicClock.nanoseconds(), 1000)
-            _ = sd.setMethodCallTimeout(bus, UInt64(left / 1000))
-        }
-        defer { _ = sd.setMethodCallTimeout(bus, UInt64(max(timeoutMilliseconds, 1)) * 1000) }
-        boundBeforeCall()
-        let path = try call(
-            destination: Self.secretServiceName, path: Self.secretServicePath,
-            interface: "org.freedesktop.Secret.Service", member: "ReadAlias", argument: "default",
-            while: "asking the Secret Service for the default keyring"
-        ) { reply throws(StoreError) -> String in
-            var path: UnsafePointer<CChar>?
-            try check(
-                sd.messageReadBasic(reply, CChar(UInt8(ascii: "o")), &path), "reading the Secret Service's answer")
-            return path.map { String(cString: $0) } ?? "/"
-        }
+        let deadline = Self.deadline(afterMilliseconds: milliseconds)
+        let operation = "reading whether the keyring is locked"
+        let direct = try exchange([try lockedQuery(Self.defaultAliasPath)], deadline: deadline, while: operation)[0]
+        if direct.kind == .methodReturn { return try readLocked(direct, while: operation) }
+        // No provider, or none in time, is an answer; any other error is a provider that does
+        // not serve the alias's path.
+        try throwIfUnavailable(direct, while: operation)
+        let aliased = try exchange(
+            [
+                try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias", "s") {
+                    $0.string("default")
+                }
+            ],
+            deadline: deadline, while: "asking the Secret Service for the default keyring")[0]
+        let path = try read(aliased, while: operation) { reader throws(DBusWireError) in try reader.string() }
         guard path != "/" else { return true }
-        var error = sd_bus_error()
-        defer { sd.errorFree(&error) }
-        var locked: Int32 = 0
-        boundBeforeCall()
-        let result = sd.getPropertyTrivial(
-            bus, Self.secretServiceName, path, "org.freedesktop.Secret.Collection",
-            "Locked", &error, CChar(UInt8(ascii: "b")), &locked)
-        try check(result, "reading whether the keyring is locked", error: error)
-        return locked != 0
+        return try readLocked(
+            try exchange([try lockedQuery(path)], deadline: deadline, while: operation)[0], while: operation)
+    }
+
+    /// `Properties.Get(Collection, Locked)` of the collection at `path`.
+    func lockedQuery(_ path: String) throws(StoreError) -> DBusMessage {
+        try secretServiceCall(path, Self.propertiesInterface, "Get", "ss") {
+            $0.string("org.freedesktop.Secret.Collection")
+            $0.string("Locked")
+        }
+    }
+
+    /// A `Properties.Get` answer holding a boolean.
+    func readLocked(_ reply: DBusMessage, while operation: String) throws(StoreError) -> Bool {
+        try read(reply, while: operation) { reader throws(DBusWireError) in
+            try reader.variant("b")
+            return try reader.bool()
+        }
     }
 
     // MARK: Calls
 
-    /// One bounded method call with at most one string argument; `read` decodes the reply.
-    private func call<T>(
-        destination: String, path: String, interface: String, member: String, argument: String?,
-        while operation: String,
-        read: (OpaquePointer) throws(StoreError) -> T
-    ) throws(StoreError) -> T {
-        var message: OpaquePointer?
-        try check(sd.messageNewMethodCall(bus, &message, destination, path, interface, member), operation)
-        defer { _ = sd.messageUnref(message) }
-        if let argument {
-            try check(argument.withCString { sd.messageAppendBasic(message, CChar(UInt8(ascii: "s")), $0) }, operation)
-        }
-        var error = sd_bus_error()
-        defer { sd.errorFree(&error) }
-        var reply: OpaquePointer?
-        try check(sd.call(bus, message, 0, &error, &reply), operation, error: error)
-        defer { _ = sd.messageUnref(reply) }
-        guard let reply else { throw StoreError(.failed, "the session bus sent no reply while \(operation)") }
-        return try read(reply)
+    /// A call to the bus daemon, with at most one string argument.
+    private func busCall(_ member: String, _ argument: String? = nil, while operation: String) throws(StoreError)
+        -> DBusMessage
+    {
+        try built(
+            try? DBusMessage.methodCall(
+                destination: Self.busName, path: Self.busPath, interface: Self.busName, member: member,
+                signature: argument == nil ? "" : "s"
+            ) { if let argument { $0.string(argument) } }, member)
     }
 
-    func check(_ result: Int32, _ operation: String, error: sd_bus_error? = nil) throws(StoreError) {
-        guard result < 0 else { return }
-        if -result == ETIMEDOUT {
-            throw StoreError(
-                .timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
-                hint:
-                    "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    /// A call to the Secret Service provider, its arguments (of `signature`) written by `arguments`.
+    func secretServiceCall(
+        _ path: String, _ interface: String, _ member: String, _ signature: String = "",
+        arguments: (inout DBusWriter) -> Void = { _ in }
+    ) throws(StoreError) -> DBusMessage {
+        try built(
+            try? DBusMessage.methodCall(
+                destination: Self.secretServiceName, path: path, interface: interface, member: member,
+                signature: signature, arguments: arguments), member)
+    }
+
+    private func built(_ message: DBusMessage?, _ member: String) throws(StoreError) -> DBusMessage {
+        guard let message else {
+            throw StoreError(.failed, "a call to \(member) could not be built: an argument holds a NUL byte")
         }
-        if let name = error?.name.map({ String(cString: $0) }),
-            name == "org.freedesktop.DBus.Error.ServiceUnknown" || name == "org.freedesktop.DBus.Error.NameHasNoOwner"
-        {
+        return message
+    }
+
+    /// Sends the calls at once and waits, until `deadline` (else the whole bound), for all their
+    /// replies: method returns or errors, for the caller to read.
+    func exchange(_ calls: [DBusMessage], deadline: Int64? = nil, while operation: String) throws(StoreError)
+        -> [DBusMessage]
+    {
+        do {
+            return try connection.call(
+                calls, deadline: deadline ?? Self.deadline(afterMilliseconds: timeoutMilliseconds))
+        } catch {
+            switch error {
+            case .timedOut: throw timedOut(while: operation)
+            case .disconnected(let reason), .malformed(let reason):
+                throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
+            }
+        }
+    }
+
+    /// Reads a method return with `body`; an error reply is thrown as what it says.
+    func read<T>(
+        _ reply: DBusMessage, while operation: String, _ body: (inout DBusReader) throws(DBusWireError) -> T
+    ) throws(StoreError) -> T {
+        guard reply.kind == .methodReturn else {
+            try throwIfUnavailable(reply, while: operation)
+            throw StoreError(.failed, "the session bus failed while \(operation): \(Self.errorText(reply))")
+        }
+        var reader = reply.reader()
+        do {
+            return try body(&reader)
+        } catch {
+            throw StoreError(.failed, "the session bus sent an answer that could not be read while \(operation)")
+        }
+    }
+
+    /// Throws for an error reply that means no provider is there, or that none answered in time.
+    func throwIfUnavailable(_ reply: DBusMessage, while operation: String) throws(StoreError) {
+        switch reply.errorName {
+        case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
             throw StoreError(
                 .unavailable, "no Secret Service provider is running on the session bus",
                 hint:
@@ -241,8 +259,23 @@ public final class SessionBus: SessionBusConnection {
                     or use --backend file
                     """
             )
+        case "org.freedesktop.DBus.Error.NoReply", "org.freedesktop.DBus.Error.Timeout":
+            throw timedOut(while: operation)
+        default: return
         }
-        let reason = error?.message.map { String(cString: $0) } ?? String(cString: strerror(-result))
-        throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
+    }
+
+    func timedOut(while operation: String) -> StoreError {
+        StoreError(
+            .timedOut, "the Secret Service did not answer within \(timeoutMilliseconds) ms while \(operation)",
+            hint: "check that the keyring daemon is running and responsive, or raise PORTAL_TOKEN_KEYRING_TIMEOUT_MS")
+    }
+
+    /// An error reply's name and text.
+    static func errorText(_ reply: DBusMessage) -> String {
+        var reader = reply.reader()
+        let text = reply.signature.hasPrefix("s") ? (try? reader.string()) ?? "" : ""
+        let name = reply.errorName ?? "an error"
+        return text.isEmpty ? name : "\(text) (\(name))"
     }
 }

@@ -12,7 +12,7 @@ struct DependencyRuleTests {
     /// The modules that wrap an outside thing (a C library, the kernel, a socket, a process).
     static let adapters: Set<String> = [
         "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
-        "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils", "CSDBus",
+        "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils",
         "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "AuditFileLog", "LocalHTTPServer",
         "PeerCredentials", "CPeerCredentials", "AgentClient",
     ]
@@ -56,6 +56,16 @@ struct DependencyRuleTests {
                 && !["Glibc", "Foundation", "Synchronization", "Dispatch"].contains(imported)
             {
                 Issue.record("\(file) imports \(imported), which \(module) may not")
+            }
+        }
+    }
+
+    @Test("no module of Sources imports sd-bus, which only the tests use as an independent D-Bus client")
+    func noProductModuleImportsSDBus() throws {
+        let modules = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
+        for module in modules {
+            for (file, imported) in try Self.imports(of: module) where imported == "CSDBus" {
+                Issue.record("\(file) imports CSDBus")
             }
         }
     }

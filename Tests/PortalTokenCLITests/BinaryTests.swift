@@ -80,8 +80,8 @@ struct BinaryTests {
 
     @Test(
         """
-        start-up maps no GLib; a write loads libsecret, and a get from an unlocked keyring reads over sd-bus \
-        without mapping libsecret or GLib
+        start-up maps no GLib; a write loads libsecret, and a get from an unlocked keyring reads over the \
+        session bus without mapping libsecret, GLib or libsystemd
         """)
     func libsecretIsLoadedOnDemand() throws {
         let binary = try Self.releaseBinary()
@@ -108,7 +108,8 @@ struct BinaryTests {
                 binary, ["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
             #expect(found.exitCode == 0)
             #expect(found.stdout == "username=u\npassword=p-\(backend)\n")
-            #expect(found.stderr.contains("file=libsystemd.so.0 [0];  dynamically loaded by"), "\(found.stderr)")
+            #expect(found.stderr.contains("file=libc.so.6"), "LD_DEBUG traced nothing: \(found.stderr)")
+            #expect(!found.stderr.contains("libsystemd"), "libsystemd loaded by a get under \(backend)")
             for library in Self.glibLibraries {
                 #expect(!found.stderr.contains("file=\(library)"), "\(library) loaded by a get under \(backend)")
             }

@@ -195,7 +195,7 @@ struct DesktopActivationTests {
         #expect(security.contains("`xdg-open`") && security.contains("`gio open`"))
     }
 
-    /// With the release binary too, which loads libsystemd only when it serves the bus.
+    /// With the release binary too.
     @Test(
         "Open with a URL that is not a sign-in redirect is answered with an error, nothing sent",
         arguments: BinaryTests.binaries)

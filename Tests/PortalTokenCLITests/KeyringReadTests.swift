@@ -3,7 +3,7 @@ import Glibc
 import PortalTokenTestSupport
 import Testing
 
-/// A `get` from an unlocked keyring reads over the one sd-bus connection the run holds for the
+/// A `get` from an unlocked keyring reads over the one session-bus connection the run holds for the
 /// `auto` decision, with no more calls than git's C helper makes (docs/storage.md, "Reading
 /// without libsecret"). Counted on a bus of the test's own, as `dbus-monitor` sees it.
 @Suite("keyring reads over one connection")

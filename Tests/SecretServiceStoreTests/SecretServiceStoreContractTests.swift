@@ -17,12 +17,12 @@ extension InProcessKeyringTests {
         }
     }
 
-    /// The same contract with reads over sd-bus, as the binary reads (docs/storage.md, "Reading
+    /// The same contract with reads over the session bus, as the binary reads (docs/storage.md, "Reading
     /// without libsecret"): libsecret writes, the session bus reads.
-    @Suite("item-store contract on the Secret Service, read over sd-bus", .serialized)
+    @Suite("item-store contract on the Secret Service, read over the session bus", .serialized)
     struct SessionBusReadContractTests {
         static func open() -> SecretServiceItemStore {
-            let bus = try? SessionBus.connect(timeoutMilliseconds: 15000)
+            let bus = SessionBus.connect(timeoutMilliseconds: 15000)
             return SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false, sessionBus: { bus })
         }
 
@@ -43,7 +43,7 @@ extension InProcessKeyringTests {
 
         @Test("Unlock on gnome-keyring's unlocked default collection answers the prompt `/`: unlocked, nothing to run")
         func unlockAnswersNoPrompt() throws {
-            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            let bus = try #require(SessionBus.connect(timeoutMilliseconds: 15000))
             #expect(try bus.unlockDefaultCollectionWithoutPrompt())
             #expect(try !bus.isDefaultCollectionLocked())
         }
@@ -54,7 +54,7 @@ extension InProcessKeyringTests {
             sequence out of the attributes, another program's item placed by its Modified time, as libsecret's read does
             """)
         func readsWithoutLibsecret() throws {
-            let bus = try #require(try SessionBus.connect(timeoutMilliseconds: 15000))
+            let bus = try #require(SessionBus.connect(timeoutMilliseconds: 15000))
             let store = SecretServiceItemStore(timeoutMilliseconds: 15000, allowPrompt: false)
             let schema = "io.portalhq.PortalToken.Read\(UInt32.random(in: 0...UInt32.max))"
             // Written by another program first, with an attribute as KeePassXC adds and no sequence.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark of the default backend (auto) inside a private gnome-keyring, in one hyperfine run:
 #   1. script-mode `portal-token get </dev/null`, served from the kernel-keyring cache after its
-#      lock check (the session bus's NameHasOwner for auto, then the Secret Service's ReadAlias
-#      and the collection's Locked property, through sd-bus);
-#   2. credential-protocol `portal-token get` of a stored credential (read over the same sd-bus
+#      lock check (the session bus's NameHasOwner for auto, then the default collection's Locked
+#      property, over portal-token's own connection to the bus);
+#   2. credential-protocol `portal-token get` of a stored credential (read over the same
 #      connection, without libsecret);
 #   3. git's C helper `git-credential-libsecret get` of a stored credential.
 # Prints the medians and the ratios against the C helper (goals: 1. <= 0.35, 2. <= 0.6).
