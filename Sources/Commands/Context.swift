@@ -357,6 +357,11 @@ public final class Context {
     /// `vaultCacheSeconds` after the server last confirmed it, then asked of the server again
     /// (docs/storage.md, "Vault / OpenBao").
     func sessions() throws -> Sessions {
+        // A cached session from the keyring is served only once the keyring says it is unlocked:
+        // that question goes out now, beside `auto`'s, so both cost one round trip.
+        if decidedBackend == nil, [.auto, .secretService].contains(try Self.requestedBackend(settings)) {
+            try? sessionBus()?.askWhetherDefaultCollectionIsLocked()
+        }
         let choice = try backendChoice()
         let sessions = try sessions(choice)
         // Every session read or written is the one the audit line names (docs/audit.md, "Fields").

@@ -8,6 +8,9 @@
 public protocol SessionBusConnection: AnyObject {
     func hasSecretServiceProvider() throws(StoreError) -> Bool
     func isDefaultCollectionLocked() throws(StoreError) -> Bool
+    /// Sends the question `isDefaultCollectionLocked` asks now, without waiting: a run that will
+    /// serve a cached session asks it beside `auto`'s question, so both cost one round trip.
+    func askWhetherDefaultCollectionIsLocked()
     /// The bus's own unique ID (`org.freedesktop.DBus.GetId`), the same however its address is
     /// spelled: what names the keyring on it in the session cache.
     func busID() throws(StoreError) -> String
@@ -28,6 +31,9 @@ public protocol SessionBusConnection: AnyObject {
 }
 
 extension SessionBusConnection {
+    /// A bus that cannot ask ahead asks when asked.
+    public func askWhetherDefaultCollectionIsLocked() {}
+
     /// A bus that cannot ask unlocks nothing.
     public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool { false }
 

@@ -160,13 +160,7 @@ public final class DBusConnection {
             do {
                 answered.append(try reply(to: serial, deadline: deadline))
             } catch {
-                for later in serials[(index + 1)...] {
-                    if let reply = replies.removeValue(forKey: later) {
-                        reply.wipeBody()
-                    } else {
-                        abandoned.insert(later)
-                    }
-                }
+                for later in serials[(index + 1)...] { abandon(later) }
                 throw error
             }
         }
@@ -196,6 +190,15 @@ public final class DBusConnection {
             }
         }
         return replies.removeValue(forKey: serial)!
+    }
+
+    /// Stops waiting for the reply to `serial`: it is dropped when it comes.
+    public func abandon(_ serial: UInt32) {
+        if let reply = replies.removeValue(forKey: serial) {
+            reply.wipeBody()
+        } else {
+            abandoned.insert(serial)
+        }
     }
 
     private func write(_ bytes: [UInt8], deadline: Int64) throws(Failure) {

@@ -14,6 +14,8 @@ public struct DBusMessage {
 
     /// The header flag a call carries when it wants no reply.
     public static let noReplyExpected: UInt8 = 0x1
+    /// The header flag of a call that must not start the service it is sent to.
+    public static let noAutoStart: UInt8 = 0x2
     /// The longest message the specification allows (2^27 bytes).
     static let maximumLength = 1 << 27
 

@@ -32,6 +32,8 @@ public final class SessionBus: SessionBusConnection {
     var secretTransferSession: String?
     /// The bus's ID, once the bus has said it.
     private var knownID: String?
+    /// The lock check sent ahead (`askWhetherDefaultCollectionIsLocked`), awaiting its reply.
+    private var lockCheckSent: UInt32?
 
     /// Connects to the session bus (`DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`);
     /// nil when there is none to connect to.
@@ -66,6 +68,9 @@ public final class SessionBus: SessionBusConnection {
             while: operation)
         if replies[1].kind == .methodReturn, knownID == nil { knownID = try? readID(replies[1], while: operation) }
         if try read(replies[0], while: operation, { reader throws(DBusWireError) in try reader.bool() }) { return true }
+        // A lock check sent ahead went to no provider (it starts none: `noAutoStart`).
+        if let lockCheckSent { connection.abandon(lockCheckSent) }
+        lockCheckSent = nil
         let activatable = try exchange([try busCall("ListActivatableNames", while: operation)], while: operation)[0]
         return try read(activatable, while: operation) { reader throws(DBusWireError) in
             var found = false
@@ -141,7 +146,28 @@ public final class SessionBus: SessionBusConnection {
     /// and then the collection's property. No default collection counts as locked (nothing can
     /// be read from it).
     public func isDefaultCollectionLocked() throws(StoreError) -> Bool {
-        try isDefaultCollectionLocked(withinMilliseconds: timeoutMilliseconds)
+        if let serial = lockCheckSent {
+            lockCheckSent = nil
+            let operation = "reading whether the keyring is locked"
+            let reply: DBusMessage
+            do {
+                reply = try connection.reply(
+                    to: serial, deadline: Self.deadline(afterMilliseconds: timeoutMilliseconds))
+            } catch {
+                throw failure(error, while: operation)
+            }
+            if reply.kind == .methodReturn { return try readLocked(reply, while: operation) }
+            // An error (the provider was not running yet, or serves no alias path) is asked again below.
+        }
+        return try isDefaultCollectionLocked(withinMilliseconds: timeoutMilliseconds)
+    }
+
+    /// Sends the lock check's call now, without waiting, and without starting a provider that
+    /// is not running; `isDefaultCollectionLocked` then waits for its reply. Once per run.
+    public func askWhetherDefaultCollectionIsLocked() {
+        guard lockCheckSent == nil, var query = try? lockedQuery(Self.defaultAliasPath) else { return }
+        query.flags |= DBusMessage.noAutoStart
+        lockCheckSent = try? connection.send(query, deadline: Self.deadline(afterMilliseconds: timeoutMilliseconds))
     }
 
     /// The same, all of its calls together bounded by `milliseconds` (a part of the bound, after
@@ -223,11 +249,15 @@ public final class SessionBus: SessionBusConnection {
             return try connection.call(
                 calls, deadline: deadline ?? Self.deadline(afterMilliseconds: timeoutMilliseconds))
         } catch {
-            switch error {
-            case .timedOut: throw timedOut(while: operation)
-            case .disconnected(let reason), .malformed(let reason):
-                throw StoreError(.failed, "the session bus failed while \(operation): \(reason)")
-            }
+            throw failure(error, while: operation)
+        }
+    }
+
+    private func failure(_ error: DBusConnection.Failure, while operation: String) -> StoreError {
+        switch error {
+        case .timedOut: return timedOut(while: operation)
+        case .disconnected(let reason), .malformed(let reason):
+            return StoreError(.failed, "the session bus failed while \(operation): \(reason)")
         }
     }
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Benchmark of the Portal-session paths, in one hyperfine run each, inside a private
-# gnome-keyring with a signed-in session and a loopback fake Portal server:
+# Benchmark of the Portal-session paths inside a private gnome-keyring with a signed-in session and
+# a loopback fake Portal server:
 #   1. `portal-token api /api/v3/clients/me` against `curl -s -H "Authorization: Bearer …"` on the
-#      same server (the fake runs in lenient mode so that plain curl is served too);
+#      same server (the fake runs in lenient mode so that plain curl is served too), one hyperfine run;
 #   2. `portal-token token` and script-mode `portal-token get` with a live session (its copy in
-#      the kernel keyring) against git's C helper's `get`.
-# Prints the medians and the ratios.
+#      the kernel keyring, served after the keyring's lock check) against git's C helper's `get`,
+#      in short rounds (BENCH_ROUNDS, default 15, of BENCH_RUNS runs, default 40), each command fed
+#      its stdin by contrib/bench/feed.c with no shell, each ratio taken within a round.
+# Prints the medians and the ratios (goal: token / C helper <= 0.3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -19,6 +21,8 @@ contrib/testing/build-git-helpers.sh "$helpers"
 export PORTAL_TOKEN_BIN=$portal_token FAKE_SERVER=$fake_server
 export C_HELPER=$helpers/git-credential-libsecret
 export BENCH_SCRIPTS=$root/contrib/bench
+cc -O2 -static -o "$helpers/feed" contrib/bench/feed.c
+export FEED=$helpers/feed
 exec contrib/dev/run-in-keyring.sh bash -c '
     set -euo pipefail
     cd "$BENCH_WORK"
@@ -36,22 +40,29 @@ exec contrib/dev/run-in-keyring.sh bash -c '
     hyperfine --shell sh --warmup 10 --runs "${BENCH_RUNS:-200}" --export-json api.json \
         -n "portal-token api" "$PORTAL_TOKEN_BIN api /api/v3/clients/me" \
         -n "curl" "curl -sf -H @curl.headers http://127.0.0.1:$port/api/v3/clients/me"
-    hyperfine --shell sh --warmup 10 --runs "${BENCH_RUNS:-200}" --export-json get.json \
-        -n "portal-token token" "$PORTAL_TOKEN_BIN token" \
-        -n "portal-token get" "$PORTAL_TOKEN_BIN get </dev/null" \
-        -n "git-credential-libsecret" "$C_HELPER get < c.request"
-    python3 - <<"PY"
-import json
-def medians(path):
-    return {r["command"]: r["median"] * 1000 for r in json.load(open(path))["results"]}
-api, get = medians("api.json"), medians("get.json")
-for name, value in {**api, **get}.items():
+    : > empty
+    [ "$("$FEED" empty "$PORTAL_TOKEN_BIN" get)" = "$token" ]
+    . "$BENCH_SCRIPTS/lib.sh"
+    bench_rounds 10 40 \
+        --command-name "feeder alone" "$FEED empty" \
+        --command-name "portal-token token" "$FEED empty $PORTAL_TOKEN_BIN token" \
+        --command-name "portal-token get" "$FEED empty $PORTAL_TOKEN_BIN get" \
+        --command-name "git-credential-libsecret" "$FEED c.request $C_HELPER get" >&2
+    bench_python "$rounds" <<"PY"
+import json, sys
+from rounds import print_medians, print_spreads, read_rounds
+api = {r["command"]: r["median"] * 1000 for r in json.load(open("api.json"))["results"]}
+for name, value in api.items():
     print(f"median {name}: {value:.2f} ms")
-ratio_api = api["portal-token api"] / api["curl"]
-ratio_get = get["portal-token get"] / get["git-credential-libsecret"]
-ratio_token = get["portal-token token"] / get["git-credential-libsecret"]
-print(f"ratio portal-token api / curl: {ratio_api:.2f}")
-print(f"ratio portal-token get (script) / git-credential-libsecret: {ratio_get:.2f}")
-print(f"ratio portal-token token / git-credential-libsecret: {ratio_token:.2f}")
+ratio = api["portal-token api"] / api["curl"]
+print(f"ratio portal-token api / curl: {ratio:.2f}")
+rounds = int(sys.argv[1])
+every, times = read_rounds(rounds, less="feeder alone", less_label="the feeder")
+helper = "git-credential-libsecret"
+ratios = {"token / C helper": [m["portal-token token"] / m[helper] for m in every],
+          "get (script) / C helper": [m["portal-token get"] / m[helper] for m in every]}
+print_medians(times, 28, f"medians over {rounds} rounds, less the feeder:")
+print_spreads(ratios, 26, f"ratios over {rounds} rounds: median (min-max)")
+print("  goal: token / C helper <= 0.3")
 PY
 '
