@@ -5,12 +5,12 @@ import Glibc
 /// directly, so no library is loaded. Used only when a caller asks for it (the audit log's copy,
 /// off by default), never on the everyday paths.
 public enum Journal {
-    static let socketPath = "/run/systemd/journal/socket"
+    public static let socketPath = "/run/systemd/journal/socket"
 
     /// Sends one entry whose fields are `NAME=value` texts; false when no journal listens or it
     /// refused the entry. A value must hold no newline (none of the callers' does).
     @discardableResult
-    public static func send(_ fields: [String]) -> Bool {
+    public static func send(_ fields: [String], to socketPath: String = socketPath) -> Bool {
         guard fields.allSatisfy({ !$0.utf8.contains(UInt8(ascii: "\n")) }) else { return false }
         let entry = Array(fields.map { $0 + "\n" }.joined().utf8)
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -18,6 +18,7 @@ public enum Journal {
         defer { close(descriptor) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
+        guard socketPath.utf8.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
         withUnsafeMutableBytes(of: &address.sun_path) { path in
             for (index, byte) in socketPath.utf8.enumerated() { path[index] = byte }
         }

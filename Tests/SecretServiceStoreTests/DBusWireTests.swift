@@ -221,6 +221,40 @@ struct DBusWireTests {
         }
     }
 
+    @Test("the journal's copy is one datagram of NAME=value lines; a value with a newline is refused")
+    func journalDatagram() throws {
+        var template = Array("/tmp/portal-token-journal.XXXXXX".utf8CString)
+        let folder = String(cString: try #require(mkdtemp(&template)))
+        let path = folder + "/socket"
+        defer {
+            unlink(path)
+            rmdir(folder)
+        }
+        let listener = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { sunPath in
+            for (index, byte) in path.utf8.enumerated() { sunPath[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        try #require(bound == 0)
+        #expect(
+            Journal.send(["MESSAGE={\"event\":\"get\"}", "SYSLOG_IDENTIFIER=portal-token", "PRIORITY=6"], to: path))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(listener, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        #expect(
+            String(decoding: buffer[0..<max(count, 0)], as: UTF8.self)
+                == "MESSAGE={\"event\":\"get\"}\nSYSLOG_IDENTIFIER=portal-token\nPRIORITY=6\n")
+        #expect(!Journal.send(["MESSAGE=two\nlines"], to: path))
+        #expect(recv(listener, &buffer, buffer.count, Int32(MSG_DONTWAIT)) < 0, "a refused entry was sent")
+        #expect(!Journal.send(["MESSAGE=nobody listens"], to: folder + "/absent"))
+    }
+
     static func deadline(seconds: Int64) -> Int64 { MonotonicClock.nanoseconds() + seconds * 1_000_000_000 }
 
     static func listen(at path: String) throws -> Int32 {
