@@ -115,22 +115,169 @@ public final class Context {
         return (environment["HOME"] ?? "") + "/" + relative
     }
 
-    /// The configured auth environment ID; every Portal-session command needs one.
-    func authEnvironmentID() throws(CLIError) -> String {
-        guard let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty else {
-            throw .usage(
-                "no auth environment ID is set",
-                hint: "set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, or add auth-environment-id to the config file")
+    /// The auth environment every Portal-session command acts in (`accountChoice`).
+    func authEnvironmentID() throws -> String { try accountChoice().authEnvironmentID }
+
+    /// The Portal API base URL from the api-host setting, else the API host the chosen account
+    /// signed in on (docs/portal-api.md, "Base URL").
+    func apiBase() throws -> PortalAPIBase {
+        let configured = settings.value(.apiHost)
+        let host = try configured ?? accountChoice().apiHost ?? PortalAPIBase.defaultHost
+        do {
+            return try PortalAPIBase(apiHost: host)
+        } catch {
+            let origin =
+                configured == nil ? "the API host remembered in \(accountsPath)" : settings.origin(of: .apiHost)
+            throw CLIError.usage("\(origin): \(error.message)", hint: error.hint)
         }
-        return value
     }
 
-    /// The Portal API base URL from the api-host setting (docs/portal-api.md, "Base URL").
-    func apiBase() throws(CLIError) -> PortalAPIBase {
+    // MARK: Accounts
+
+    /// Which account a command acts for, and why: what `status` says (docs/sessions.md,
+    /// "Remembered accounts").
+    struct AccountChoice {
+        var authEnvironmentID: String
+        /// The API host it signed in on, used where no api-host setting names one.
+        var apiHost: String?
+        var reason: String
+    }
+
+    private var chosenAccount: AccountChoice?
+
+    /// The auth environment named by --env, PORTAL_AUTH_ENVIRONMENT_ID or the config file; with
+    /// none named, the one account signed in on this machine (the accounts file), else the one
+    /// session stored. Several, and none named, is a usage error that lists them.
+    func accountChoice() throws -> AccountChoice {
+        if let chosenAccount { return chosenAccount }
+        let choice: AccountChoice
+        if let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty {
+            let remembered = (try? rememberedAccounts())?.first { $0.authEnvironmentID == value }
+            choice = AccountChoice(
+                authEnvironmentID: value, apiHost: remembered?.apiHost, reason: settings.origin(of: .authEnvironmentID))
+        } else {
+            choice = try impliedAccount()
+        }
+        chosenAccount = choice
+        return choice
+    }
+
+    private func impliedAccount() throws -> AccountChoice {
+        let choose =
+            "choose one with --env ID or PORTAL_AUTH_ENVIRONMENT_ID, or add auth-environment-id to the config file"
+        let remembered = try rememberedAccounts()
+        if remembered.count == 1 {
+            return AccountChoice(
+                authEnvironmentID: remembered[0].authEnvironmentID, apiHost: remembered[0].apiHost,
+                reason: "the one account signed in on this machine, remembered in \(accountsPath)")
+        }
+        if remembered.count > 1 {
+            let names = remembered.map {
+                "'\($0.authEnvironmentID)' (end user \($0.endUserID)\($0.apiHost.map { " on \($0)" } ?? ""))"
+            }
+            throw CLIError.usage(
+                "\(remembered.count) accounts are signed in on this machine and none is chosen: "
+                    + names.joined(separator: ", "), hint: choose)
+        }
+        // Nothing remembered (signed in before accounts were, or the file was removed): the one
+        // session stored answers.
+        let stored = try SessionItems.all(in: items(backendChoice().backend))
+        if stored.count == 1 {
+            return AccountChoice(
+                authEnvironmentID: stored[0].authEnvironmentID, apiHost: nil,
+                reason: "the one session stored in \(try storeDescription(backendChoice().backend))")
+        }
+        if stored.count > 1 {
+            let names = stored.map { "'\($0.authEnvironmentID)' (end user \($0.endUserID))" }.sorted()
+            throw CLIError.usage(
+                "\(stored.count) sessions are stored and none is chosen: " + names.joined(separator: ", "), hint: choose
+            )
+        }
+        throw CLIError.usage(
+            "no auth environment ID is set, and no account is signed in on this machine",
+            hint: "sign in with 'portal-token login --env ID …', or set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, "
+                + "or add auth-environment-id to the config file")
+    }
+
+    /// The API host of the account named by the settings, or of the one account remembered.
+    private func rememberedAPIHost() -> String? {
+        guard let remembered = try? rememberedAccounts() else { return nil }
+        if let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty {
+            return remembered.first { $0.authEnvironmentID == value }?.apiHost
+        }
+        return remembered.count == 1 ? remembered[0].apiHost : nil
+    }
+
+    /// portal-token's record of the accounts signed in here: written by every sign-in, never a
+    /// secret, beside the config file (docs/sessions.md, "Remembered accounts").
+    var accountsPath: String { xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/accounts.json" }
+
+    /// The accounts file's entries; none when it does not exist. A damaged or foreign file is a
+    /// usage error naming it, and is left as it is.
+    func rememberedAccounts() throws(CLIError) -> [RememberedAccount] {
+        let bytes: [UInt8]
         do {
-            return try PortalAPIBase(apiHost: settings.value(.apiHost) ?? PortalAPIBase.defaultHost)
+            bytes = try FileReading.contents(of: accountsPath, limit: 1 << 20, ownOnly: true)
+        } catch .missing {
+            return []
         } catch {
-            throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
+            throw .usage(
+                "cannot use the accounts file \(accountsPath): \(PortalTokenCLI.describe(error))",
+                hint: "name the auth environment with --env ID, or remove the file and sign in again")
+        }
+        do {
+            return try RememberedAccounts.decode(bytes)
+        } catch {
+            throw .usage(
+                "cannot use the accounts file \(accountsPath): \(error.reason)",
+                hint: "name the auth environment with --env ID, or remove the file and sign in again")
+        }
+    }
+
+    /// Records the account a sign-in just signed in, with the API host configured for it. A
+    /// record that cannot be written is a warning: the sign-in itself stands.
+    func rememberAccount(_ session: PortalSession) {
+        let account = RememberedAccount(
+            authEnvironmentID: session.authEnvironmentID, endUserID: session.endUserID,
+            apiHost: settings.value(.apiHost) ?? (try? accountChoice())?.apiHost)
+        updateAccounts("remember the account") { RememberedAccounts.recording(account, in: $0) }
+    }
+
+    /// Forgets the account of `authEnvironmentID` (after a logout).
+    func forgetAccount(_ authEnvironmentID: String) {
+        updateAccounts("forget the account") { RememberedAccounts.forgetting(authEnvironmentID, in: $0) }
+    }
+
+    private func updateAccounts(_ purpose: String, _ change: ([RememberedAccount]) -> [RememberedAccount]) {
+        let path = accountsPath
+        let warn = { [streams] (reason: String) in
+            streams.printError("portal-token: warning: could not \(purpose) in \(path): \(reason)")
+        }
+        do {
+            try Directories.createParent(of: path)
+        } catch {
+            return warn(error.reason)
+        }
+        let lock: FileLock
+        do {
+            lock = try FileLock.acquire(path + ".lock", timeoutMilliseconds: max(try keyringTimeout, 1000))
+        } catch {
+            return warn("its lock is held or unusable")
+        }
+        defer { lock.release() }
+        let current: [RememberedAccount]
+        do {
+            current = try rememberedAccounts()
+        } catch {
+            return warn(error.message)
+        }
+        let changed = change(current)
+        guard changed != current else { return }
+        do {
+            try AtomicFile.replace(
+                path, with: RememberedAccounts.encode(changed), temporaryPrefix: ".accounts.json.tmp-")
+        } catch {
+            warn(error.reason)
         }
     }
 
@@ -139,7 +286,10 @@ public final class Context {
     /// storage: the core's routing, with this run's API host.
     func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
         do {
-            return try CredentialRouting.route(request, apiHost: settings.value(.apiHost)) == .portalSession
+            // The API host the account signed in on, where the accounts file alone says which
+            // account (routing reads no store: most requests are for other hosts).
+            let apiHost = settings.value(.apiHost) ?? rememberedAPIHost()
+            return try CredentialRouting.route(request, apiHost: apiHost) == .portalSession
         } catch {
             throw .usage("\(settings.origin(of: .apiHost)): \(error.message)", hint: error.hint)
         }

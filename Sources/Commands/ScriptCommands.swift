@@ -277,6 +277,7 @@ struct TokenAdoption {
         let sessions = try context.sessionService()
         switch try sessions.adoptChecked(token: token, endUserID: endUserID?.trimmingWhitespace) {
         case .adopted(let session):
+            context.rememberAccount(session)
             context.streams.printError(
                 "portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'")
         case .refused(let status):

@@ -38,7 +38,8 @@ struct StatusCommand: Command {
             let target = "/v1/status" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
             return try agent.relay(try agent.call("GET", target))
         }
-        let environmentID = try context.authEnvironmentID()
+        let account = try context.accountChoice()
+        let environmentID = account.authEnvironmentID
         let choice = try context.backendChoice()
         // The keyring names the program behind it (docs/storage.md, "Providers").
         let provider = choice.backend == .secretService ? context.secretServiceProvider() : nil
@@ -58,6 +59,7 @@ struct StatusCommand: Command {
             var members: [String: JSONValue] = [
                 "signedIn": .bool(signedIn),
                 "authEnvironmentId": .string(environmentID),
+                "authEnvironmentChosenBy": .string(account.reason),
                 "backend": .string(choice.backend.rawValue),
                 "provider": provider.map { .string($0.name) } ?? .null,
                 "backendReason": .string(backend.reason),
@@ -92,6 +94,7 @@ struct StatusCommand: Command {
                 }
                 lines += [
                     "  environment:  \(show(environmentID))",
+                    "  chosen by:    \(show(account.reason))",
                     "  backend:      \(backend.name) (\(show(backend.reason)))",
                     "  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)",
                     """
@@ -103,6 +106,7 @@ struct StatusCommand: Command {
             } else {
                 lines += [
                     "not signed in", "  environment:  \(show(environmentID))",
+                    "  chosen by:    \(show(account.reason))",
                     "  backend:      \(backend.name) (\(show(backend.reason)))",
                 ]
             }
@@ -156,6 +160,7 @@ struct LogoutCommand: Command {
                 authEnvironmentID: environmentID, steps: steps, memory: context.services.secretCache())
             return removed
         }
+        context.forgetAccount(environmentID)
         if removed {
             context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
         } else {

@@ -201,6 +201,7 @@ struct SignInCompletion {
     }
 
     func report(_ session: PortalSession, replayed: Bool) {
+        context.rememberAccount(session)
         let note = replayed ? " (this sign-in link was used before; nothing was sent to Portal)" : ""
         context.streams.printError(
             "portal-token: signed in as \(session.endUserID) in environment '\(session.authEnvironmentID)'\(note)")

@@ -154,57 +154,20 @@ struct StoreFileSystem {
         for entryName in abandoned { unlink("\(directory)/\(entryName)") }
     }
 
-    /// Replaces the store file with `bytes` so that a crash at any point leaves the old file or
-    /// the new one: a temporary file in the same directory (mkstemp: mode 0600 from the start),
-    /// written and fsynced, renamed over the store, and the directory fsynced so the rename
-    /// itself survives a power cut. On failure the temporary file is removed and the store file
-    /// is untouched.
+    /// Replaces the store file with `bytes` (`AtomicFile`): a crash at any point leaves the old
+    /// file or the new one, and on failure the store file is untouched.
     func replace(with bytes: [UInt8]) throws(StoreError) {
         try createDirectory()
         _ = try checkDirectory()
-        var template = Array("\(directory)/\(temporaryPrefix)XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw failure("cannot create a file in \(directory)", errno: errno) }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        let temporaryPath = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var closed = false
-        do throws(StoreError) {
-            try writeAll(bytes, to: descriptor)
-            guard fsync(descriptor) == 0 else { throw failure("cannot write the store file \(path)", errno: errno) }
-            closed = true
-            // close can report a deferred write error (NFS); it must not pass unnoticed.
-            guard close(descriptor) == 0 else { throw failure("cannot write the store file \(path)", errno: errno) }
-            guard rename(temporaryPath, path) == 0 else {
-                throw failure("cannot replace the store file \(path)", errno: errno)
-            }
+        do {
+            try AtomicFile.replace(path, with: bytes, temporaryPrefix: temporaryPrefix)
         } catch {
-            if !closed { close(descriptor) }
-            unlink(temporaryPath)
-            throw error
-        }
-        syncDirectory()
-    }
-
-    private func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(StoreError) {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { raw in
-                write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+            switch error.step {
+            case .create: throw failure("cannot create a file in \(directory)", errno: error.number)
+            case .write: throw failure("cannot write the store file \(path)", errno: error.number)
+            case .rename: throw failure("cannot replace the store file \(path)", errno: error.number)
             }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw failure("cannot write the store file \(path)", errno: errno)
-            }
-            offset += written
         }
-    }
-
-    /// Makes a rename or unlink in the directory durable.
-    private func syncDirectory() {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        close(descriptor)
     }
 
     /// Refuses a store directory another user owns or others may write: they could replace
@@ -271,7 +234,7 @@ struct StoreFileSystem {
             // link then unlink: unlike rename, link refuses to replace an earlier copy.
             if link(path, aside) == 0 {
                 unlink(path)
-                syncDirectory()
+                AtomicFile.syncDirectory(directory)
                 return aside
             }
             guard errno == EEXIST, attempt < 100 else {

@@ -219,8 +219,9 @@ struct UsageErrorTests {
         #expect(
             result.stderr
                 == """
-                portal-token: error: no auth environment ID is set\nhint: set PORTAL_AUTH_ENVIRONMENT_ID, pass \
-                --env ID, or add auth-environment-id to the config file\n
+                portal-token: error: no auth environment ID is set, and no account is signed in on this machine\n\
+                hint: sign in with 'portal-token login --env ID …', or set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, \
+                or add auth-environment-id to the config file\n
                 """
         )
     }

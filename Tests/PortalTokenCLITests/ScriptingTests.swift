@@ -244,6 +244,30 @@ struct TokenAdoptionTests {
     }
 
     @Test(
+        "in a new shell with no Portal variable, the account signed in is used: token, status, refresh",
+        arguments: TestBackend.allCases)
+    func newShellUsesTheRememberedAccount(backend: TestBackend) throws {
+        let portal = try PortalHarness(backend: backend)
+        portal.server.registerLiveToken("token-remembered", clientID: "client-88")
+        #expect(try portal.git.portalToken(["login", "--with-token"], stdin: "token-remembered\n").exitCode == 0)
+        var shell = portal.git.environment
+        shell["PORTAL_AUTH_ENVIRONMENT_ID"] = nil
+        shell["PORTAL_API_HOST"] = nil
+        let run = { (arguments: [String]) in
+            try ProcessRunner.run(ProcessRunner.portalTokenPath, arguments, environment: shell, timeout: 30)
+        }
+        let token = try run(["token"])
+        #expect(token.exitCode == 0 && token.stdout == "token-remembered\n", "\(token.stderr)")
+        let status = try run(["status"])
+        #expect(status.stdout.contains("signed in as client-88"), "\(status.stdout)\(status.stderr)")
+        #expect(status.stdout.contains("chosen by:    the one account signed in on this machine"))
+        // The API host it signed in on is remembered too: refresh reaches the same server.
+        let before = portal.requests(to: "/api/v3/clients/me").count
+        #expect(try run(["refresh"]).exitCode == 0)
+        #expect(portal.requests(to: "/api/v3/clients/me").count == before + 1)
+    }
+
+    @Test(
         "a token Portal refuses gives exit 6 and leaves the stored session as it was", arguments: TestBackend.allCases)
     func refusesBadToken(backend: TestBackend) throws {
         let portal = try PortalHarness(backend: backend)
