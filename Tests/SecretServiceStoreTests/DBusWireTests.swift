@@ -232,19 +232,8 @@ struct DBusWireTests {
             unlink(path)
             rmdir(folder)
         }
-        let listener = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let listener = try Self.bound(Int32(SOCK_DGRAM.rawValue), at: path)
         defer { close(listener) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { sunPath in
-            for (index, byte) in path.utf8.enumerated() { sunPath[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        try #require(bound == 0)
         #expect(
             Journal.send(["MESSAGE={\"event\":\"get\"}", "SYSLOG_IDENTIFIER=portal-token", "PRIORITY=6"], to: path))
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -260,7 +249,14 @@ struct DBusWireTests {
     static func deadline(seconds: Int64) -> Int64 { MonotonicClock.nanoseconds() + seconds * 1_000_000_000 }
 
     static func listen(at path: String) throws -> Int32 {
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = try bound(Int32(SOCK_STREAM.rawValue), at: path)
+        guard Glibc.listen(descriptor, 4) == 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        return descriptor
+    }
+
+    /// A Unix socket of `type` bound at `path`.
+    static func bound(_ type: Int32, at path: String) throws -> Int32 {
+        let descriptor = socket(AF_UNIX, type | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { sunPath in
@@ -271,7 +267,8 @@ struct DBusWireTests {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard bound == 0, Glibc.listen(descriptor, 4) == 0 else {
+        guard bound == 0 else {
+            close(descriptor)
             throw POSIXError(.init(rawValue: errno) ?? .EIO)
         }
         return descriptor
