@@ -1,3 +1,4 @@
+import Basics
 import PortalTokenCore
 
 struct MigrateCommand: Command {
@@ -12,8 +13,12 @@ struct MigrateCommand: Command {
         an item of the same slot at least as new (by the items' modification times), the one
         already there is kept. Only once everything is written is the other store moved aside: the
         encrypted file is renamed to <file>.migrated-<UTC time> (it still opens with its
-        passphrase); keyring and Vault items are deleted, except a keyring item whose slot the
-        file kept with another secret, which nothing else holds. Prints what it did on stderr.
+        passphrase); keyring and Vault items are deleted, the older copy of a slot the destination
+        kept included, so one copy of each slot remains, the newest. Then the store named by --to
+        is the one in use: where the settings would choose another (auto picks the keyring while
+        one is registered), backend = <store> is written to the config file, and said. A
+        --backend flag or PORTAL_TOKEN_BACKEND naming another store is not changed: migrate
+        says so. Prints what it did on stderr.
         """
 
     let destination: BackendChoice.Backend
@@ -25,13 +30,15 @@ struct MigrateCommand: Command {
                 "'migrate' needs --to secret-service, --to file or --to vault",
                 hint: "see 'portal-token migrate --help'")
         }
+        let names = BackendChoice.Backend.allCases.map(\.rawValue)
         guard let destination = BackendChoice.Backend(rawValue: to) else {
-            throw .usage("--to must be secret-service, file or vault")
+            throw .usage("--to must be secret-service, file or vault", hint: Context.backendHint(for: to, among: names))
         }
         var source = destination.other
         if let from = arguments.value(.migrateFrom) {
             guard let named = BackendChoice.Backend(rawValue: from) else {
-                throw .usage("--from must be secret-service, file or vault")
+                throw .usage(
+                    "--from must be secret-service, file or vault", hint: Context.backendHint(for: from, among: names))
             }
             source = named
         }
@@ -58,16 +65,9 @@ struct MigrateCommand: Command {
         }
         let (outcome, aside) = try context.storeLock().withLock { () throws -> (ItemMigration.Outcome, String) in
             let outcome = try ItemMigration.copy(from: context.items(source), to: context.items(destination))
-            // Everything is in the destination now: only then does the source go. An item whose
-            // slot the destination kept newer with another secret was never written there, so
-            // the keyring keeps it (the file is only moved aside, so it keeps it anyway).
-            var aside = try context.clear(source, removing: outcome.moved + outcome.superseded)
-            if source == .secretService, !outcome.differing.isEmpty {
-                let count = outcome.differing.count
-                aside +=
-                    "; left \(count) item\(count == 1 ? "" : "s") there whose secret differs from the one the file"
-                    + " keeps (see 'secret-tool search --all')"
-            }
+            // Everything is in the destination now: only then does the source go, with the older
+            // copies of slots the destination kept, so that no store in use serves a stale one.
+            let aside = try context.clear(source, removing: outcome.moved + outcome.superseded + outcome.differing)
             return (outcome, aside)
         }
         // Both stores changed: no copy of either may be served, whatever it is named after.
@@ -76,10 +76,46 @@ struct MigrateCommand: Command {
         streams.printError(
             "portal-token: moved \(moved) item\(moved == 1 ? "" : "s") to the \(destination.rawValue) store"
                 + (kept > 0 ? " (kept \(kept) newer one\(kept == 1 ? "" : "s") already there)" : "") + "; \(aside)")
+        if let line = try context.makeDefault(destination) { streams.printError("portal-token: \(line)") }
     }
 }
 
 extension Context {
+    /// Makes `backend` the store later runs use, once a migration moved everything there: the
+    /// config file's `backend` is set when the settings would choose another; a flag or variable
+    /// that names another is left alone. Returns the line that says what was done, or nil when
+    /// the settings already choose it.
+    func makeDefault(_ backend: BackendChoice.Backend) throws -> String? {
+        let requested = try Self.requestedBackend(settings)
+        let chosen =
+            requested == .auto ? try backendChoice().backend : BackendChoice.Backend(rawValue: requested.rawValue)
+        guard chosen != backend else { return nil }
+        if settings.isGivenOutsideTheConfigFile(.backend) {
+            return """
+                warning: \(settings.origin(of: .backend)) still chooses the \(requested.rawValue) store; set it to \
+                \(backend.rawValue), or leave it out
+                """
+        }
+        guard let path = settings.configPath else { return nil }
+        let current: [UInt8]
+        do {
+            current = try FileReading.contents(of: path, ownOnly: true)
+        } catch .missing {
+            current = []
+        } catch {
+            return "warning: could not make \(backend.rawValue) the default: cannot read \(path) (\(error.reason))"
+        }
+        let changed = Settings.settingValue(
+            in: String(decoding: current, as: UTF8.self), key: Setting.backend.key, to: backend.rawValue)
+        do {
+            try Directories.createParent(of: path)
+            try AtomicFile.replace(path, with: Array(changed.utf8), temporaryPrefix: ".config.tmp-")
+        } catch {
+            return "warning: could not make \(backend.rawValue) the default in \(path): \(error)"
+        }
+        return "the \(backend.rawValue) store is the default now (backend = \(backend.rawValue) in \(path))"
+    }
+
     /// Moves a migrated store aside: the file renamed, the keyring's `items` deleted. Returns what
     /// was done, in words.
     func clear(_ backend: BackendChoice.Backend, removing items: [StoredItem]) throws -> String {
@@ -92,7 +128,7 @@ extension Context {
             let ids = Set(items.map(\.id))
             let deleted = try store.delete(ItemMigration.everything) { ids.contains($0.id) }
             let name = backend == .vault ? "the Vault store" : "the Secret Service"
-            return "deleted the \(deleted) item\(deleted == 1 ? "" : "s") it moved from \(name)"
+            return "deleted \(deleted) item\(deleted == 1 ? "" : "s") from \(name)"
         }
     }
 

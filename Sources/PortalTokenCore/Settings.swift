@@ -247,6 +247,14 @@ public struct Settings: Sendable {
         return configFile[setting.key]
     }
 
+    /// Whether the value in force comes from a flag or the environment, which no change to the
+    /// config file can override.
+    public func isGivenOutsideTheConfigFile(_ setting: Setting) -> Bool {
+        if let flag = setting.flag, flags[flag] != nil { return true }
+        if let name = setting.environment, let value = environment[name], !value.isEmpty { return true }
+        return false
+    }
+
     /// Where a value came from, in the words a message should use.
     public func origin(of setting: Setting) -> String {
         if let flag = setting.flag, flags[flag] != nil { return "--\(flag)" }
@@ -283,6 +291,28 @@ public struct Settings: Sendable {
                 "\(origin(of: setting)) must be true or false",
                 hint: "set it to true or false (1, yes and on mean true; 0, no and off false), or unset it")
         }
+    }
+
+    /// The config file's text with `key` set to `value`: its line replaced where the file has
+    /// one (the last one counts, as parsing reads them; earlier ones go), else added at the end.
+    /// Every other line, comments included, is kept as it was.
+    public static func settingValue(in text: String, key: String, to value: String) -> String {
+        var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            .map { String(decoding: $0, as: UTF8.self) }
+        if lines.last == "" { lines.removeLast() }
+        let isTheKey = { (line: String) -> Bool in
+            let trimmed = line.trimmingWhitespace
+            guard !trimmed.hasPrefix("#"), let equals = trimmed.firstIndex(of: "=") else { return false }
+            return trimmed[..<equals].trimmingWhitespace == key
+        }
+        let setting = "\(key) = \(value)"
+        if let last = lines.lastIndex(where: isTheKey) {
+            lines[last] = setting
+            lines = lines.enumerated().filter { $0.offset == last || !isTheKey($0.element) }.map(\.element)
+        } else {
+            lines.append(setting)
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// Parses the config file: `key = value` lines; blank lines and lines starting with `#` are

@@ -293,7 +293,7 @@ struct AutoBackendTests {
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(
             migrated.stderr.contains(
-                "portal-token: moved 1 item to the file store; deleted the 1 item it moved from the Secret Service"),
+                "portal-token: moved 1 item to the file store; deleted 1 item from the Secret Service"),
             "\(migrated.stderr)")
         #expect(
             try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=k.tld\n", environment: file).stdout
@@ -304,8 +304,8 @@ struct AutoBackendTests {
         #expect(!(try ProcessRunner.portalToken(["doctor"], environment: file)).stdout.contains("second store"))
     }
 
-    @Test("migrate --to file leaves in the keyring a credential whose slot the file keeps with another secret")
-    func migrateKeepsWhatTheFileLacks() throws {
+    @Test("migrate --to file removes from the keyring the older copy of a slot the file keeps with another secret")
+    func migrateLeavesOneCopyOfEachSlot() throws {
         let keyring = try PrivateKeyring(withKeyring: true)
         let environment = world(keyring)
         // The file's writes are 2 s ahead by the wall clock, so the file holds its two slots newer
@@ -329,10 +329,8 @@ struct AutoBackendTests {
         #expect(migrated.exitCode == 0, "\(migrated.stderr)")
         #expect(
             migrated.stderr.contains(
-                "moved 1 item to the file store (kept 2 newer ones already there); deleted the 2 items"),
-            "\(migrated.stderr)")
-        #expect(
-            migrated.stderr.contains("left 1 item there whose secret differs from the one the file keeps"),
+                "moved 1 item to the file store (kept 2 newer ones already there); "
+                    + "deleted 3 items from the Secret Service"),
             "\(migrated.stderr)")
         func get(_ host: String, _ environment: [String: String]) throws -> String {
             try ProcessRunner.portalToken(["get"], stdin: "protocol=https\nhost=\(host)\n", environment: environment)
@@ -340,10 +338,53 @@ struct AutoBackendTests {
         }
         #expect(try get("differs.tld", file) == "username=u\npassword=file-secret\n")
         #expect(try get("only-keyring.tld", file) == "username=u\npassword=moved-secret\n")
-        // The keyring's other secret was written nowhere, so it is still there; the rest is gone.
-        #expect(try get("differs.tld", environment) == "username=u\npassword=keyring-secret\n")
+        // One copy of each slot remains, the newest: the keyring's older one is gone too.
+        #expect(try get("differs.tld", environment).isEmpty)
         #expect(try get("same.tld", environment).isEmpty)
         #expect(try get("only-keyring.tld", environment).isEmpty)
+    }
+
+    @Test(
+        """
+        migrate --to file under auto with a keyring present makes the file the default: a new shell's list, get and \
+        status find the items where they went
+        """)
+    func migrateMakesTheDestinationTheDefault() throws {
+        let keyring = try PrivateKeyring(withKeyring: true)
+        var environment = world(keyring)
+        environment["PORTAL_TOKEN_BACKEND"] = nil
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "migrate passphrase"
+        let stored = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=moved.tld\nusername=u\npassword=moved-secret\n",
+            environment: environment)
+        #expect(stored.exitCode == 0, "\(stored.stderr)")
+        let migrated = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: environment)
+        #expect(migrated.exitCode == 0, "\(migrated.stderr)")
+        let config = keyring.directory.appendingPathComponent("config/portal-token/config").path
+        #expect(
+            migrated.stderr.contains(
+                "portal-token: the file store is the default now (backend = file in \(config))"), "\(migrated.stderr)")
+        #expect(try String(contentsOfFile: config, encoding: .utf8) == "backend = file\n")
+        // A new shell, with the keyring still registered: the file is in use.
+        let get = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=moved.tld\n", environment: environment)
+        #expect(get.stdout == "username=u\npassword=moved-secret\n", "\(get.stderr)")
+        let list = try ProcessRunner.portalToken(["list"], environment: environment)
+        #expect(list.stdout.contains("moved.tld"), "\(list.stdout)")
+        let status = try ProcessRunner.portalToken(["status"], environment: environment)
+        #expect(status.stdout.contains("chosen by backend in \(config)"), "\(status.stdout)")
+        #expect(!status.stdout.contains("migrate --to"), "no note suggests moving back: \(status.stdout)")
+        // Back again: the keyring is what auto picks, so the setting is rewritten to it.
+        let back = try ProcessRunner.portalToken(["migrate", "--to", "secret-service"], environment: environment)
+        #expect(back.exitCode == 0, "\(back.stderr)")
+        #expect(try String(contentsOfFile: config, encoding: .utf8) == "backend = secret-service\n")
+        // A variable naming another store is not overridden, and migrate says so.
+        environment["PORTAL_TOKEN_BACKEND"] = "secret-service"
+        let pinned = try ProcessRunner.portalToken(["migrate", "--to", "file"], environment: environment)
+        #expect(pinned.exitCode == 0, "\(pinned.stderr)")
+        #expect(
+            pinned.stderr.contains("warning: PORTAL_TOKEN_BACKEND still chooses the secret-service store"),
+            "\(pinned.stderr)")
     }
 
     @Test(

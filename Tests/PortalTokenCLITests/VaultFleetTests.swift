@@ -178,7 +178,7 @@ struct VaultFleetTests {
         #expect(back.exitCode == 0, "\(back.stderr)")
         #expect(
             back.stderr.contains(
-                "portal-token: moved 2 items to the file store; deleted the 2 items it moved from the Vault store"),
+                "portal-token: moved 2 items to the file store; deleted 2 items from the Vault store"),
             "\(back.stderr)")
         #expect(try ProcessRunner.portalToken(["token"], environment: file).stdout == "token-M\n")
         #expect(
