@@ -60,9 +60,18 @@ public final class Context {
     static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
         guard let text = settings.value(.backend) else { return .auto }
         guard let backend = RequestedBackend(rawValue: text) else {
-            throw .usage("\(settings.origin(of: .backend)) must be auto, secret-service, file or vault")
+            throw .usage(
+                "\(settings.origin(of: .backend)) must be auto, secret-service, file or vault",
+                hint: backendHint(for: text, among: RequestedBackend.allCases.map(\.rawValue)))
         }
         return backend
+    }
+
+    /// "did you mean …?" for a word that is not a backend's name: a store's common name
+    /// (`keyring`) or a near misspelling; nil when nothing is close. The word is never echoed.
+    static func backendHint(for word: String, among names: [String]) -> String? {
+        let meant = RequestedBackend.commonlyCalled(word)?.rawValue ?? Suggestion.nearest(to: word, among: names)
+        return meant.flatMap { names.contains($0) ? "did you mean '\($0)'?" : nil }
     }
 
     var keyringTimeout: Int {
@@ -200,6 +209,15 @@ public final class Context {
     }
 
     /// The API host of the account named by the settings, or of the one account remembered.
+    /// The Portal API's URL as the settings and the accounts file name it, reading no store:
+    /// what a store's own prompt asks git about (`credential.interactive` for this URL), while
+    /// that store is being opened.
+    func apiURLReadingNoStore() -> String? {
+        let host =
+            settings.value(.apiHost) ?? chosenAccount?.apiHost ?? rememberedAPIHost() ?? PortalAPIBase.defaultHost
+        return (try? PortalAPIBase(apiHost: host))?.url
+    }
+
     private func rememberedAPIHost() -> String? {
         guard let remembered = try? rememberedAccounts() else { return nil }
         if let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty {
@@ -350,6 +368,7 @@ public final class Context {
             () throws(StoreError) in presence ?? .noBus
         }
         decidedBackend = choice
+        trace("backend: \(choice.backend.rawValue) (\(choice.reason))")
         return choice
     }
 
@@ -363,6 +382,13 @@ public final class Context {
         let lock = SessionFileLock(context: self, timeoutMilliseconds: max(4 * (try keyringTimeout), 1000))
         storeLockInUse = lock
         return lock
+    }
+
+    /// The trace of store calls, nil unless tracing (a nil costs the calls nothing).
+    private var storeTrace: ((String) -> Void)? {
+        guard isTracing else { return nil }
+        let trace = self.trace
+        return { trace($0) }
     }
 
     /// Each backend's store, once opened. (Two properties rather than a dictionary keyed by the
@@ -379,12 +405,14 @@ public final class Context {
             // `get` makes one connection; a bus that cannot be had leaves them to libsecret.
             let store = LockedItemStore(
                 services.keyringItems(try keyringTimeout, askPromptPermission) { [unowned self] in try? sessionBus() },
-                lock: try storeLock())
+                lock: try storeLock(), name: "secret-service store", trace: storeTrace)
             keyringItemStore = store
             return store
         case .file:
             if let fileItemStore { return fileItemStore }
-            let store = LockedItemStore(services.fileItems(try fileStoreOptions()), lock: try storeLock())
+            let store = LockedItemStore(
+                services.fileItems(try fileStoreOptions()), lock: try storeLock(), name: "file store",
+                trace: storeTrace)
             fileItemStore = store
             return store
         case .vault:
@@ -396,7 +424,9 @@ public final class Context {
             let loginCache =
                 idle > 0 && maximum > 0
                 ? VaultLoginCache(cache: services.secretCache(), idleSeconds: idle, maximumSeconds: maximum) : nil
-            let store = LockedItemStore(services.vaultItems(try vaultOptions(), loginCache), lock: try storeLock())
+            let store = LockedItemStore(
+                services.vaultItems(try vaultOptions(), loginCache), lock: try storeLock(), name: "vault store",
+                trace: storeTrace)
             vaultItemStore = store
             return store
         }
@@ -514,6 +544,7 @@ public final class Context {
         }
         let choice = try backendChoice()
         let sessions = try sessions(choice)
+        sessions.trace = storeTrace
         // Every session read or written is the one the audit line names (docs/audit.md, "Fields").
         if let audit { sessions.observe = { [weak audit] in audit?.session = $0 } }
         return sessions

@@ -118,7 +118,7 @@ private struct Diagnosis {
                         name: "default keyring", ok: !collection.isLocked,
                         detail: "'\(collection.label)' is \(collection.isLocked ? "locked" : "unlocked")",
                         hint: collection.isLocked
-                            ? "unlock it (log in to the desktop, or open Passwords and Keys)" : nil))
+                            ? StoreError.keyringLockedHint : nil))
             } catch {
                 checks.append(Check(name: "default keyring", ok: false, detail: error.message, hint: error.hint))
             }
@@ -128,10 +128,33 @@ private struct Diagnosis {
         checks += encryptedFile(choice: choice)
         if let second = secondStore(choice: choice) { checks.append(second) }
         checks.append(hook())
+        if let helpers = gitHelpers() { checks.append(helpers) }
         checks.append(prompts())
         checks.append(kernelKeyring())
         if network { checks.append(portalAPI()) }
         return checks
+    }
+
+    /// The credential helpers git's configuration names, in every scope: a plaintext `store`
+    /// among them is a problem (its file holds what portal-token keeps safe). nil without git.
+    private func gitHelpers() -> Check? {
+        let result = context.services.programs.run(
+            "git", ["config", "--get-all", "credential.helper"],
+            timeoutMilliseconds: Context.gitConfigTimeoutMilliseconds)
+        guard let status = result.status, status == 0 || status == 1 else { return nil }
+        let helpers = result.output.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
+        if let plaintext = SetupGitCommand.plaintextHelper(among: helpers) {
+            return Check(
+                name: "git credential helpers", ok: false, detail: SetupGitCommand.plaintextWarning(plaintext),
+                hint: SetupGitCommand.plaintextHint)
+        }
+        let uses = helpers.contains(SetupGitCommand.helperValue) || helpers.contains { $0.hasPrefix("portal-token ") }
+        return Check(
+            name: "git credential helpers", ok: true,
+            detail: uses
+                ? "git uses portal-token"
+                    + (helpers.count > 1 ? " (and \(helpers.count - 1) other helper entries)" : "")
+                : "git does not use portal-token (portal-token setup-git adds it)")
     }
 
     private var requested: RequestedBackend { (try? Context.requestedBackend(context.settings)) ?? .auto }

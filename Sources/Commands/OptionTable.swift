@@ -286,10 +286,12 @@ public enum OptionTable {
             "migrate", MigrateCommand.summary, options: [.migrateTo, .migrateFrom],
             usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
         CommandSpec("lock", LockCommand.summary),
+        CommandSpec("unlock", UnlockCommand.summary),
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),
         CommandSpec(
             "agent", AgentCommand.summary,
             options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit]),
+        CommandSpec("version", VersionCommand.summary),
     ]
 
     /// The settings flags (docs/settings.md, "Flags"), from the settings' declaration.

@@ -125,9 +125,10 @@ struct TerminalPrompt {
         defer { close() }
         let origin = "the terminal"
         switch purpose {
-        case .unlock:
+        case .unlock, .unlockAgain:
+            if purpose == .unlockAgain { say("Wrong passphrase; try again.\n") }
             let answer = read(prompt: "Passphrase for the portal-token store \(storePath): ")
-            return Passphrase(answer, origin: origin)
+            return Passphrase(answer, origin: origin, isTyped: true)
         case .create:
             say("Creating the encrypted store \(storePath).\n")
             let first = read(prompt: "New passphrase: ")
@@ -141,7 +142,7 @@ struct TerminalPrompt {
                     .locked, "the two passphrases differ",
                     hint: "run the command again and type the same passphrase twice")
             }
-            return Passphrase(first, origin: origin)
+            return Passphrase(first, origin: origin, isTyped: true)
         }
     }
 

@@ -14,7 +14,8 @@ public enum PortalTokenCLI {
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self, LogoutCommand.self,
-        MigrateCommand.self, LockCommand.self, AuditCommand.self, AgentCommand.self,
+        MigrateCommand.self, LockCommand.self, UnlockCommand.self, AuditCommand.self, AgentCommand.self,
+        VersionCommand.self,
     ]
 
     /// The name under which git finds the binary as a credential helper.
@@ -85,10 +86,7 @@ public enum PortalTokenCLI {
     ) throws {
         var global = ParsedArguments(command: nil)
         let commandLine = try global.readGlobal(arguments[...])
-        if global.has(.version) {
-            streams.print("portal-token \(version)")
-            return
-        }
+        if global.has(.version) { return streams.print(VersionCommand.line) }
         guard let (word, rest) = commandLine else {
             if global.wantsHelp { return streams.print(overview) }
             if isGitHelper { return }
@@ -114,6 +112,8 @@ public enum PortalTokenCLI {
         // (`login someone@example.com` is "choose how to sign in").
         let command = try commandType.init(arguments: parsed)
         try parsed.checkOperandCount()
+        // The version is printed whatever the settings hold, as --version is.
+        if commandType == VersionCommand.self { return streams.print(VersionCommand.line) }
         let flags = global.settingFlags.merging(parsed.settingFlags) { $1 }
         var settings: Settings
         var settingsError: (any Error)?
@@ -234,4 +234,17 @@ public enum PortalTokenCLI {
             """
         return text
     }
+}
+
+/// `portal-token version`, the same line as `--version` (as `gh version` and `git version` are).
+struct VersionCommand: Command {
+    static let name = "version"
+    static let summary = "Print portal-token's version"
+    static let details = "The same line as portal-token --version: the name and the version."
+    static var line: String { "portal-token \(PortalTokenCLI.version)" }
+
+    init(arguments: ParsedArguments) throws(CLIError) {}
+
+    /// The dispatcher prints the line itself, before reading any setting; this serves a direct call.
+    func run(in context: Context) throws { context.streams.print(Self.line) }
 }

@@ -35,7 +35,7 @@ extension Context {
     /// this URL, `credential.<url>.interactive` included, within a bound. No git, no answer in
     /// time, or no value: nothing rules prompts out.
     private func gitConfigRuling() -> String? {
-        guard let url = promptURL ?? (try? apiBase().url) else { return nil }
+        guard let url = promptURL ?? apiURLReadingNoStore() else { return nil }
         let result = services.programs.run(
             "git", ["config", "--get-urlmatch", PromptRules.interactiveKey, url],
             timeoutMilliseconds: Self.gitConfigTimeoutMilliseconds)

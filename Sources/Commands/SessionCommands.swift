@@ -197,8 +197,9 @@ struct APICommand: Command {
     static let auditOperation: AuditOperation? = .api
     static let summary = "Send an authenticated request to the Portal API and print the response"
     static let details = """
-        PATH is a path such as /api/v3/clients/me, or a URL on the configured API host; the
-        session token goes to no other origin. A space or control character in PATH is a
+        PATH is a path such as /api/v3/clients/me (api/v3/clients/me is the same path, as
+        with gh api), or a URL on the configured API host; the session token goes to no other
+        origin. A space or control character in PATH is a
         usage error: percent-encode it (%20); a -- before PATH ends the options. The response body goes to stdout, \
         ending with a
         newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
@@ -228,7 +229,9 @@ struct APICommand: Command {
             throw .usage(
                 "the API path holds a space or a control character", hint: "percent-encode it, e.g. %20 for a space")
         }
-        self.path = path
+        // A path without its leading slash is the same path, as gh api takes it; a URL keeps its
+        // own form, and resolving it against the API host decides whether the token may go there.
+        self.path = path.hasPrefix("/") || path.firstByteRange(of: "://") != nil ? path : "/" + path
         self.method = (method ?? (data == nil ? "GET" : "POST")).uppercased()
         guard !self.method.isEmpty, self.method.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") })
         else {

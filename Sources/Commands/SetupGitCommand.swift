@@ -46,10 +46,39 @@ struct SetupGitCommand: Command {
         context.streams.printError(
             "portal-token: added credential.helper portal-token to your global git config"
                 + Self.kept(others))
-        if !others.isEmpty {
+        if let plaintext = Self.plaintextHelper(among: helpers) {
+            context.streams.printError(
+                "portal-token: warning: \(Self.plaintextWarning(plaintext))")
+            context.streams.printError("hint: \(Self.plaintextHint)")
+        } else if !others.isEmpty {
             context.streams.printError("hint: git asks its helpers in order, so a helper listed earlier answers first")
         }
     }
+
+    /// The first helper in effect that keeps passwords in a plaintext file: git's `store`
+    /// (git-credential-store, ~/.git-credentials unless --file names another), given by name or
+    /// path. An empty value resets the list, so only the helpers after the last one count, as
+    /// git reads them (gitcredentials(7)).
+    static func plaintextHelper(among helpers: [String]) -> String? {
+        let inEffect = helpers.lastIndex(of: "").map { helpers[helpers.index(after: $0)...] } ?? helpers[...]
+        return inEffect.first { helper in
+            let program = helper.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
+            return program == "store" || program.hasSuffix("/git-credential-store")
+                || program == "git-credential-store"
+        }
+    }
+
+    static func plaintextWarning(_ helper: String) -> String {
+        """
+        credential.helper '\(helper.prefix(80))' keeps every password git approves in a plaintext file \
+        (~/.git-credentials), beside portal-token's copy, and git asks it first when it is listed first
+        """
+    }
+
+    static let plaintextHint = """
+        remove it with: git config --global --unset-all credential.helper '^store'; then delete \
+        ~/.git-credentials once what it holds is stored again (git asks, and portal-token keeps it)
+        """
 
     private static func kept(_ others: [String]) -> String {
         switch others.count {

@@ -48,13 +48,6 @@ enum AgentServing {
             for path in boundPaths { unlink(path) }
         }
 
-        // Signals are taken by one thread with sigwait, so every other thread (each connection's)
-        // runs with them blocked and the server stops cleanly.
-        var stopSignals = sigset_t()
-        sigemptyset(&stopSignals)
-        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&stopSignals, number) }
-        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
-
         let sockets = listeners.map(\.socket)
         let server = try LocalHTTPServer<(ConnectedPeer, AgentRules.Socket)>(
             listeners: listeners.map(\.descriptor),
@@ -65,11 +58,9 @@ enum AgentServing {
             // The caller as it is when the request arrives: still the process that connected.
             stream: { request, exchange, peer in handle(request, exchange, peer.0.current(), peer.1) })
         let log = options.log
-        let waitedSignals = stopSignals
-        DetachedThread.start {
-            var number: Int32 = 0
-            var set = waitedSignals
-            sigwait(&set, &number)
+        // Signals are taken by one thread, so every other thread (each connection's) runs with
+        // them blocked and the server stops cleanly.
+        StopSignals.take { number in
             log("portal-token agent: stopping (signal \(number))")
             server.stop()
         }

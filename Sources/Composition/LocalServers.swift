@@ -18,10 +18,18 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
     /// Whether a background `run` has not returned yet.
     private let running = Mutex(false)
 
-    private init(descriptor: Int32, port: UInt16?) {
+    /// The Unix socket's path, and the file it was bound as: removed when `run` ends, unless
+    /// another file took the name meanwhile.
+    private let socketFile: (path: String, device: UInt, inode: UInt)?
+
+    private init(descriptor: Int32, port: UInt16?, socketPath: String? = nil) {
         self.descriptor = descriptor
         self.port = port
         self.isUnixSocket = port == nil
+        var status = stat()
+        socketFile = socketPath.flatMap {
+            lstat($0, &status) == 0 ? ($0, UInt(status.st_dev), UInt(status.st_ino)) : nil
+        }
     }
 
     static func bind(_ address: LocalListenAddress) throws(CLIError) -> StreamingLocalServer {
@@ -38,7 +46,7 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
         case .unixSocket(let path):
             do {
                 let descriptor = try UnixSocketListener.listen(at: path)
-                return StreamingLocalServer(descriptor: descriptor, port: nil)
+                return StreamingLocalServer(descriptor: descriptor, port: nil, socketPath: path)
             } catch {
                 throw CLIError(error.message, exitCode: .usage)
             }
@@ -67,8 +75,22 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
         }
     }
 
+    /// Serves in the foreground. On a Unix socket, SIGTERM, SIGINT or SIGHUP stop the server as
+    /// they stop the agent, and the socket is removed (`proxy --socket`); on a port the signals
+    /// keep their defaults.
     func run(_ handler: @escaping LocalStreamHandler) throws {
-        try make(handler).run()
+        let made = try make(handler)
+        guard let socketFile else { return try made.run() }
+        StopSignals.take { _ in made.stop() }
+        defer {
+            var status = stat()
+            if lstat(socketFile.path, &status) == 0, UInt(status.st_dev) == socketFile.device,
+                UInt(status.st_ino) == socketFile.inode
+            {
+                unlink(socketFile.path)
+            }
+        }
+        try made.run()
     }
 
     /// Stops, and waits for the requests in progress to end (a 401's hook included, which is
@@ -81,4 +103,23 @@ final class StreamingLocalServer: LocalStreamingServer, @unchecked Sendable {
 
     /// Longer than the hook's own bound.
     static let stopWaitMilliseconds: Int64 = 40_000
+}
+
+/// SIGTERM, SIGINT and SIGHUP as a server's stop: blocked in every thread (so no connection's
+/// thread takes one), and waited for by one thread that calls `stop` when the first arrives.
+/// Called before the server's threads start, as they inherit the mask.
+enum StopSignals {
+    static func take(_ stop: @escaping (Int32) -> Void) {
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for number in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&signals, number) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let waited = signals
+        DetachedThread.start {
+            var number: Int32 = 0
+            var set = waited
+            sigwait(&set, &number)
+            stop(number)
+        }
+    }
 }

@@ -164,13 +164,22 @@ public final class EncryptedFileStore {
             }
             keyCache.drop(description)
         }
-        let passphrase = try passphrase(for: .unlock)
-        let key = try derive(passphrase, identity: header.keyIdentity)
-        guard key.opens(header) else {
+        // A person at the terminal is asked again after a typo, up to `typedAttempts` times.
+        var attempt = 1
+        var key: UnlockedKey
+        while true {
+            let passphrase = try passphrase(for: attempt == 1 ? .unlock : .unlockAgain)
+            key = try derive(passphrase, identity: header.keyIdentity)
+            if key.opens(header) { break }
             forgetPassphrase()
-            throw StoreError(
-                .locked, "wrong passphrase for the store file \(path)",
-                hint: "check the passphrase in \(passphrase.origin); the file was left as it is")
+            guard passphrase.isTyped, attempt < Passphrase.typedAttempts else {
+                throw StoreError(
+                    .locked, "wrong passphrase for the store file \(path)",
+                    hint: passphrase.isTyped
+                        ? "\(attempt) wrong passphrases were typed; the file was left as it is"
+                        : "check the passphrase in \(passphrase.origin); the file was left as it is")
+            }
+            attempt += 1
         }
         keyCache.store(key.derivedKey, as: description)
         unlocked = key

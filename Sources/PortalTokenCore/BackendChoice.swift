@@ -8,6 +8,21 @@ public enum RequestedBackend: String, Sendable, CaseIterable {
     case vault
 }
 
+extension RequestedBackend {
+    /// The backend people mean by the names they call the stores (`keyring`, `gnome-keyring`,
+    /// `kwallet`, `openbao`, `encrypted-file`), for a "did you mean"; nil for any other word.
+    public static func commonlyCalled(_ word: String) -> RequestedBackend? {
+        switch word.lowercased() {
+        case "keyring", "libsecret", "gnome-keyring", "kwallet", "keepassxc", "secretservice", "secret_service",
+            "secrets":
+            return .secretService
+        case "encrypted-file", "encrypted", "files": return .file
+        case "openbao", "bao", "kv": return .vault
+        default: return nil
+        }
+    }
+}
+
 /// What the session bus shows of the Secret Service, which is all `auto` decides from
 /// (docs/storage.md, "Backends and the auto decision"): what exists, never how fast the keyring answers.
 public enum SecretServicePresence: Sendable, Equatable {

@@ -138,9 +138,12 @@ public enum HTTPError: Error, Sendable, Equatable {
         }
     }
 
-    /// The host of a URL, lowercased, for messages; nil when the URL does not parse.
+    /// The host of a URL, lowercased, with its port when the URL names one (a connection refused
+    /// on loopback is about a port), for messages; nil when the URL does not parse. Userinfo, path
+    /// and query never appear.
     public static func hostForMessages(_ url: String) -> String? {
-        URLAuthority(parsing: url)?.host
+        guard let authority = URLAuthority(parsing: url) else { return nil }
+        return authority.port.map { "\(authority.host):\($0)" } ?? authority.host
     }
 }
 

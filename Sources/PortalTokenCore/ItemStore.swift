@@ -1,3 +1,5 @@
+import Basics
+
 /// The attributes an item carries, or a search asks for: string names and values, as the
 /// freedesktop Secret Service keeps them. The schema is one of them, `xdg:schema`.
 public typealias ItemAttributes = [String: String]
@@ -175,14 +177,42 @@ extension ItemStore {
 public final class LockedItemStore: ItemStore {
     public let store: any ItemStore
     public let lock: any SessionLock
+    /// Told of every call with its outcome and duration, for `--verbose`: counts and kinds of
+    /// failure only, never an attribute's value or a secret. `name` says which store it is.
+    public let trace: ((String) -> Void)?
+    public let name: String
 
-    public init(_ store: any ItemStore, lock: any SessionLock) {
+    public init(_ store: any ItemStore, lock: any SessionLock, name: String = "", trace: ((String) -> Void)? = nil) {
         self.store = store
         self.lock = lock
+        self.name = name
+        self.trace = trace
     }
 
     public func search(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem] {
-        try store.search(filters)
+        try traced("search") { () throws(StoreError) in
+            let found = try store.search(filters)
+            return (found, "\(found.count) item\(found.count == 1 ? "" : "s")")
+        }
+    }
+
+    private func traced<Result>(
+        _ operation: String, _ body: () throws(StoreError) -> (Result, String)
+    ) throws(StoreError) -> Result {
+        guard let trace else { return try body().0 }
+        let start = MonotonicClock.microseconds()
+        let elapsed = {
+            let micro = MonotonicClock.microseconds() - start
+            return "\(micro / 1000).\(micro % 1000 / 100) ms"
+        }
+        do {
+            let (result, outcome) = try body()
+            trace("\(name): \(operation): \(outcome) (\(elapsed()))")
+            return result
+        } catch {
+            trace("\(name): \(operation) failed: \(error.kind) (\(elapsed()))")
+            throw error
+        }
     }
 
     @discardableResult
@@ -190,17 +220,26 @@ public final class LockedItemStore: ItemStore {
         _ filters: [ItemAttributes], ifNewest condition: (StoredItem?) -> Bool,
         where isPrevious: (StoredItem) -> Bool, with item: StoredItem
     ) throws(StoreError) -> Bool {
-        try lock.withStoreLock { () throws(StoreError) -> Bool in
-            try store.replace(filters, ifNewest: condition, where: isPrevious, with: item)
+        try traced("write") { () throws(StoreError) in
+            let written = try lock.withStoreLock { () throws(StoreError) -> Bool in
+                try store.replace(filters, ifNewest: condition, where: isPrevious, with: item)
+            }
+            return (written, written ? "written" : "not written (a newer item is there)")
         }
     }
 
     public func delete(_ filters: [ItemAttributes], where isDoomed: (StoredItem) -> Bool) throws(StoreError) -> Int {
-        try lock.withStoreLock { () throws(StoreError) in try store.delete(filters, where: isDoomed) }
+        try traced("delete") { () throws(StoreError) in
+            let deleted = try lock.withStoreLock { () throws(StoreError) in try store.delete(filters, where: isDoomed) }
+            return (deleted, "\(deleted) item\(deleted == 1 ? "" : "s") removed")
+        }
     }
 
     public func newest(_ filters: [ItemAttributes], lastSeen id: String) throws(StoreError) -> StoredItem? {
-        try store.newest(filters, lastSeen: id)
+        try traced("read of the newest item") { () throws(StoreError) in
+            let newest = try store.newest(filters, lastSeen: id)
+            return (newest, newest == nil ? "none" : "found")
+        }
     }
 }
 
@@ -246,7 +285,7 @@ public struct StoreError: Error, Sendable, Equatable {
 
     /// The hint every "keyring is locked" error carries.
     public static let keyringLockedHint =
-        "unlock it (log in to the desktop session, or open Passwords and Keys / seahorse) and try again"
+        "unlock it and try again: from a terminal with 'portal-token unlock', or in the desktop session"
 
     /// A search the Secret Service provider held until the bound while `keyring` (its name in
     /// the message) is locked: KeePassXC answers a search in a locked database only once a person

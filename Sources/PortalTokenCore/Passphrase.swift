@@ -1,7 +1,8 @@
-/// Why the store asks for the passphrase: to open an existing file, or to create a new one (a
-/// terminal prompt asks twice then).
+/// Why the store asks for the passphrase: to open an existing file, again after a typed one
+/// did not open it, or to create a new one (a terminal prompt asks twice then).
 public enum PassphrasePurpose: Sendable {
     case unlock
+    case unlockAgain
     case create
 }
 
@@ -10,9 +11,16 @@ public enum PassphrasePurpose: Sendable {
 public struct Passphrase: Sendable {
     public var secret: Secret
     public var origin: String
+    /// Typed by a person, who may mistype it and can be asked again; a file, a variable or a
+    /// credential would only give the same wrong one.
+    public var isTyped: Bool
 
-    public init(_ secret: Secret, origin: String) {
+    public init(_ secret: Secret, origin: String, isTyped: Bool = false) {
         self.secret = secret
         self.origin = origin
+        self.isTyped = isTyped
     }
+
+    /// How many times a person is asked before a wrong passphrase is an error, as sudo asks.
+    public static let typedAttempts = 3
 }

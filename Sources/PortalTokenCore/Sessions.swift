@@ -86,6 +86,8 @@ public final class Sessions {
     /// Told of every session read or written, for the audit log's environment, end user and
     /// token fingerprint (docs/audit.md, "Fields").
     public var observe: ((PortalSession) -> Void)?
+    /// Told where a session was found (the kept copy or the store), for `--verbose`; never a value.
+    public var trace: ((String) -> Void)?
 
     public init(_ items: any ItemStore, cache: Cache? = nil) {
         self.items = items
@@ -144,6 +146,7 @@ public final class Sessions {
                     throw error
                 }
                 observe?(session)
+                trace?("session: served from the copy kept in the kernel keyring")
                 return .present(session)
             }
             if copies.recheckSeconds != nil { return try recheck(authEnvironmentID, store: store, copies: copies) }
@@ -156,6 +159,14 @@ public final class Sessions {
             }
         }
         if case .present(let session) = stored { observe?(session) }
+        trace?(
+            {
+                switch stored {
+                case .absent: return "session: none in the store"
+                case .unreadable: return "session: the store holds one that cannot be read"
+                case .present: return "session: read from the store"
+                }
+            }())
         return stored
     }
 

@@ -28,6 +28,20 @@ public protocol SessionBusConnection: AnyObject {
     /// the prompt `/`, `SecretServiceProvider.noPrompt`), false when a prompt is needed, there is
     /// no default collection, or it did not answer in time (docs/storage.md, "Providers").
     func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool
+    /// Unlocks the default collection with its password, where the provider takes one from a
+    /// client (gnome-keyring does); never runs a prompt.
+    func unlockDefaultCollection(password: Secret) throws(StoreError) -> PasswordUnlock
+}
+
+/// How unlocking the default collection with a password went.
+public enum PasswordUnlock: Sendable, Equatable {
+    case unlocked
+    /// It was not locked; the password was not sent.
+    case alreadyUnlocked
+    case wrongPassword
+    /// The provider takes no password from a client: only its own prompt unlocks it.
+    case unsupported
+    case noDefaultCollection
 }
 
 extension SessionBusConnection {
@@ -36,6 +50,9 @@ extension SessionBusConnection {
 
     /// A bus that cannot ask unlocks nothing.
     public func unlockDefaultCollectionWithoutPrompt() throws(StoreError) -> Bool { false }
+
+    /// Nor with a password.
+    public func unlockDefaultCollection(password: Secret) throws(StoreError) -> PasswordUnlock { .unsupported }
 
     /// A bus that cannot say which program provides the Secret Service names none.
     public func secretServiceProvider() throws(StoreError) -> SecretServiceProvider? { nil }

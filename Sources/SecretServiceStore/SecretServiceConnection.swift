@@ -289,7 +289,7 @@ final class SecretServiceConnection {
         }
         return StoreError(
             .locked, "keyring '\(label)' is locked, and \(setting) rules out the unlock prompt",
-            hint: "unlock it first (log in to the desktop session, or open Passwords and Keys / seahorse)")
+            hint: StoreError.keyringLockedHint)
     }
 
     /// Creates an item (never replacing one) and returns it. `sessionRefused` is set when the

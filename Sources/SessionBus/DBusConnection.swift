@@ -147,13 +147,21 @@ public final class DBusConnection {
     /// errors as the bus or the callee sent them.
     public func call(_ calls: [DBusMessage], deadline: Int64) throws(Failure) -> [DBusMessage] {
         var serials: [UInt32] = []
-        var outgoing: [UInt8] = []
+        var encoded: [[UInt8]] = []
         for call in calls {
             lastSerial &+= 1
             if lastSerial == 0 { lastSerial = 1 }
             serials.append(lastSerial)
-            outgoing += call.encoded(serial: lastSerial)
+            encoded.append(call.encoded(serial: lastSerial))
         }
+        var outgoing: [UInt8] = []
+        outgoing.reserveCapacity(encoded.reduce(0) { $0 + $1.count })
+        for index in encoded.indices {
+            outgoing += encoded[index]
+            Self.wipe(&encoded[index])
+        }
+        // A call may carry a secret (a password to unlock with): no copy outlives its sending.
+        defer { Self.wipe(&outgoing) }
         try write(outgoing, deadline: deadline)
         var answered: [DBusMessage] = []
         for (index, serial) in serials.enumerated() {
@@ -190,6 +198,10 @@ public final class DBusConnection {
             }
         }
         return replies.removeValue(forKey: serial)!
+    }
+
+    private static func wipe(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { explicit_bzero(base, $0.count) } }
     }
 
     /// Stops waiting for the reply to `serial`: it is dropped when it comes.

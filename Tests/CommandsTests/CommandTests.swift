@@ -376,6 +376,10 @@ struct CommandTests {
         let result = try InProcessCLI().run(["--version"])
         #expect(result.exitCode == 0 && result.stderr.isEmpty)
         #expect(result.stdout == "portal-token \(PortalTokenCLI.version)\n")
+        // `version` is a command too, and prints the same line whatever the config file holds.
+        let command = try InProcessCLI().run(["version"], environment: ["PORTAL_TOKEN_CONFIG": "/nonexistent/config"])
+        #expect(command.exitCode == 0 && command.stderr.isEmpty, "\(command.stderr)")
+        #expect(command.stdout == result.stdout)
     }
 
     @Test(
@@ -383,7 +387,7 @@ struct CommandTests {
         arguments: [
             "get", "store", "erase", "capability", "token", "exec", "exec-credential", "list", "setup-git",
             "doctor", "methods", "login", "redirect", "verify-totp", "status", "refresh", "api", "logout", "migrate",
-            "lock",
+            "lock", "unlock", "version",
         ])
     func help(command: String) throws {
         let cli = try InProcessCLI()

@@ -210,6 +210,21 @@ struct UsageErrorTests {
         let result = try Self.run(["--backend", "bogus", "token"])
         #expect(result.exitCode == 2)
         #expect(result.stderr.hasPrefix("portal-token: error: --backend must be auto, secret-service, file or vault"))
+        #expect(!result.stderr.contains("did you mean"))
+    }
+
+    @Test("a store called by its common name or misspelt gets a did-you-mean, in migrate and --backend")
+    func backendDidYouMean() throws {
+        for (words, meant) in [
+            (["migrate", "--to", "keyring"], "secret-service"), (["migrate", "--to", "fiel"], "file"),
+            (["migrate", "--to", "file", "--from", "gnome-keyring"], "secret-service"),
+            (["migrate", "--to", "openbao"], "vault"), (["--backend", "kwallet", "list"], "secret-service"),
+            (["--backend", "secret-servce", "list"], "secret-service"),
+        ] {
+            let result = try Self.run(words)
+            #expect(result.exitCode == 2, "\(words)")
+            #expect(result.stderr.hasSuffix("hint: did you mean '\(meant)'?\n"), "\(words): \(result.stderr)")
+        }
     }
 
     @Test("a missing environment ID is a usage error with the ways to set it")

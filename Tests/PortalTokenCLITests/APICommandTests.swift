@@ -41,4 +41,22 @@ struct APICommandTests {
             ["api", "-X", "GET", "-d", "@-", "/api/v3/clients/me"], stdin: #"{"a":1}"#)
         #expect(small.exitCode == 0, "\(small.stderr)")
     }
+
+    @Test("a PATH without its leading slash is the same path; a refused connection names the port")
+    func relativePathAndRefusedPort() throws {
+        let portal = try PortalHarness(backend: .file)
+        portal.server.registerLiveToken("token-api-relative")
+        #expect(try portal.adopt(token: "token-api-relative").exitCode == 0)
+        let result = try portal.git.portalToken(["api", "api/v3/clients/me"])
+        #expect(result.exitCode == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("{"))
+        #expect(try #require(portal.requests(to: "/api/v3/clients/me").first).bearerToken == "token-api-relative")
+        // A port nothing listens on: the message says which one.
+        let closed = freeLoopbackPort()
+        var environment = portal.git.environment
+        environment["PORTAL_API_HOST"] = "127.0.0.1:\(closed)"
+        let refused = try ProcessRunner.portalToken(["api", "/api/v3/clients/me"], environment: environment)
+        #expect(refused.exitCode == 5, "\(refused.stderr)")
+        #expect(refused.stderr.contains("could not connect to 127.0.0.1:\(closed)"), "\(refused.stderr)")
+    }
 }

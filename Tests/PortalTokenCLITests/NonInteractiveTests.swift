@@ -105,6 +105,9 @@ struct NonInteractiveTests {
         try bed.storeCredential(host: host)
         let run = try bed.fill(host: host, git: .debian12, ruling: nil, answerPrompt: "Passphrase for")
         #expect(run.terminal.contains("Passphrase for the portal-token store \(bed.storePath): "))
+        // Asked again after each of the first two wrong ones, then exit 4.
+        #expect(run.terminal.components(separatedBy: "Wrong passphrase; try again.").count == 3, "\(run.terminal)")
+        #expect(run.terminal.contains("3 wrong passphrases were typed; the file was left as it is"), "\(run.terminal)")
         #expect(run.exitCode == 4, "a wrong passphrase: \(run.terminal)")
     }
 
@@ -278,8 +281,8 @@ final class PromptTestBed {
     }
 
     /// `git credential fill` for `host` on a terminal, the request typed there, with `ruling`
-    /// in force (none: prompts allowed). With `answerPrompt`, a wrong answer is typed once the
-    /// terminal shows it.
+    /// in force (none: prompts allowed). With `answerPrompt`, a wrong answer is typed each of the
+    /// three times the terminal shows it.
     func fill(
         host: String, protocolName: String = "https", git: RealGit, ruling: NonInteractiveTests.Ruling?,
         answerPrompt: String? = nil
@@ -298,8 +301,11 @@ final class PromptTestBed {
             try git.executable(), arguments + ["credential", "fill"], environment: environment)
         terminal.type("protocol=\(protocolName)\nhost=\(host)\n\n")
         if let answerPrompt {
-            try terminal.waitFor(answerPrompt)
-            terminal.type("not the passphrase\n")
+            // A person is asked three times before a wrong passphrase is an error.
+            for attempt in 1...3 {
+                try terminal.waitFor(answerPrompt, occurrences: attempt)
+                terminal.type("not the passphrase\n")
+            }
         }
         _ = try terminal.finish(timeout: 30)
         let result = ((try? String(contentsOf: directory.appendingPathComponent("result"), encoding: .utf8)) ?? "")

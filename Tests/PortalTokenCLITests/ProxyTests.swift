@@ -281,8 +281,10 @@ struct ProxyTests {
         let proxy = try ProcessRunner.spawn(
             ProcessRunner.portalTokenPath, ["proxy", "--socket", socket], environment: portal.git.environment)
         defer {
-            kill(proxy, SIGTERM)
-            _ = waitpid(proxy, nil, 0)
+            if kill(proxy, 0) == 0 {
+                kill(proxy, SIGKILL)
+                _ = waitpid(proxy, nil, 0)
+            }
         }
         var waited = 0
         while !FileManager.default.fileExists(atPath: socket), waited < 100 {
@@ -299,5 +301,11 @@ struct ProxyTests {
         #expect(portal.requests(to: "/api/v3/clients/me").map(\.bearerToken) == [token])
         var status = stat()
         #expect(stat(socket, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        // SIGTERM stops it, and the socket goes with it.
+        kill(proxy, SIGTERM)
+        var code: Int32 = 0
+        _ = waitpid(proxy, &code, 0)
+        #expect(code == 0, "the proxy ended cleanly on SIGTERM (wait status \(code))")
+        #expect(!FileManager.default.fileExists(atPath: socket))
     }
 }

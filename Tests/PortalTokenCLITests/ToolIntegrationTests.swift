@@ -76,6 +76,74 @@ struct SetupGitTests {
         #expect(unsetAgain.exitCode == 0 && unsetAgain.stderr.contains("nothing changed"))
         #expect(FileManager.default.fileExists(atPath: config))
     }
+
+    @Test("a plaintext store helper ahead is named by setup-git and by doctor, with how to remove it")
+    func plaintextStoreHelper() throws {
+        let git = try GitHarness(backend: .file)
+        let add = try ProcessRunner.run(
+            "/usr/bin/git", ["config", "--global", "--add", "credential.helper", "store"], environment: git.environment)
+        #expect(add.exitCode == 0)
+        var environment = git.environment
+        environment["PORTAL_TOKEN_PASSPHRASE"] = "doctor passphrase"
+        let setup = try ProcessRunner.portalToken(["setup-git"], environment: environment)
+        #expect(setup.exitCode == 0, "\(setup.stderr)")
+        #expect(setup.stderr.contains("warning: credential.helper 'store' keeps every password git approves"))
+        #expect(
+            setup.stderr.contains("hint: remove it with: git config --global --unset-all credential.helper '^store'"))
+        let doctor = try ProcessRunner.portalToken(["doctor", "--format", "json"], environment: environment)
+        #expect(doctor.exitCode == 1, "\(doctor.stdout)")
+        #expect(doctor.stdout.contains(#""check":"git credential helpers""#), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("'store' keeps every password"), "\(doctor.stdout)")
+        // Removed as the hint says, doctor finds portal-token alone.
+        let removed = try ProcessRunner.run(
+            "/usr/bin/git", ["config", "--global", "--unset-all", "credential.helper", "^store"],
+            environment: git.environment)
+        #expect(removed.exitCode == 0)
+        let clean = try ProcessRunner.portalToken(["doctor"], environment: environment)
+        #expect(clean.stdout.contains("ok      git credential helpers: git uses portal-token"), "\(clean.stdout)")
+        // An empty value resets the list: a store helper before it is not in effect.
+        for value in ["store", "", "portal-token"] {
+            _ = try ProcessRunner.run(
+                "/usr/bin/git", ["config", "--global", "--add", "credential.helper", value],
+                environment: git.environment)
+        }
+        let reset = try ProcessRunner.portalToken(["doctor"], environment: environment)
+        #expect(!reset.stdout.contains("keeps every password"), "\(reset.stdout)")
+    }
+}
+
+@Suite("--verbose on the script paths")
+struct VerboseScriptPathTests {
+    @Test("--verbose traces the backend, each store call and where the session came from, and no secret")
+    func tracesWithoutSecrets() throws {
+        let portal = try PortalHarness(backend: .file)
+        let token = "canary-token-\(UUID().uuidString)"
+        portal.server.registerLiveToken(token)
+        #expect(try portal.adopt(token: token).exitCode == 0)
+        let host = GitHarness.uniqueHost("verbose")
+        let password = "canary-password-\(UUID().uuidString)"
+        #expect(
+            try portal.git.portalToken(
+                ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n"
+            )
+            .exitCode == 0)
+        for (arguments, stdin, output) in [
+            (["--verbose", "token"], nil, token + "\n"),
+            (["get", "--verbose"], "protocol=https\nhost=\(host)\n", "username=u\npassword=\(password)\n"),
+            (["list", "--verbose"], nil, nil),
+        ] as [([String], String?, String?)] {
+            let result = try portal.git.portalToken(arguments, stdin: stdin)
+            #expect(result.exitCode == 0, "\(arguments): \(result.stderr)")
+            if let output { #expect(result.stdout == output, "the trace leaves stdout alone: \(arguments)") }
+            #expect(result.stderr.contains("portal-token: trace: backend: file ("), "\(arguments): \(result.stderr)")
+            // The session may come from its kept copy, with no search; a credential is always searched for.
+            let step = arguments.contains("token") ? "session: " : "file store: search: "
+            #expect(result.stderr.contains("portal-token: trace: \(step)"), "\(arguments): \(result.stderr)")
+            #expect(!result.stderr.contains(token) && !result.stderr.contains(password), "\(arguments)")
+        }
+        // Without it, nothing is traced.
+        #expect(try portal.git.portalToken(["token"]).stderr.isEmpty)
+    }
 }
 
 @Suite("list")

@@ -186,7 +186,10 @@ struct PortalRequestBuilderTests {
             #expect(!error.message.contains("/api/"))
             #expect(!error.message.contains("?"))
         }
-        #expect(HTTPError.hostForMessages("https://user:pw@API.portalhq.io:8443/p?q=1") == "api.portalhq.io")
+        #expect(HTTPError.hostForMessages("https://user:pw@API.portalhq.io:8443/p?q=1") == "api.portalhq.io:8443")
+        #expect(HTTPError.hostForMessages("https://API.portalhq.io./p") == "api.portalhq.io")
+        #expect(HTTPError.hostForMessages("http://[::1]:3000/p") == "[::1]:3000")
+        #expect(HTTPError.cannotConnect(host: "127.0.0.1:9").message == "could not connect to 127.0.0.1:9")
     }
 }
 

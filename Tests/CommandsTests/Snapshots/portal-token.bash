@@ -21,8 +21,10 @@ _portal_token_commands=(
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
     "lock:drop every cached key and session copy at once, the agent's too"
+    "unlock:unlock the keyring (or open the encrypted file) from this terminal"
     "audit:show what used your credentials, when and from where (the audit log)"
     "agent:serve the token and the credential store on a Unix socket, to containers and sandboxes"
+    "version:print portal-token's version"
     "help:show the help of a command"
 )
 

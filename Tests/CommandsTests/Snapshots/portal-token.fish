@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock audit agent help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock unlock audit agent version help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -22,8 +22,10 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy at once, the agent\'s too'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a unlock -d 'Unlock the keyring (or open the encrypted file) from this terminal'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Serve the token and the credential store on a Unix socket, to containers and sandboxes'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a version -d 'Print portal-token\'s version'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
 
