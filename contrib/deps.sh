@@ -15,8 +15,9 @@ keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # The other Secret Service providers the suite runs against (contrib/testing/provider.sh): KeePassXC,
 # and KWallet's daemon with QCA's OpenSSL plugin, without which its Secret Service API cannot open
 # the encrypted session libsecret asks for.
+# jq: a README recipe, which the suite runs (contrib/testing/doc-recipes.sh), pipes JSON through it.
 providers=(keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
-test=("${keyring[@]}" "${providers[@]}" libsystemd-dev libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap)
+test=("${keyring[@]}" "${providers[@]}" libsystemd-dev libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl jq valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

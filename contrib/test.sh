@@ -2,7 +2,8 @@
 # Runs the whole test suite: installs what it needs, checks the layout of the Swift sources
 # (contrib/dev/format.sh --check), builds, starts a private D-Bus session with
 # a real gnome-keyring under a throwaway HOME, runs every test there, runs the keyring suites on
-# each other Secret Service provider of the matrix (contrib/testing/provider.sh), and cleans up.
+# each other Secret Service provider of the matrix (contrib/testing/provider.sh), runs the shell
+# recipes of the README and docs/ as written (contrib/testing/doc-recipes.sh), and cleans up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -102,6 +103,15 @@ cleanup() {
 openbao_env() { sed -n 's/^VAULT_TOKEN_FILE=/PORTAL_TOKEN_VAULT_TOKEN_FILE=/p; s/^\(VAULT_ADDR=.*\)/\1/p; s/^\(VAULT_CACERT=.*\)/\1/p' "$work/openbao/env"; }
 
 status=0
+echo "== running the shell recipes of the README and docs/ as written (contrib/testing/doc-recipes.sh)"
+# Against the release binary and the fake Portal the debug build made, each in a fresh HOME;
+# the self-test first checks that an unmarked failing block fails the run.
+fake_server="$(swift build --show-bin-path)/portal-fake-server"
+if ! contrib/testing/doc-recipes.sh --self-test "$release_bin" "$fake_server" \
+    || ! contrib/testing/doc-recipes.sh "$release_bin" "$fake_server"; then
+    echo "test.sh: error: a recipe of the README or docs/ failed, or is neither run nor marked (docs/development.md, \"Recipes\")" >&2
+    status=1
+fi
 echo "== running git 2.47's own t/t0303-credential-external.sh on backend vault (OpenBao)"
 if ! env $(openbao_env) T0303_BACKEND=vault timeout 300 contrib/testing/t0303.sh "$git_current_source" "$(dirname "$git_current")"; then
     echo "test.sh: error: git 2.47's t0303-credential-external.sh failed on backend vault" >&2
