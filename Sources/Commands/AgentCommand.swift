@@ -75,7 +75,8 @@ struct AgentCommand: Command {
         }
         let router = AgentRouter(
             policy: policy, environment: requestEnvironment,
-            defaultEnvironmentID: context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
+            // The account the agent's own runs would choose: its settings, else the one remembered.
+            defaultEnvironmentID: (try? context.localAccountChoice())??.authEnvironmentID,
             services: context.services, verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the

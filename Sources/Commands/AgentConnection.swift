@@ -63,16 +63,17 @@ struct AgentConnection {
 
     /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
     /// environment and expiry; the agent has already slid, checked or ended it.
-    func usableSession(environmentID: String?) throws -> PortalSession {
-        var target = "/v1/token"
-        if let environmentID {
-            target +=
-                "?env="
-                + PercentCoding.encode(environmentID) { byte in
-                    AgentRouter.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
-                        && byte != UInt8(ascii: "/")
-                }
+    func usableSession(environmentID: String?, endUserID: String?) throws -> PortalSession {
+        let encode = { (value: String) in
+            PercentCoding.encode(value) { byte in
+                AgentRouter.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
+                    && byte != UInt8(ascii: "/")
+            }
         }
+        var parameters: [String] = []
+        if let environmentID { parameters.append("env=" + encode(environmentID)) }
+        if let endUserID { parameters.append("endUser=" + encode(endUserID)) }
+        let target = "/v1/token" + (parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&"))
         let response = try call("GET", target)
         guard response.status == 200 else { try fail(response) }
         var body = response.body
@@ -103,8 +104,10 @@ extension Context {
     /// agent in client mode, else from the store (docs/sessions.md, "The commands that read the session").
     func usableSession() throws -> PortalSession {
         if let agent = agent() {
-            let configured = settings.value(.authEnvironmentID)?.trimmingWhitespace
-            return try agent.usableSession(environmentID: configured?.isEmpty == false ? configured : nil)
+            // The client's own choice where it makes one (its settings, its directory, its
+            // accounts file); otherwise the agent's.
+            let account = try localAccountChoice()
+            return try agent.usableSession(environmentID: account?.authEnvironmentID, endUserID: account?.endUserID)
         }
         return try sessionService().usableSession()
     }

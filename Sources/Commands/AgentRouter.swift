@@ -137,6 +137,9 @@ final class AgentRouter: Sendable {
         if let environmentID = query["env"], !Self.isSafeWord(environmentID) {
             return Self.refusal(400, "the env parameter holds characters an environment ID never has", hint: nil)
         }
+        if let endUserID = query["endUser"], !Self.isSafeWord(endUserID.filter { $0 != "@" && $0 != "+" }) {
+            return Self.refusal(400, "the endUser parameter holds characters an end user ID never has", hint: nil)
+        }
 
         // What the rules judge, and the command that answers.
         let operation: AgentRules.Operation
@@ -144,6 +147,8 @@ final class AgentRouter: Sendable {
         var extraEnvironment: [String: String] = [:]
         var runsDockerHelper = false
         if let environmentID = query["env"] { arguments += ["--env", environmentID] }
+        // The client's choice of end user, as its own run would make it (docs/agent.md, "Client mode").
+        if let endUserID = query["endUser"] { arguments += ["--end-user=" + endUserID] }
         switch endpoint {
         case .token:
             operation = .token(environment: query["env"] ?? defaultEnvironmentID)

@@ -143,10 +143,12 @@ public final class Context {
 
     // MARK: Accounts
 
-    /// Which account a command acts for, and why: what `status` says (docs/sessions.md,
-    /// "Remembered accounts").
+    /// Which account a command acts for, and why: what `status` and `accounts` say
+    /// (docs/sessions.md, "Choosing an account").
     struct AccountChoice {
         var authEnvironmentID: String
+        /// The end user, where one is named, bound or remembered; nil: the environment's one session.
+        var endUserID: String?
         /// The API host it signed in on, used where no api-host setting names one.
         var apiHost: String?
         var reason: String
@@ -154,46 +156,73 @@ public final class Context {
 
     private var chosenAccount: AccountChoice?
 
-    /// The auth environment named by --env, PORTAL_AUTH_ENVIRONMENT_ID or the config file; with
-    /// none named, the one account signed in on this machine (the accounts file), else the one
-    /// session stored. Several, and none named, is a usage error that lists them.
+    /// The account, decided once per run, in this order (docs/sessions.md, "Choosing an
+    /// account"): --env or PORTAL_AUTH_ENVIRONMENT_ID (with --end-user or PORTAL_END_USER_ID);
+    /// the account bound to this directory or the nearest one above it (`accounts use`); the
+    /// config file's auth-environment-id (and end-user), the named default; the one account
+    /// remembered here; the one session stored. Several, and none chosen, is a usage error that
+    /// lists them. Nothing here is global state one shell changes for another.
     func accountChoice() throws -> AccountChoice {
         if let chosenAccount { return chosenAccount }
-        let choice: AccountChoice
-        if let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty {
-            let remembered = (try? rememberedAccounts())?.first { $0.authEnvironmentID == value }
-            choice = AccountChoice(
-                authEnvironmentID: value, apiHost: remembered?.apiHost, reason: settings.origin(of: .authEnvironmentID))
-        } else {
-            choice = try impliedAccount()
+        guard let choice = try chooseAccount(readingStores: true) else {
+            throw CLIError.usage(
+                "no auth environment ID is set, and no account is signed in on this machine",
+                hint: "sign in with 'portal-token login --env ID …', or set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, "
+                    + "or add auth-environment-id to the config file")
         }
         chosenAccount = choice
         return choice
     }
 
-    private func impliedAccount() throws -> AccountChoice {
-        let choose =
-            "choose one with --env ID or PORTAL_AUTH_ENVIRONMENT_ID, or add auth-environment-id to the config file"
-        let remembered = try rememberedAccounts()
+    /// The choice the settings, this directory and the accounts file make, reading no store: what a
+    /// client of the agent asks it for; nil leaves the choice to the agent.
+    func localAccountChoice() throws -> AccountChoice? { try chooseAccount(readingStores: false) }
+
+    /// The choice as far as the settings, this directory and the accounts file make it; without
+    /// `readingStores`, nil where only the stored sessions could decide.
+    private func chooseAccount(readingStores: Bool) throws -> AccountChoice? {
+        let named = settings.value(.authEnvironmentID)?.trimmingWhitespace ?? ""
+        let endUser = settings.value(.endUser)?.trimmingWhitespace
+        let namedEndUser = endUser?.isEmpty == false ? endUser : nil
+        if !named.isEmpty, settings.isGivenOutsideTheConfigFile(.authEnvironmentID) {
+            // Named for this run: a damaged accounts file only loses the API host it remembers.
+            let file = (try? rememberedAccounts()) ?? RememberedAccounts()
+            return try account(named, namedEndUser, reason: settings.origin(of: .authEnvironmentID), in: file)
+        }
+        let file = try rememberedAccounts()
+        if let directory = Self.currentDirectory(), let bound = file.directoryAccount(for: directory) {
+            return try account(
+                bound.authEnvironmentID, bound.endUserID ?? namedEndUser,
+                reason: "the account of \(bound.path), bound in \(accountsPath)", in: file)
+        }
+        if !named.isEmpty {
+            return try account(named, namedEndUser, reason: settings.origin(of: .authEnvironmentID), in: file)
+        }
+        let choose = """
+            choose one with --env ID (and --end-user ID), bind this directory with 'portal-token accounts use \
+            ENV [END_USER]', or name a default with auth-environment-id (and end-user) in the config file
+            """
+        let remembered = file.accounts.filter { namedEndUser == nil || $0.endUserID == namedEndUser }
         if remembered.count == 1 {
             return AccountChoice(
-                authEnvironmentID: remembered[0].authEnvironmentID, apiHost: remembered[0].apiHost,
+                authEnvironmentID: remembered[0].authEnvironmentID, endUserID: remembered[0].endUserID,
+                apiHost: remembered[0].apiHost,
                 reason: "the one account signed in on this machine, remembered in \(accountsPath)")
         }
         if remembered.count > 1 {
-            let names = remembered.map {
-                "'\($0.authEnvironmentID)' (end user \($0.endUserID)\($0.apiHost.map { " on \($0)" } ?? ""))"
-            }
             throw CLIError.usage(
                 "\(remembered.count) accounts are signed in on this machine and none is chosen: "
-                    + names.joined(separator: ", "), hint: choose)
+                    + remembered.map(Self.describe).joined(separator: ", "), hint: choose)
         }
         // Nothing remembered (signed in before accounts were, or the file was removed): the one
         // session stored answers.
-        let stored = try SessionItems.all(in: items(backendChoice().backend))
+        guard readingStores else { return nil }
+        let stored = try SessionItems.all(in: items(backendChoice().backend)).filter {
+            namedEndUser == nil || $0.endUserID == namedEndUser
+        }
         if stored.count == 1 {
             return AccountChoice(
-                authEnvironmentID: stored[0].authEnvironmentID, apiHost: nil,
+                authEnvironmentID: stored[0].authEnvironmentID, endUserID: stored[0].endUserID, apiHost: nil,
                 reason: "the one session stored in \(try storeDescription(backendChoice().backend))")
         }
         if stored.count > 1 {
@@ -202,13 +231,37 @@ public final class Context {
                 "\(stored.count) sessions are stored and none is chosen: " + names.joined(separator: ", "), hint: choose
             )
         }
-        throw CLIError.usage(
-            "no auth environment ID is set, and no account is signed in on this machine",
-            hint: "sign in with 'portal-token login --env ID …', or set PORTAL_AUTH_ENVIRONMENT_ID, pass --env ID, "
-                + "or add auth-environment-id to the config file")
+        return nil
     }
 
-    /// The API host of the account named by the settings, or of the one account remembered.
+    /// The account of `authEnvironmentID`: of `endUserID` when one is named, else the
+    /// environment's one remembered end user (none remembered: the environment's one session).
+    /// Several remembered, and none named, is a usage error listing them.
+    private func account(
+        _ authEnvironmentID: String, _ endUserID: String?, reason: String, in file: RememberedAccounts
+    ) throws(CLIError) -> AccountChoice {
+        let remembered = file.accounts(of: authEnvironmentID)
+        if let endUserID {
+            let host = (remembered.first { $0.endUserID == endUserID } ?? remembered.first)?.apiHost
+            return AccountChoice(
+                authEnvironmentID: authEnvironmentID, endUserID: endUserID, apiHost: host, reason: reason)
+        }
+        guard remembered.count <= 1 else {
+            throw .usage(
+                "\(remembered.count) end users are signed in to '\(authEnvironmentID)' and none is chosen: "
+                    + remembered.map(Self.describe).joined(separator: ", "),
+                hint: "choose one with --end-user ID (PORTAL_END_USER_ID), or bind this directory with "
+                    + "'portal-token accounts use \(authEnvironmentID) END_USER'")
+        }
+        return AccountChoice(
+            authEnvironmentID: authEnvironmentID, endUserID: remembered.first?.endUserID,
+            apiHost: remembered.first?.apiHost, reason: reason)
+    }
+
+    static func describe(_ account: RememberedAccount) -> String {
+        "'\(account.authEnvironmentID)' (end user \(account.endUserID)\(account.apiHost.map { " on \($0)" } ?? ""))"
+    }
+
     /// The Portal API's URL as the settings and the accounts file name it, reading no store:
     /// what a store's own prompt asks git about (`credential.interactive` for this URL), while
     /// that store is being opened.
@@ -218,26 +271,23 @@ public final class Context {
         return (try? PortalAPIBase(apiHost: host))?.url
     }
 
+    /// The API host of the account the settings, this directory and the accounts file choose.
     private func rememberedAPIHost() -> String? {
-        guard let remembered = try? rememberedAccounts() else { return nil }
-        if let value = settings.value(.authEnvironmentID)?.trimmingWhitespace, !value.isEmpty {
-            return remembered.first { $0.authEnvironmentID == value }?.apiHost
-        }
-        return remembered.count == 1 ? remembered[0].apiHost : nil
+        (try? chooseAccount(readingStores: false))??.apiHost
     }
 
     /// portal-token's record of the accounts signed in here: written by every sign-in, never a
     /// secret, beside the config file (docs/sessions.md, "Remembered accounts").
     var accountsPath: String { xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/accounts.json" }
 
-    /// The accounts file's entries; none when it does not exist. A damaged or foreign file is a
-    /// usage error naming it, and is left as it is.
-    func rememberedAccounts() throws(CLIError) -> [RememberedAccount] {
+    /// The accounts file; empty when it does not exist. A damaged or foreign file is a usage
+    /// error naming it, and is left as it is.
+    func rememberedAccounts() throws(CLIError) -> RememberedAccounts {
         let bytes: [UInt8]
         do {
             bytes = try FileReading.contents(of: accountsPath, limit: 1 << 20, ownOnly: true)
         } catch .missing {
-            return []
+            return RememberedAccounts()
         } catch {
             throw .usage(
                 "cannot use the accounts file \(accountsPath): \(PortalTokenCLI.describe(error))",
@@ -252,51 +302,65 @@ public final class Context {
         }
     }
 
-    /// Records the account a sign-in just signed in, with the API host configured for it. A
-    /// record that cannot be written is a warning: the sign-in itself stands.
+    /// Records the account a sign-in (or an adopted token) just stored, with the API host
+    /// configured for it. A record that cannot be written is a warning: the sign-in itself stands.
     func rememberAccount(_ session: PortalSession) {
         let account = RememberedAccount(
             authEnvironmentID: session.authEnvironmentID, endUserID: session.endUserID,
             apiHost: settings.value(.apiHost) ?? (try? accountChoice())?.apiHost)
-        updateAccounts("remember the account") { RememberedAccounts.recording(account, in: $0) }
+        updateAccounts("remember the account") { $0.recording(account) }
     }
 
-    /// Forgets the account of `authEnvironmentID` (after a logout).
-    func forgetAccount(_ authEnvironmentID: String) {
-        updateAccounts("forget the account") { RememberedAccounts.forgetting(authEnvironmentID, in: $0) }
+    /// Forgets the account of `endUserID` in `authEnvironmentID` (after a logout; every one of
+    /// the environment with none named).
+    func forgetAccount(_ authEnvironmentID: String, endUserID: String?) {
+        updateAccounts("forget the account") { $0.forgetting(authEnvironmentID, endUserID: endUserID) }
     }
 
-    private func updateAccounts(_ purpose: String, _ change: ([RememberedAccount]) -> [RememberedAccount]) {
-        let path = accountsPath
-        let warn = { [streams] (reason: String) in
-            streams.printError("portal-token: warning: could not \(purpose) in \(path): \(reason)")
+    /// Changes the accounts file under its lock, atomically; a failure is a warning.
+    private func updateAccounts(_ purpose: String, _ change: (RememberedAccounts) -> RememberedAccounts) {
+        if let failure = changeAccounts(change) {
+            streams.printError("portal-token: warning: could not \(purpose) in \(accountsPath): \(failure)")
         }
+    }
+
+    /// Changes the accounts file under its lock, atomically; returns why it could not, or nil.
+    func changeAccounts(_ change: (RememberedAccounts) -> RememberedAccounts) -> String? {
+        let path = accountsPath
         do {
             try Directories.createParent(of: path)
         } catch {
-            return warn(error.reason)
+            return error.reason
         }
         let lock: FileLock
         do {
             lock = try FileLock.acquire(path + ".lock", timeoutMilliseconds: max(try keyringTimeout, 1000))
         } catch {
-            return warn("its lock is held or unusable")
+            return "its lock is held or unusable"
         }
         defer { lock.release() }
-        let current: [RememberedAccount]
+        let current: RememberedAccounts
         do {
             current = try rememberedAccounts()
         } catch {
-            return warn(error.message)
+            return error.message
         }
         let changed = change(current)
-        guard changed != current else { return }
+        guard changed != current else { return nil }
         do {
-            try AtomicFile.replace(
-                path, with: RememberedAccounts.encode(changed), temporaryPrefix: ".accounts.json.tmp-")
+            try AtomicFile.replace(path, with: changed.encode(), temporaryPrefix: ".accounts.json.tmp-")
         } catch {
-            warn(error.reason)
+            return error.reason
         }
+        return nil
+    }
+
+    /// The working directory, as the kernel names it (canonical: no symbolic link in it); nil
+    /// when it cannot be had (removed meanwhile).
+    static func currentDirectory() -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether a credential-protocol request is answered from the Portal session
@@ -586,13 +650,17 @@ public final class Context {
     /// The Portal session of the configured auth environment: the transport, the host gate of
     /// the configured API, the session lock and the user's hook. `ended` is told, before the hook
     /// runs, each time this process is the one that removed the session.
-    func sessionService(ended: (() -> Void)? = nil) throws -> SessionService {
+    /// The chosen account's session; `endUserID` names another end user of its environment (a
+    /// git request's `username`, as `credential.<url>.username` gives it).
+    func sessionService(endUserID: String? = nil, ended: (() -> Void)? = nil) throws -> SessionService {
         try checkPortalSettings()
         let apiBase = try apiBase()
         try refuseOwnProxy(apiBase)
         let hook = SessionHook(context: self)
+        let account = try accountChoice()
         return SessionService(
-            authEnvironmentID: try authEnvironmentID(), apiBase: apiBase, store: try sessions(),
+            authEnvironmentID: account.authEnvironmentID, endUserID: endUserID ?? account.endUserID, apiBase: apiBase,
+            store: try sessions(),
             lock: try storeLock(), transport: try transport(),
             requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
             sessionEnded: { event in

@@ -86,13 +86,15 @@ struct GetCommand: Command {
     /// sliding expiry either way. Not signed in reads as "no credential", as git expects of a
     /// helper.
     private func portalAnswer(for request: CredentialRequest, _ context: Context) throws -> CredentialProtocol.Answer? {
+        // A username in the request (`credential.<url>.username`) names which end user's session.
+        let username = request.username.flatMap { $0.isEmpty ? nil : $0 }
         let session: PortalSession
         do {
-            session = try context.sessionService().usableSession()
+            session = try context.sessionService(endUserID: username).usableSession()
         } catch SessionError.notSignedIn {
             return nil
         }
-        if let username = request.username, username != session.endUserID { return nil }
+        if let username, username != session.endUserID { return nil }
         var answer = CredentialProtocol.Answer(
             credential: Credential(
                 protocolName: request.protocolName ?? "https", host: request.host, username: session.endUserID,
@@ -143,10 +145,13 @@ struct StoreCommand: Command {
         // is marked ephemeral, which is never stored. The token is the password, or git
         // 2.46+'s `credential`.
         guard let token = request.passwordOrCredential, !token.isEmpty else { return }
-        let sessions = try context.sessionService()
         let endUserID = request.username?.trimmingWhitespace ?? ""
+        // The end user named is the session approved (a second end user's is kept beside the first).
+        let sessions = try context.sessionService(endUserID: endUserID.isEmpty ? nil : endUserID)
         if !endUserID.isEmpty, !request.isEphemeral {
-            return try sessions.approve(token: token, endUserID: endUserID)
+            try sessions.approve(token: token, endUserID: endUserID)
+            if let session = try sessions.restore(), session.token == token { context.rememberAccount(session) }
+            return
         }
         if let session = try sessions.restore(), session.token == token {
             return try sessions.approve(token: token, endUserID: session.endUserID)
@@ -181,7 +186,8 @@ struct EraseCommand: Command {
             if try helper(context).erase(request) == 0 { context.audit?.outcome = .notFound }
             return
         }
-        let sessions = try context.sessionService()
+        let username = request.username.flatMap { $0.isEmpty ? nil : $0 }
+        let sessions = try context.sessionService(endUserID: username)
         if let token = request.passwordOrCredential {
             // git sends the password (or git 2.46+'s credential) it just saw rejected: the
             // session ended (hook, exit 3). Another value is an older token, and changes nothing.

@@ -191,7 +191,6 @@ extension OptionSpec {
     static let timeout = OptionSpec("timeout", value: "SECONDS", help: "how long to wait for the sign-in, in seconds")
     static let withToken = OptionSpec(
         "with-token", excludes: ["email", "google", "apple"], help: "adopt a token from stdin, minted by your backend")
-    static let endUser = OptionSpec("end-user", value: "ID", help: "end user ID of the adopted token")
     static let dbusActivated = OptionSpec(
         String(DesktopRedirectHandler.activationOption.dropFirst(2)), excludes: ["URL"],
         help: "take the URL from the session bus (how the desktop handler starts it)")
@@ -252,7 +251,7 @@ public enum OptionTable {
         CommandSpec("methods", MethodsCommand.summary, options: [.format]),
         CommandSpec(
             "login", LoginCommand.summary,
-            options: [.email, .google, .apple, .noBrowser, .timeout, .withToken, .endUser],
+            options: [.email, .google, .apple, .noBrowser, .timeout, .withToken],
             usage: [
                 "portal-token login [--email ADDRESS | --google | --apple] [--no-browser] [--timeout SECONDS]",
                 "portal-token login --with-token [--end-user ID] < token",
@@ -269,6 +268,15 @@ public enum OptionTable {
             "verify-totp", VerifyTOTPCommand.summary,
             positionals: [PositionalSpec("CODE", optional: true, help: "two-factor code (prompted for when omitted)")]),
         CommandSpec("status", StatusCommand.summary, options: [.format]),
+        CommandSpec(
+            "accounts", AccountsCommand.summary,
+            positionals: [
+                PositionalSpec("use", optional: true, completion: .words(["use"]), help: "bind this directory"),
+                PositionalSpec("ENV", optional: true, help: "auth environment ID"),
+                PositionalSpec("END_USER", optional: true, help: "end user ID"),
+            ],
+            options: [.format, .unset.described("remove this directory's binding")],
+            usage: ["portal-token accounts [--format json]", "portal-token accounts use ENV [END_USER] | --unset"]),
         CommandSpec("refresh", RefreshCommand.summary),
         CommandSpec(
             "api", APICommand.summary,

@@ -13,7 +13,8 @@ public enum PortalTokenCLI {
         TokenCommand.self, ExecCommand.self, ExecCredentialCommand.self,
         ListCommand.self, SetupGitCommand.self, DoctorCommand.self,
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
-        StatusCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self, LogoutCommand.self,
+        StatusCommand.self, AccountsCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self,
+        LogoutCommand.self,
         MigrateCommand.self, LockCommand.self, UnlockCommand.self, AuditCommand.self, AgentCommand.self,
         VersionCommand.self,
     ]

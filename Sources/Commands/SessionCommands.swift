@@ -150,7 +150,8 @@ struct LogoutCommand: Command {
                 "logout is not served through the agent at \(agent.socketPath)",
                 hint: "sign out on the agent's host, or unset PORTAL_TOKEN_AGENT_SOCK", exitCode: .storage)
         }
-        let environmentID = try context.authEnvironmentID()
+        let account = try context.accountChoice()
+        let environmentID = account.authEnvironmentID
         let sessions = try context.sessionService()
         let steps = try context.twoFactorSteps()
         // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
@@ -160,7 +161,7 @@ struct LogoutCommand: Command {
                 authEnvironmentID: environmentID, steps: steps, memory: context.services.secretCache())
             return removed
         }
-        context.forgetAccount(environmentID)
+        context.forgetAccount(environmentID, endUserID: account.endUserID)
         if removed {
             context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
         } else {

@@ -131,8 +131,6 @@ struct LoginCommand: Command {
 
     /// How to sign in; nil for `--with-token`, which adopts a token instead.
     let method: Method?
-    /// `--end-user` of `--with-token`.
-    let adoptedEndUserID: String?
     let opensBrowser: Bool
     let timeoutSeconds: Int
 
@@ -141,16 +139,12 @@ struct LoginCommand: Command {
         let google = arguments.has(.google)
         let apple = arguments.has(.apple)
         let withToken = arguments.has(.withToken)
-        adoptedEndUserID = arguments.value(.endUser)
         var chosen: [Method] = []
         if let email { chosen.append(.email(email)) }
         if google { chosen.append(.google) }
         if apple { chosen.append(.apple) }
         if withToken {
             guard chosen.isEmpty else { throw .usage("--with-token adopts a token; it takes no sign-in method") }
-            if let adoptedEndUserID, adoptedEndUserID.trimmingWhitespace.isEmpty {
-                throw .usage("--end-user needs an end user ID")
-            }
             method = nil
             opensBrowser = false
             timeoutSeconds = 0
@@ -163,7 +157,6 @@ struct LoginCommand: Command {
                     : "choose one way to sign in, not \(chosen.count)",
                 hint: "run 'portal-token methods' to see the methods this environment allows")
         }
-        guard adoptedEndUserID == nil else { throw .usage("--end-user goes with --with-token") }
         self.method = method
         opensBrowser = !arguments.has(.noBrowser)
         if let text = arguments.value(.timeout) {
@@ -178,7 +171,14 @@ struct LoginCommand: Command {
     }
 
     func run(in context: Context) throws {
-        guard let method else { return try TokenAdoption(endUserID: adoptedEndUserID).run(in: context) }
+        guard let method else {
+            // --end-user (PORTAL_END_USER_ID) names the token's end user where Portal's answer does not.
+            let endUser = context.settings.value(.endUser)
+            if let endUser, endUser.trimmingWhitespace.isEmpty {
+                throw CLIError.usage("--end-user needs an end user ID")
+            }
+            return try TokenAdoption(endUserID: endUser).run(in: context)
+        }
         let configuration = try signInConfiguration(context)
         let redirectURL = try configuration.requireRedirectURL()
         var acceptedRisk = false

@@ -30,8 +30,12 @@ public enum ItemMigration {
     public static func slot(of item: StoredItem) -> (filters: [ItemAttributes], isSame: (StoredItem) -> Bool)? {
         switch item.schema {
         case SessionItems.schema, TwoFactorStepItems.schema:
+            // A session's slot is its environment and end user; a step's, its environment.
             guard let environment = item.attributes["auth-environment-id"] else { return nil }
-            let filter = [StoredItem.schemaAttribute: item.schema, "auth-environment-id": environment]
+            var filter = [StoredItem.schemaAttribute: item.schema, "auth-environment-id": environment]
+            if item.schema == SessionItems.schema, let endUser = item.attributes["end-user-id"] {
+                filter["end-user-id"] = endUser
+            }
             return ([filter], { $0.matches(filter) })
         default:
             guard let credential = CredentialItems.credential(from: item) else { return nil }

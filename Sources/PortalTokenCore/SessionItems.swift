@@ -1,17 +1,23 @@
 /// Portal sessions as items (docs/storage.md, "Secret Service: Portal sessions and two-factor
 /// steps"): schema `io.portalhq.PortalToken.Session`, attributes `auth-environment-id` and
 /// `end-user-id`, label `Portal session for <endUserId> (<environment>)`; the secret is
-/// `PortalSession.payload`. One session per environment; `Sessions` keeps them.
+/// `PortalSession.payload`. One session per environment and end user; `Sessions` keeps them.
 public enum SessionItems {
     public static let schema = "io.portalhq.PortalToken.Session"
 
-    static func filter(_ authEnvironmentID: String) -> [ItemAttributes] {
-        [[StoredItem.schemaAttribute: schema, "auth-environment-id": authEnvironmentID]]
+    /// The items of the environment's sessions, or of one end user's alone.
+    static func filter(_ authEnvironmentID: String, endUserID: String? = nil) -> [ItemAttributes] {
+        var filter = [StoredItem.schemaAttribute: schema, "auth-environment-id": authEnvironmentID]
+        if let endUserID { filter["end-user-id"] = endUserID }
+        return [filter]
     }
 
-    /// Every readable session in `items`, the newest of each environment (for `list`).
+    /// Every readable session in `items`, the newest of each environment and end user (for `list`).
     public static func all(in items: any ItemStore) throws(StoreError) -> [PortalSession] {
-        newestPerEnvironment(try items.search([[StoredItem.schemaAttribute: schema]]), decode: session(from:))
+        var seen: Set<[String]> = []
+        return try items.search([[StoredItem.schemaAttribute: schema]]).compactMap(session(from:)).filter {
+            seen.insert([$0.authEnvironmentID, $0.endUserID]).inserted
+        }
     }
 
     public static func item(for session: PortalSession) -> StoredItem {
@@ -71,18 +77,4 @@ public struct TwoFactorStepItems {
         guard item.schema == schema, let environment = item.attributes["auth-environment-id"] else { return nil }
         return PendingTwoFactor.decode(payload: item.secret, authEnvironmentID: environment)
     }
-}
-
-/// The first readable record of each `auth-environment-id` in `items` (newest first).
-private func newestPerEnvironment<Record>(_ items: [StoredItem], decode: (StoredItem) -> Record?) -> [Record] {
-    var seen: Set<String> = []
-    var records: [Record] = []
-    for item in items {
-        guard let environment = item.attributes["auth-environment-id"], !seen.contains(environment),
-            let record = decode(item)
-        else { continue }
-        seen.insert(environment)
-        records.append(record)
-    }
-    return records
 }

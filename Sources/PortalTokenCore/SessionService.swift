@@ -57,6 +57,9 @@ public final class SessionService {
     public static let validationPath = "/api/v3/clients/me"
 
     public let authEnvironmentID: String
+    /// The end user whose session this is, when the environment has several; nil for the
+    /// environment's newest.
+    public let endUserID: String?
     public let apiBase: PortalAPIBase
     private let store: Sessions
     private let lock: any SessionLock
@@ -69,12 +72,14 @@ public final class SessionService {
     private let now: () -> Int64
 
     public init(
-        authEnvironmentID: String, apiBase: PortalAPIBase, store: Sessions, lock: any SessionLock,
+        authEnvironmentID: String, endUserID: String? = nil, apiBase: PortalAPIBase, store: Sessions,
+        lock: any SessionLock,
         transport: any HTTPTransport, requests: PortalRequestBuilder,
         sessionEnded: @escaping (SessionEndedEvent) -> Void, warn: @escaping (String) -> Void,
         now: @escaping () -> Int64
     ) {
         self.authEnvironmentID = authEnvironmentID
+        self.endUserID = endUserID
         self.apiBase = apiBase
         self.store = store
         self.lock = lock
@@ -91,7 +96,7 @@ public final class SessionService {
     /// stored; an unreadable record is removed, with a warning that never shows it. A store
     /// failure is thrown and nothing is deleted.
     public func restore() throws -> PortalSession? {
-        switch try store.loadSession(authEnvironmentID: authEnvironmentID) {
+        switch try store.loadSession(authEnvironmentID: authEnvironmentID, endUserID: endUserID) {
         case .absent:
             return nil
         case .present(let session):
@@ -99,8 +104,9 @@ public final class SessionService {
         case .unreadable:
             let removed = try lock.withLock { () throws -> Bool in
                 // Checked again under the lock: a sign-in may have replaced it meanwhile.
-                guard try store.loadSession(authEnvironmentID: authEnvironmentID) == .unreadable else { return false }
-                return try store.deleteSession(authEnvironmentID: authEnvironmentID)
+                guard try store.loadSession(authEnvironmentID: authEnvironmentID, endUserID: endUserID) == .unreadable
+                else { return false }
+                return try store.deleteSession(authEnvironmentID: authEnvironmentID, endUserID: endUserID)
             }
             if removed {
                 warn(
@@ -289,7 +295,8 @@ public final class SessionService {
     /// Compare-and-delete under the lock, so a newer session stored meanwhile survives; then the
     /// hook, run only by the process whose delete removed the session; then the `ended` error.
     private func end(_ session: PortalSession, reason: SessionEndReason) throws -> Never {
-        let removed = try store.deleteSession(authEnvironmentID: authEnvironmentID, holding: session.token)
+        let removed = try store.deleteSession(
+            authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, holding: session.token)
         if removed {
             sessionEnded(
                 SessionEndedEvent(authEnvironmentID: authEnvironmentID, endUserID: session.endUserID, reason: reason))
@@ -300,6 +307,6 @@ public final class SessionService {
     /// Removes the session without running the hook (`logout`, or git's erase without a password).
     @discardableResult
     public func remove() throws -> Bool {
-        try store.deleteSession(authEnvironmentID: authEnvironmentID)
+        try store.deleteSession(authEnvironmentID: authEnvironmentID, endUserID: endUserID)
     }
 }

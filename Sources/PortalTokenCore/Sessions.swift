@@ -1,6 +1,7 @@
 import Basics
 
-/// The Portal sessions of one store (`SessionItems`), one per auth environment, and optionally
+/// The Portal sessions of one store (`SessionItems`), one per auth environment and end user, and
+/// optionally
 /// a short-lived copy of each in a secret cache (the kernel keyring), so that `portal-token
 /// get` and `api` in a script loop do not ask the keyring daemon or derive a file key every time
 /// (docs/storage.md, "The session cache").
@@ -104,21 +105,26 @@ public final class Sessions {
         namePrefix + FNV1a.hex(store) + ":"
     }
 
-    /// The cache entry's name: a recognisable prefix, a digest of the store, and one of the
-    /// environment.
-    static func name(store: String, authEnvironmentID: String) -> String {
-        namePrefix(store: store) + FNV1a.hex(authEnvironmentID)
+    /// The cache entry's name: a recognisable prefix, a digest of the store, one of the
+    /// environment, and one of the end user asked for (none when the environment's newest
+    /// session was asked for).
+    static func name(store: String, authEnvironmentID: String, endUserID: String?) -> String {
+        namePrefix(store: store) + FNV1a.hex(authEnvironmentID) + endUserSuffix(endUserID)
     }
 
-    /// Where a store that is rechecked last found the environment's session: the item's `id`.
-    /// Named so that whatever drops the environment's copies drops it too.
-    static func locationName(store: String, authEnvironmentID: String) -> String {
-        namePrefix + "at:" + FNV1a.hex(store) + ":" + FNV1a.hex(authEnvironmentID)
+    /// Where a store that is rechecked last found the session: the item's `id`. Named so that
+    /// whatever drops the environment's copies drops it too.
+    static func locationName(store: String, authEnvironmentID: String, endUserID: String?) -> String {
+        namePrefix + "at:" + FNV1a.hex(store) + ":" + FNV1a.hex(authEnvironmentID) + endUserSuffix(endUserID)
     }
 
-    /// Whether `name` is a copy of the environment's session, from any store.
+    private static func endUserSuffix(_ endUserID: String?) -> String { endUserID.map { "." + FNV1a.hex($0) } ?? "" }
+
+    /// Whether `name` is a copy of one of the environment's sessions, of any end user and store.
     static func isCopy(_ name: String, of authEnvironmentID: String) -> Bool {
-        name.hasPrefix(namePrefix) && name.hasSuffix(":" + FNV1a.hex(authEnvironmentID))
+        let environment = ":" + FNV1a.hex(authEnvironmentID)
+        return name.hasPrefix(namePrefix)
+            && (name.hasSuffix(environment) || name.firstByteRange(of: environment + ".") != nil)
     }
 
     /// The name of the store behind the cache; nil without a cache, or when the store cannot be
@@ -132,10 +138,12 @@ public final class Sessions {
         }
     }
 
-    public func loadSession(authEnvironmentID: String) throws(StoreError) -> StoredSession {
+    /// The session of `endUserID` in the environment, or with none named the environment's newest.
+    public func loadSession(authEnvironmentID: String, endUserID: String? = nil) throws(StoreError) -> StoredSession {
         let store = storeName()
         if let copies, let store {
-            if let copy = copies.cache.read(Self.name(store: store, authEnvironmentID: authEnvironmentID)),
+            if let copy = copies.cache.read(
+                Self.name(store: store, authEnvironmentID: authEnvironmentID, endUserID: endUserID)),
                 let session = PortalSession.decode(payload: copy, authEnvironmentID: authEnvironmentID),
                 session.decision(at: copies.now()) == .handOut
             {
@@ -149,13 +157,17 @@ public final class Sessions {
                 trace?("session: served from the copy kept in the kernel keyring")
                 return .present(session)
             }
-            if copies.recheckSeconds != nil { return try recheck(authEnvironmentID, store: store, copies: copies) }
+            if copies.recheckSeconds != nil {
+                return try recheck(authEnvironmentID, endUserID, store: store, copies: copies)
+            }
         }
-        let stored = try read(authEnvironmentID)
+        let stored = try read(authEnvironmentID, endUserID)
         if let copies, let store, case .present(let session) = stored, session.decision(at: copies.now()) == .handOut {
             try copies.lock.withStoreLock { () throws(StoreError) in
                 // Read again under the lock: the copy must be of what is stored now.
-                if case .present(let current) = try read(authEnvironmentID) { keep(current, from: store) }
+                if case .present(let current) = try read(authEnvironmentID, endUserID) {
+                    keep(current, from: store, askedFor: endUserID)
+                }
             }
         }
         if case .present(let session) = stored { observe?(session) }
@@ -173,12 +185,12 @@ public final class Sessions {
     /// Past the copy of a store that is rechecked: the item last found is asked for again (one
     /// request when it is still there), else the store is searched, and a fresh copy kept; all
     /// under the session lock, so a fill never resurrects a session this host has just removed.
-    private func recheck(_ authEnvironmentID: String, store: String, copies: Cache) throws(StoreError)
-        -> StoredSession
-    {
+    private func recheck(
+        _ authEnvironmentID: String, _ endUserID: String?, store: String, copies: Cache
+    ) throws(StoreError) -> StoredSession {
         try copies.lock.withStoreLock { () throws(StoreError) -> StoredSession in
-            let location = Self.locationName(store: store, authEnvironmentID: authEnvironmentID)
-            let filter = SessionItems.filter(authEnvironmentID)
+            let location = Self.locationName(store: store, authEnvironmentID: authEnvironmentID, endUserID: endUserID)
+            let filter = SessionItems.filter(authEnvironmentID, endUserID: endUserID)
             let lastSeen = copies.cache.read(location).map { $0.withBytes { String(decoding: $0, as: UTF8.self) } }
             let newest: StoredItem?
             if let lastSeen {
@@ -195,24 +207,26 @@ public final class Sessions {
             // it was keeps that no longer, so a search runs at least every key-cache-max however
             // often the copy is rechecked.
             if session.decision(at: copies.now()) == .handOut {
-                keep(session, from: store, id: newest.id == lastSeen ? nil : newest.id)
+                keep(session, from: store, askedFor: endUserID, id: newest.id == lastSeen ? nil : newest.id)
             }
             return .present(session)
         }
     }
 
-    private func read(_ authEnvironmentID: String) throws(StoreError) -> StoredSession {
-        guard let newest = try items.search(SessionItems.filter(authEnvironmentID)).first else { return .absent }
+    private func read(_ authEnvironmentID: String, _ endUserID: String?) throws(StoreError) -> StoredSession {
+        guard let newest = try items.search(SessionItems.filter(authEnvironmentID, endUserID: endUserID)).first
+        else { return .absent }
         return SessionItems.session(from: newest).map { .present($0) } ?? .unreadable
     }
 
-    /// Stores `session` as the environment's only session.
+    /// Stores `session` as its end user's only session in the environment; other end users'
+    /// sessions of the environment stay.
     public func saveSession(_ session: PortalSession) throws(StoreError) {
         _ = try save(session, ifNewest: { _ in true })
     }
 
-    /// Stores `session` (the same session, its expiry slid) only if the environment's newest
-    /// stored session still holds `token`, checked and written in one step of the store: a
+    /// Stores `session` (the same session, its expiry slid) only if its end user's newest stored
+    /// session still holds `token`, checked and written in one step of the store: a
     /// session another process or host removed (or replaced) meanwhile stays removed. True when
     /// it was written.
     @discardableResult
@@ -225,38 +239,37 @@ public final class Sessions {
     ) throws(StoreError) -> Bool {
         try changing { () throws(StoreError) -> Bool in
             let store = storeName()
-            if let store {
-                copies?.cache.drop(Self.name(store: store, authEnvironmentID: session.authEnvironmentID))
-                // The item written may live elsewhere than the one found before: the next read
-                // past the copy searches.
-                copies?.cache.drop(Self.locationName(store: store, authEnvironmentID: session.authEnvironmentID))
-            } else {
-                // Which copy is this store's is unknown: none of the environment's may outlive the change.
-                copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
-            }
+            // Every copy of the environment goes, whatever end user it was asked for: the copy of
+            // "the environment's newest session" may now be another end user's, and the item
+            // written may live elsewhere than the one found before (the next read past the copy
+            // searches).
+            copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
             let written = try items.replace(
-                SessionItems.filter(session.authEnvironmentID), ifNewest: condition, where: { _ in true },
-                with: SessionItems.item(for: session))
-            if written, let store { keep(session, from: store) }
+                SessionItems.filter(session.authEnvironmentID, endUserID: session.endUserID), ifNewest: condition,
+                where: { _ in true }, with: SessionItems.item(for: session))
+            if written, let store { keep(session, from: store, askedFor: session.endUserID) }
             if written { observe?(session) }
             return written
         }
     }
 
-    /// Removes the environment's session; with `token`, only a session holding it (a newer one
-    /// stored meanwhile survives). True when one was removed.
+    /// Removes the session of `endUserID` in the environment (with none named, every session of
+    /// the environment); with `token`, only a session holding it (a newer one stored meanwhile
+    /// survives). True when one was removed.
     @discardableResult
-    public func deleteSession(authEnvironmentID: String, holding token: Secret? = nil) throws(StoreError) -> Bool {
+    public func deleteSession(
+        authEnvironmentID: String, endUserID: String? = nil, holding token: Secret? = nil
+    ) throws(StoreError) -> Bool {
         try changing { () throws(StoreError) -> Bool in
             // Every copy of the environment, whatever store it came from: this one's, however it
             // is named, and any other's, which a later read fills again from its own store.
             copies?.cache.dropAll { Self.isCopy($0, of: authEnvironmentID) }
             do throws(StoreError) {
-                return try items.delete(SessionItems.filter(authEnvironmentID)) { item in
+                return try items.delete(SessionItems.filter(authEnvironmentID, endUserID: endUserID)) { item in
                     token.map { SessionItems.session(from: item)?.token == $0 } ?? true
                 } > 0
             } catch  where error.outcomeUnknown {
-                return try confirmDeleted(authEnvironmentID, holding: token, after: error)
+                return try confirmDeleted(authEnvironmentID, endUserID, holding: token, after: error)
             }
         }
     }
@@ -267,11 +280,11 @@ public final class Sessions {
     /// an ordinary failure. When the store cannot answer that either, the error stands: the
     /// session may have been deleted, and the message says so.
     private func confirmDeleted(
-        _ authEnvironmentID: String, holding token: Secret?, after failure: StoreError
+        _ authEnvironmentID: String, _ endUserID: String?, holding token: Secret?, after failure: StoreError
     ) throws(StoreError) -> Bool {
         let stored: StoredSession
         do {
-            stored = try read(authEnvironmentID)
+            stored = try read(authEnvironmentID, endUserID)
         } catch {
             throw failure
         }
@@ -287,14 +300,15 @@ public final class Sessions {
             hint: "try again")
     }
 
-    /// Keeps a copy of `session`; for a store that is rechecked, for `recheckSeconds` at most,
-    /// with where it was found (`id`) kept as long as a copy of another store would be.
-    private func keep(_ session: PortalSession, from store: String, id: String? = nil) {
+    /// Keeps a copy of `session`, named for the end user it was asked for (nil: the environment's
+    /// newest); for a store that is rechecked, for `recheckSeconds` at most, with where it was
+    /// found (`id`) kept as long as a copy of another store would be.
+    private func keep(_ session: PortalSession, from store: String, askedFor endUserID: String?, id: String? = nil) {
         guard let copies, let expiresAt = session.expiresAt else { return }
         let remaining = expiresAt - copies.now()
         guard remaining > 0 else { return }
         let maximum = Int(min(remaining, Int64(copies.maximumSeconds)))
-        let name = Self.name(store: store, authEnvironmentID: session.authEnvironmentID)
+        let name = Self.name(store: store, authEnvironmentID: session.authEnvironmentID, endUserID: endUserID)
         guard let recheckSeconds = copies.recheckSeconds else {
             copies.cache.store(
                 session.payload, as: name, idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
@@ -303,7 +317,8 @@ public final class Sessions {
         copies.cache.store(session.payload, as: name, forSeconds: min(recheckSeconds, maximum))
         if let id {
             copies.cache.store(
-                Secret(id), as: Self.locationName(store: store, authEnvironmentID: session.authEnvironmentID),
+                Secret(id),
+                as: Self.locationName(store: store, authEnvironmentID: session.authEnvironmentID, endUserID: endUserID),
                 idleSeconds: min(copies.timeoutSeconds, maximum), maximumSeconds: maximum)
         }
     }

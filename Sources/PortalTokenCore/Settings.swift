@@ -48,6 +48,10 @@ public struct Setting: Sendable, Hashable {
     public static let authEnvironmentID = Setting(
         key: "auth-environment-id", flag: Flag("env", value: "ID", help: "auth environment ID"),
         environment: "PORTAL_AUTH_ENVIRONMENT_ID")
+    /// Which of an environment's sessions, when several end users are signed in to it.
+    public static let endUser = Setting(
+        key: "end-user", flag: Flag("end-user", value: "ID", help: "end user ID, where an environment has several"),
+        environment: "PORTAL_END_USER_ID")
     public static let apiHost = Setting(
         key: "api-host",
         flag: Flag(
@@ -151,7 +155,7 @@ public struct Setting: Sendable, Hashable {
 
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
-        authEnvironmentID, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
+        authEnvironmentID, endUser, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
         vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,

@@ -69,7 +69,10 @@ struct RememberedAccountTests {
             unnamed.stderr.hasPrefix(
                 "portal-token: error: 2 accounts are signed in on this machine and none is chosen: "
                     + "'env-1' (end user user-5), 'env-2' (end user user-5)"), "\(unnamed.stderr)")
-        #expect(unnamed.stderr.contains("hint: choose one with --env ID or PORTAL_AUTH_ENVIRONMENT_ID"))
+        #expect(
+            unnamed.stderr.contains(
+                "hint: choose one with --env ID (and --end-user ID), bind this directory with 'portal-token accounts use"
+            ), "\(unnamed.stderr)")
         let named = cli.run(["--env", "env-2", "token"], unsetting: ["PORTAL_AUTH_ENVIRONMENT_ID"])
         #expect(named.exitCode == 0 && named.stdout == "tok-env-2\n", "\(named.stderr)")
         // Choosing in one run changed nothing for the next.
@@ -109,19 +112,41 @@ struct RememberedAccountTests {
         #expect(open.stderr.contains("writable by other users"), "\(open.stderr)")
     }
 
-    @Test("the accounts file codec: entries round-trip, one per environment, a sign-in replaces its own")
+    @Test(
+        """
+        the accounts file codec: entries and directory bindings round-trip, one per environment and end user, a \
+        sign-in replaces its own; the deepest binding covers a directory
+        """)
     func codec() throws {
         let first = RememberedAccount(authEnvironmentID: "a", endUserID: "u1", apiHost: nil)
         let second = RememberedAccount(authEnvironmentID: "b", endUserID: "u2", apiHost: "staging.example")
-        var accounts = RememberedAccounts.recording(second, in: RememberedAccounts.recording(first, in: []))
-        #expect(try RememberedAccounts.decode(RememberedAccounts.encode(accounts)) == accounts)
-        let again = RememberedAccount(authEnvironmentID: "a", endUserID: "u3", apiHost: "x.example")
-        accounts = RememberedAccounts.recording(again, in: accounts)
-        #expect(accounts == [again, second])
-        #expect(RememberedAccounts.forgetting("a", in: accounts) == [second])
+        var file = RememberedAccounts().recording(first).recording(second)
+        #expect(try RememberedAccounts.decode(file.encode()) == file)
+        // The same end user again replaces its entry in place; another end user of "a" is added.
+        let again = RememberedAccount(authEnvironmentID: "a", endUserID: "u1", apiHost: "x.example")
+        let other = RememberedAccount(authEnvironmentID: "a", endUserID: "u3", apiHost: nil)
+        file = file.recording(again).recording(other)
+        #expect(file.accounts == [again, second, other])
+        #expect(file.accounts(of: "a") == [again, other])
+        #expect(file.forgetting("a", endUserID: "u3").accounts == [again, second])
+        #expect(file.forgetting("a", endUserID: nil).accounts == [second])
+        file = file.binding(
+            "/work/repo", to: DirectoryAccount(path: "/work/repo", authEnvironmentID: "a", endUserID: "u1")
+        )
+        .binding("/work/repo/sub", to: DirectoryAccount(path: "/work/repo/sub", authEnvironmentID: "b", endUserID: nil))
+        #expect(try RememberedAccounts.decode(file.encode()) == file)
+        #expect(file.directoryAccount(for: "/work/repo")?.authEnvironmentID == "a")
+        #expect(file.directoryAccount(for: "/work/repo/x/y")?.authEnvironmentID == "a")
+        #expect(file.directoryAccount(for: "/work/repo/sub/z")?.authEnvironmentID == "b")
+        #expect(file.directoryAccount(for: "/work/repository") == nil, "a name that only starts alike is not below")
+        #expect(file.directoryAccount(for: "/work") == nil)
+        #expect(
+            file.binding("/work/repo/sub", to: nil).directoryAccount(for: "/work/repo/sub")?.authEnvironmentID == "a")
         for damaged in [
             "", "[]", #"{"version":2,"accounts":[]}"#, #"{"version":1}"#,
             #"{"version":1,"accounts":[{"authEnvironmentId":"a","endUserId":"u","apiHost":5}]}"#,
+            #"{"version":1,"accounts":[],"directories":[{"path":"relative","authEnvironmentId":"a"}]}"#,
+            #"{"version":1,"accounts":[],"directories":[{"path":"/x","authEnvironmentId":"a","endUserId":7}]}"#,
         ] {
             #expect(throws: RememberedAccounts.DecodingError.self, "\(damaged)") {
                 try RememberedAccounts.decode(Array(damaged.utf8))

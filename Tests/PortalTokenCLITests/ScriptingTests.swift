@@ -240,7 +240,15 @@ struct TokenAdoptionTests {
         #expect(
             try portal.git.portalToken(["login", "--with-token", "--end-user", "user-given"], stdin: "token-other")
                 .exitCode == 0)
-        #expect(try portal.git.portalToken(["status"]).stdout.contains("signed in as user-given"))
+        // A second end user of the environment is kept beside the first: each is chosen by name.
+        #expect(
+            try portal.git.portalToken(["--end-user", "user-given", "status"]).stdout.contains(
+                "signed in as user-given"))
+        #expect(try portal.git.portalToken(["token", "--end-user", "client-77"]).stdout == "token-adopt\n")
+        let unchosen = try portal.git.portalToken(["status"])
+        #expect(unchosen.exitCode == 2)
+        #expect(
+            unchosen.stderr.contains("2 end users are signed in to '\(portal.environmentID)'"), "\(unchosen.stderr)")
     }
 
     @Test(

@@ -15,6 +15,7 @@ _portal_token_commands=(
     "redirect:finish a sign-in from the URL the browser was sent back to"
     "verify-totp:finish a sign-in that waits for a two-factor code"
     "status:show the Portal session: end user, environment, backend and expiry"
+    "accounts:list the accounts signed in here and say which applies here; bind a directory to one"
     "refresh:ask Portal whether the session is live, and slide its expiry"
     "api:send an authenticated request to the Portal API and print the response"
     "proxy:serve the Portal API on a local port or socket, adding the session token"
@@ -29,9 +30,9 @@ _portal_token_commands=(
 )
 
 # Settings flags: accepted before the command name, and after it except for exec.
-_portal_token_setting_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
+_portal_token_setting_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --end-user --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit"
+_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -43,9 +44,10 @@ _portal_token_command_options() {
         setup-git) printf '%s\n' --unset ;;
         doctor) printf '%s\n' --format --network ;;
         methods) printf '%s\n' --format ;;
-        login) printf '%s\n' --email --google --apple --no-browser --timeout --with-token --end-user ;;
+        login) printf '%s\n' --email --google --apple --no-browser --timeout --with-token ;;
         redirect) printf '%s\n' --dbus-activated ;;
         status) printf '%s\n' --format ;;
+        accounts) printf '%s\n' --format --unset ;;
         api) printf '%s\n' --method -X --data -d --header -H ;;
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;

@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status refresh api proxy logout migrate lock unlock audit agent version help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate lock unlock audit agent version help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -16,6 +16,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a login
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a redirect -d 'Finish a sign-in from the URL the browser was sent back to'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a verify-totp -d 'Finish a sign-in that waits for a two-factor code'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a status -d 'Show the Portal session: end user, environment, backend and expiry'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a accounts -d 'List the accounts signed in here and say which applies here; bind a directory to one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a refresh -d 'Ask Portal whether the session is live, and slide its expiry'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -d 'Send an authenticated request to the Portal API and print the response'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy -d 'Serve the Portal API on a local port or socket, adding the session token'
@@ -31,6 +32,7 @@ complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match
 
 # Settings flags: accepted before the command name, and after it except for exec
 complete -c portal-token -l env -x -d 'Auth environment ID (PORTAL_AUTH_ENVIRONMENT_ID)'
+complete -c portal-token -l end-user -x -d 'End user ID, where an environment has several (PORTAL_END_USER_ID)'
 complete -c portal-token -l api-host -x -a 'api.portalhq.io localhost 127.0.0.1' -d 'Portal API host (PORTAL_API_HOST; api.portalhq.io)'
 complete -c portal-token -l redirect-url -x -d 'Sign-in redirect URL (PORTAL_REDIRECT_URL)'
 complete -c portal-token -l account-abstracted -x -a 'true false' -d 'Ask Portal for account abstraction (PORTAL_ACCOUNT_ABSTRACTED)'
@@ -72,7 +74,6 @@ complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_c
 complete -c portal-token -n "__fish_seen_subcommand_from login" -l no-browser -d 'Do not open a browser; show the sign-in link to open elsewhere'
 complete -c portal-token -n "__fish_seen_subcommand_from login" -l timeout -x -d 'How long to wait for the sign-in, in seconds'
 complete -c portal-token -n "__fish_seen_subcommand_from login; and not __fish_contains_opt with-token email google apple" -l with-token -d 'Adopt a token from stdin, minted by your backend'
-complete -c portal-token -n "__fish_seen_subcommand_from login" -l end-user -x -d 'End user ID of the adopted token'
 
 # redirect
 complete -c portal-token -n "__fish_seen_subcommand_from redirect" -l dbus-activated -d 'Take the URL from the session bus (how the desktop handler starts it)'
@@ -81,6 +82,11 @@ complete -c portal-token -n "__fish_seen_subcommand_from redirect" -l dbus-activ
 
 # status
 complete -c portal-token -n "__fish_seen_subcommand_from status" -l format -x -a 'json' -d 'Print JSON'
+
+# accounts
+complete -c portal-token -n "__fish_seen_subcommand_from accounts" -l format -x -a 'json' -d 'Print JSON'
+complete -c portal-token -n "__fish_seen_subcommand_from accounts" -l unset -d 'Remove this directory\'s binding'
+complete -c portal-token -n "__fish_seen_subcommand_from accounts" -a 'use' -d 'Bind this directory'
 
 # api
 complete -c portal-token -n "__fish_seen_subcommand_from api" -s X -l method -x -a 'GET POST PUT PATCH DELETE HEAD OPTIONS' -d 'HTTP method (GET, or POST with --data)'
