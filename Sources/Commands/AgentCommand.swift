@@ -28,18 +28,36 @@ struct AgentCommand: Command {
 
         Refusals (20 at once, then one every 6 seconds, the rest counted), and with --verbose
         every request, are logged on stderr; a refusal ends its connection. SIGTERM or SIGINT
-        stop it; with --idle-exit it stops once no client has connected for that long.
+        stop it; with --idle-exit it stops once no client has connected for that long. Rules
+        are read when it starts: restart it after changing them. A refusal's answer and log
+        line carry the rule that would admit that caller to that request alone.
+
+        --check-rules reads the rules file (FILE, else --rules, else the default) and reports
+        a mistake naming its line (exit 2); then it asks the agent on --socket (default the
+        main socket) for the last refusals it keeps in memory (GET /v1/refusals, served to the
+        agent's own user alone), and says for each which rule of the file decides it now and
+        prints the rule that would admit it. The syntax: man portal-token-agent.rules.
+        Under systemd the agent does not see variables exported in a shell: put settings in
+        ~/.config/portal-token/config (or use systemctl --user set-environment, or a drop-in).
         """
 
     let socketPath: String?
     let restrictedSocketPath: String?
     let rulesPath: String?
     let idleExitSeconds: Int?
+    /// `--check-rules`: the file to check (nil: `--rules`, else the default), instead of serving.
+    let checkRules: Bool
+    let checkedFile: String?
 
     init(arguments: ParsedArguments) throws(CLIError) {
         socketPath = arguments.value(.agentSocketPath)
         restrictedSocketPath = arguments.value(.agentRestrictedSocketPath)
         rulesPath = arguments.value(.agentRules)
+        checkRules = arguments.has(.checkRules)
+        checkedFile = arguments.operands.first
+        if checkedFile != nil && !checkRules {
+            throw .usage("'agent' takes a FILE only with --check-rules", hint: "see 'portal-token agent --help'")
+        }
         if let text = arguments.value(.idleExit) {
             guard let seconds = Int(text), seconds > 0, seconds <= 86_400 else {
                 throw .usage("--idle-exit takes a number of seconds from 1 to 86400")
@@ -57,6 +75,7 @@ struct AgentCommand: Command {
     }
 
     func run(in context: Context) throws {
+        if checkRules { return try RulesCheck(command: self).run(in: context) }
         let environment = context.environment
         // Under socket activation the sockets come from systemd, and no path is needed.
         let main = socketPath ?? Self.defaultSocketPath("agent.sock", environment: environment)
@@ -121,4 +140,81 @@ struct AgentCommand: Command {
 final class AuditLogBox: @unchecked Sendable {
     let log: (any AuditLog)?
     init(_ log: (any AuditLog)?) { self.log = log }
+}
+
+/// `portal-token agent --check-rules [FILE]` (docs/agent.md, "Letting a sandbox in"): the rules
+/// file read as the agent reads it, then the agent's last refusals judged by it, each with the
+/// rule that would admit its caller.
+struct RulesCheck {
+    let command: AgentCommand
+
+    func run(in context: Context) throws {
+        let path = command.checkedFile ?? command.rulesPath
+        // A mistake is the agent's own error: the file, the line, and exit 2.
+        var policy = try CallerPolicy.load(context, rulesPath: path)
+        policy.path = CallerPolicy.path(context, rulesPath: path)
+        let streams = context.streams
+        let names = policy.rules.rules.map(\.name)
+        if context.services.fileExists(policy.path) {
+            streams.print(
+                "\(policy.path): \(names.count) rule\(names.count == 1 ? "" : "s"), no mistakes"
+                    + (names.isEmpty ? "" : " (\(names.joined(separator: ", ")))"))
+        } else {
+            streams.print("\(policy.path): no such file, so no rules: the default alone decides")
+        }
+
+        guard
+            let socket = command.socketPath
+                ?? AgentCommand.defaultSocketPath("agent.sock", environment: context.environment)
+        else {
+            streams.print("No agent to ask for its refusals: XDG_RUNTIME_DIR is not set (give --socket PATH).")
+            return
+        }
+        let response: HTTPResponse
+        do {
+            response = try context.services.agentExchange(
+                socket, HTTPRequest(method: "GET", url: "/v1/refusals", body: nil), AgentConnection.timeoutMilliseconds)
+        } catch {
+            streams.print("No agent answers on \(socket) (\(error.message)), so no refusals to show.")
+            return
+        }
+        guard response.status == 200, let object = try? JSONValue.parse(response.body),
+            let records = object["refusals"]?.arrayValue
+        else {
+            let said = String(decoding: response.body, as: UTF8.self).split(separator: "\n").first.map(String.init)
+            throw CLIError(
+                "the agent on \(socket) did not give its refusals (HTTP \(response.status)"
+                    + (said.map { ": \($0.prefix(200))" } ?? "") + ")",
+                hint: "an agent older than this portal-token keeps none; restart it", exitCode: .storage)
+        }
+        let refusals = records.compactMap(RefusalRecord.init(json:))
+        guard !refusals.isEmpty else {
+            streams.print("The agent on \(socket) has refused no one since it started.")
+            return
+        }
+        streams.print(
+            "The agent on \(socket) refused \(refusals.count) caller\(refusals.count == 1 ? "" : "s") "
+                + "since it started (newest last; it keeps the last \(RecentRefusals.capacity)):")
+        for record in refusals {
+            let decision = policy.decide(record.operation, for: record.caller, on: record.socket)
+            streams.print("")
+            streams.print(
+                "\(RFC3339.format(record.time)): \(record.operation) on the \(record.socket.rawValue) socket, "
+                    + "refused by \(record.decidedBy)")
+            streams.print("  caller: \(record.caller)")
+            if decision.allowed {
+                streams.print(
+                    "  now: \(decision.decidedBy) of \(policy.path) admits it (restart the agent to apply it)")
+                continue
+            }
+            streams.print("  now: still refused by \(decision.decidedBy): \(decision.reason)")
+            switch policy.suggestion(for: record.operation, caller: record.caller, on: record.socket) {
+            case .success(let suggestion):
+                streams.print("  to admit it, \(suggestion.placement), then restart the agent:")
+                streams.write(Array(suggestion.text.utf8), to: streams.output)
+            case .failure(let why):
+                streams.print("  no rule is suggested: \(why.reason)")
+            }
+        }
+    }
 }

@@ -61,6 +61,8 @@ final class AgentRouter: Sendable {
     /// The endpoints: each one's method, the command it runs, and the operation the rules judge.
     private enum Endpoint {
         case token, status, execCredential, list, lock
+        /// The last refusals, for `agent --check-rules`: to the agent's own user only.
+        case refusals
         case git(String)
         case docker(String)
     }
@@ -120,13 +122,14 @@ final class AgentRouter: Sendable {
         case "/v1/exec-credential": (endpoint, method) = (.execCredential, "GET")
         case "/v1/list": (endpoint, method) = (.list, "GET")
         case "/v1/lock": (endpoint, method) = (.lock, "POST")
+        case "/v1/refusals": (endpoint, method) = (.refusals, "GET")
         case "/v1/git/get", "/v1/git/store", "/v1/git/erase", "/v1/git/capability":
             (endpoint, method) = (.git(String(path.dropFirst("/v1/git/".count))), "POST")
         case "/v1/docker/get", "/v1/docker/store", "/v1/docker/erase", "/v1/docker/list":
             (endpoint, method) = (.docker(String(path.dropFirst("/v1/docker/".count))), "POST")
         default:
             return Self.refusal(
-                404, "no such endpoint: \(path.prefix(64))", hint: "see docs/agent.md, \"The protocol\"")
+                404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
         }
         guard request.method == method || (method == "GET" && request.method == "HEAD") else {
             var reply = Self.refusal(405, "\(path) takes \(method)", hint: nil)
@@ -139,6 +142,22 @@ final class AgentRouter: Sendable {
         }
         if let endUserID = query["endUser"], !Self.isSafeWord(endUserID.filter { $0 != "@" && $0 != "+" }) {
             return Self.refusal(400, "the endUser parameter holds characters an end user ID never has", hint: nil)
+        }
+
+        if case .refusals = endpoint {
+            guard policy.isOwnUser(caller, on: socket) else {
+                return Self.refusal(
+                    403, "only the agent's own user, on the main socket, may read the agent's refusals",
+                    hint: "run 'portal-token agent --check-rules' on the agent's host")
+            }
+            let body = JSONValue.object(["refusals": .array(policy.recent.all.map(\.json))]).serialized + "\n"
+            return Reply(
+                response: HTTPServerResponse(
+                    status: 200,
+                    headers: [
+                        HTTPHeader(Self.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
+                        HTTPHeader("Cache-Control", "no-store"),
+                    ], body: Array(body.utf8)), refused: false)
         }
 
         // What the rules judge, and the command that answers.
@@ -168,6 +187,9 @@ final class AgentRouter: Sendable {
         case .list:
             operation = .list
             arguments += ["list"] + (query["format"] == "json" ? ["--format", "json"] : [])
+        case .refusals:
+            // Answered above.
+            operation = .status
         case .lock:
             // Judged as a write: dropping the agent's keys makes the next request ask the store
             // again, which only a caller that may change the store should be able to cause.
@@ -202,14 +224,13 @@ final class AgentRouter: Sendable {
             arguments = [word]
         }
 
-        let decision: AgentRules.Decision
-        if case .gitGet(let host) = operation, host.isEmpty {
-            // capability reveals nothing: any caller a rule or the default lets read at all.
-            decision = policy.decide(.status, for: caller, on: socket)
-        } else {
-            decision = policy.decide(operation, for: caller, on: socket)
-        }
+        // capability reveals nothing: any caller a rule or the default lets read at all.
+        let judged: AgentRules.Operation
+        if case .gitGet(let host) = operation, host.isEmpty { judged = .status } else { judged = operation }
+        let decision = policy.decide(judged, for: caller, on: socket)
         guard decision.allowed else {
+            policy.remember(judged, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
+            let suggestion = policy.suggestionLines(for: judged, caller: caller, on: socket)
             // Lines of refusals are throttled: no caller can push served lines out of the log.
             if case .write(let unwritten) = RefusalAudit.admit(.named) {
                 if let audited = Self.auditOperation(endpoint) {
@@ -225,10 +246,11 @@ final class AgentRouter: Sendable {
                     "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
                         + "for \(caller) (\(decision.decidedBy): \(decision.reason))"
                         + RefusalAudit.unloggedNote(unwritten))
+                for line in Self.logged(suggestion) { log(line) }
             }
             var reply = Self.refusal(
                 403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
-                hint: Self.refusalHint(decision.decidedBy))
+                hint: Self.refusalHint(decision.decidedBy), more: suggestion)
             reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
             return reply
         }
@@ -284,14 +306,24 @@ final class AgentRouter: Sendable {
         return Reply(response: HTTPServerResponse(status: status, headers: headers, body: body), refused: false)
     }
 
+    /// A refusal's suggestion as the agent logs it, one line each: the first marked as the
+    /// agent's, the rule's own lines as they go in the file.
+    static func logged(_ suggestion: String) -> [String] {
+        let lines = suggestion.split(separator: "\n").map(String.init)
+        guard let first = lines.first else { return [] }
+        return ["portal-token agent: " + first.dropFirst("hint: ".count)] + lines.dropFirst()
+    }
+
     /// What a refused caller can do about it, by what refused it.
     static func refusalHint(_ decidedBy: String) -> String {
         switch decidedBy {
         case "restricted socket": return "store and erase on the agent's host, or through its main socket"
         case "identity":
             return "no rule serves such a caller: connect from the process that speaks, and run it in the "
-                + "cgroup its engine or systemd made (see docs/agent.md, \"Who is asking\")"
-        default: return "a rule in the agent's rules file can allow it (see docs/agent.md, \"The rules file\")"
+                + "cgroup its engine or systemd made (see 'man portal-token-agent.rules', IDENTITY)"
+        default:
+            return "a rule in the agent's rules file can allow it (see 'man portal-token-agent.rules'; "
+                + "'portal-token agent --check-rules' checks the file and shows the rule for each refusal)"
         }
     }
 
@@ -320,10 +352,11 @@ final class AgentRouter: Sendable {
 
     /// An answer the agent makes itself, as the error funnel words one, with exit code 4 for a
     /// refusal (the client cannot reach the store) and 2 for a malformed request.
-    static func refusal(_ status: Int, _ message: String, hint: String?) -> Reply {
+    static func refusal(_ status: Int, _ message: String, hint: String?, more: String = "") -> Reply {
         let exit: ExitCode = status == 400 || status == 404 || status == 405 ? .usage : .storage
         var text = "portal-token: error: \(message)\n"
         if let hint { text += "hint: \(hint)\n" }
+        text += more
         let response = HTTPServerResponse(
             status: status,
             headers: [

@@ -1,6 +1,7 @@
 import Basics
 import Glibc
 import PortalTokenCore
+import Synchronization
 
 /// The rules file applied to the callers of a Unix socket: the agent's sockets and
 /// `portal-token proxy --socket` (docs/agent.md, "The rules file"). One file and one evaluator,
@@ -16,6 +17,10 @@ struct CallerPolicy: Sendable {
     /// What the default lets this process's own user send through a proxy: the client API,
     /// or what `portal-token proxy --allow-method` and `--allow-path` chose.
     var defaultProxy: AgentRules.Grant = .proxy(methods: [], prefixes: [])
+    /// The rules file these rules came from (it may not exist: then there are none).
+    var path: String = ""
+    /// The last refusals, for `agent --check-rules` (`GET /v1/refusals`).
+    let recent = RecentRefusals()
 
     func decide(_ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket)
         -> AgentRules.Decision
@@ -35,14 +40,56 @@ struct CallerPolicy: Sendable {
                 String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("0::") }
                     .map { String($0.dropFirst(3)) }
             })
+        let path = Self.path(context, rulesPath: rulesPath)
         return CallerPolicy(
-            rules: try loadRules(context, rulesPath: rulesPath), agentUID: getuid(), agentPlacement: placement)
+            rules: try loadRules(context, rulesPath: rulesPath), agentUID: getuid(), agentPlacement: placement,
+            path: path)
     }
 
-    private static func loadRules(_ context: Context, rulesPath: String?) throws -> AgentRules {
-        let path =
-            rulesPath ?? context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/"
-            + Self.rulesFileName
+    /// `rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`.
+    static func path(_ context: Context, rulesPath: String?) -> String {
+        rulesPath ?? context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/" + Self.rulesFileName
+    }
+
+    /// What a refused caller is told, and the agent logs, beside the refusal: the rule that would
+    /// admit it, in the file's syntax, or why none can.
+    func suggestion(for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket)
+        -> Result<AgentRules.Suggestion, AgentRules.SuggestionUnavailable>
+    {
+        rules.suggestion(for: operation, caller: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
+    }
+
+    /// The lines of a refusal's body after its hint: the rule that would admit the caller.
+    func suggestionLines(for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket)
+        -> String
+    {
+        switch suggestion(for: operation, caller: caller, on: socket) {
+        case .success(let suggestion):
+            return "hint: a rule that would admit this caller to this alone (\(suggestion.placement) at \(path), "
+                + "then restart the agent):\n" + suggestion.text
+        case .failure(let why):
+            return "hint: no rule is suggested: \(why.reason)\n"
+        }
+    }
+
+    /// Keeps a refusal for `agent --check-rules`.
+    func remember(
+        _ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket,
+        decidedBy: String, time: Int64
+    ) {
+        recent.add(
+            RefusalRecord(time: time, caller: caller, operation: operation, socket: socket, decidedBy: decidedBy))
+    }
+
+    /// Whether `caller` is the agent's own user by the default (no rules): the one caller that
+    /// may read the refusals the agent keeps.
+    func isOwnUser(_ caller: CallerIdentity, on socket: AgentRules.Socket) -> Bool {
+        AgentRules().decide(.write, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
+            .allowed
+    }
+
+    static func loadRules(_ context: Context, rulesPath: String?) throws -> AgentRules {
+        let path = Self.path(context, rulesPath: rulesPath)
         let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         do {
             try PrivateDirectory.check(directory)
@@ -79,9 +126,28 @@ struct CallerPolicy: Sendable {
         } catch {
             throw CLIError.usage(
                 "the rules file \(path), line \(error.line): \(error.message)",
-                hint: "fix line \(error.line) of \(path); see docs/agent.md, \"The rules file\"")
+                hint: "fix line \(error.line) of \(path); see 'man portal-token-agent.rules'")
         }
     }
+}
+
+/// The agent's last refusals, newest last, at most `capacity` of them; the same caller refused
+/// the same thing again replaces its earlier record.
+final class RecentRefusals: Sendable {
+    static let capacity = 32
+    private let records: Mutex<[RefusalRecord]> = Mutex([])
+
+    func add(_ record: RefusalRecord) {
+        records.withLock { records in
+            records.removeAll {
+                $0.caller == record.caller && $0.operation == record.operation && $0.socket == record.socket
+            }
+            records.append(record)
+            if records.count > Self.capacity { records.removeFirst(records.count - Self.capacity) }
+        }
+    }
+
+    var all: [RefusalRecord] { records.withLock { $0 } }
 }
 
 extension Services {

@@ -218,6 +218,10 @@ extension OptionSpec {
     static let agentRules = OptionSpec(
         "rules", value: "PATH", completion: .file,
         help: "the rules file (default $XDG_CONFIG_HOME/portal-token/agent.rules)")
+    static let checkRules = OptionSpec(
+        "check-rules", excludes: ["idle-exit", "restricted-socket"],
+        help: "check the rules file (FILE, else --rules or the default), and show for the agent's last "
+            + "refusals what decides each and the rule that would admit it")
     static let idleExit = OptionSpec(
         "idle-exit", value: "SECONDS", help: "stop once no client has been connected for SECONDS")
 
@@ -298,7 +302,14 @@ public enum OptionTable {
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),
         CommandSpec(
             "agent", AgentCommand.summary,
-            options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit]),
+            positionals: [
+                PositionalSpec("FILE", optional: true, help: "with --check-rules, the rules file to check")
+            ],
+            options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit, .checkRules],
+            usage: [
+                "portal-token agent [--socket PATH] [--restricted-socket PATH] [--rules PATH] [--idle-exit SECONDS]",
+                "portal-token agent --check-rules [--socket PATH] [FILE]",
+            ]),
         CommandSpec("version", VersionCommand.summary),
     ]
 

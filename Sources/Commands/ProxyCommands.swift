@@ -99,6 +99,12 @@ final class PortalProxy: @unchecked Sendable {
                 ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
             guard decision.allowed else {
                 trace("proxy: \(request.method) \(request.path) refused (\(decision.decidedBy))")
+                var suggestion = ""
+                if let caller {
+                    policy.remember(
+                        operation, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
+                    suggestion = policy.suggestionLines(for: operation, caller: caller, on: socket)
+                }
                 line.outcome = .refused
                 line.status = 403
                 line.written = throttle(.named)
@@ -108,10 +114,12 @@ final class PortalProxy: @unchecked Sendable {
                             + "\(caller.map(String.init(describing:)) ?? "an unknown caller") "
                             + "(\(decision.decidedBy): \(decision.reason))"
                             + RefusalAudit.unloggedNote(line.unwrittenRefusals))
+                    for text in AgentRouter.logged(suggestion) { log?(text) }
                 }
                 var response = HTTPServerResponse.text(
                     403,
-                    "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))")
+                    "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))\n"
+                        + suggestion)
                 response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
                 exchange.refuse(response)
                 return

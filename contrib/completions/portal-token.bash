@@ -65,7 +65,7 @@ _portal_token_command_options() {
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
         audit) printf '%s\n' --since --format ;;
-        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit ;;
+        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules ;;
     esac
 }
 
@@ -102,6 +102,7 @@ _portal_token_excluded() {
         -H) [[ $2 == *" --header "* ]] ;;
         --listen) [[ $2 == *" --socket "* ]] ;;
         --socket) [[ $2 == *" --listen "* ]] ;;
+        --check-rules) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         *) return 1 ;;
     esac
 }

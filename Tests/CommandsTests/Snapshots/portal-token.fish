@@ -113,3 +113,4 @@ complete -c portal-token -n "__fish_seen_subcommand_from agent" -l socket -r -F 
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l restricted-socket -r -F -d 'The read-only socket (default $XDG_RUNTIME_DIR/portal-token/agent-restricted.sock)'
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l rules -r -F -d 'The rules file (default $XDG_CONFIG_HOME/portal-token/agent.rules)'
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l idle-exit -x -d 'Stop once no client has been connected for SECONDS'
+complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt check-rules idle-exit restricted-socket" -l check-rules -d 'Check the rules file (FILE, else --rules or the default), and show for the agent\'s last refusals what decides each and the rule that would admit it'
