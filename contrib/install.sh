@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs portal-token: the Debian packages it needs, a release build with the Swift standard
 # library linked in, and PREFIX/bin/portal-token with the git-credential-portal-token and
-# docker-credential-portal-token links that git and Docker-style tools find; the man page, the
-# bash, zsh and fish completions, the desktop entry for sign-in redirects, the agent's systemd
+# docker-credential-portal-token links that git and Docker-style tools find; the man pages
+# (portal-token(1), portal-token-agent.rules(5)) and docs/*.md, the bash, zsh and fish completions, the desktop entry for sign-in redirects, the agent's systemd
 # user units (not enabled) and the example hooks.
 # Then shows git using it (contrib/dev/try.sh) and prints the next steps. contrib/uninstall.sh
 # removes every file this put in place (it keeps a list of them).
@@ -65,8 +65,15 @@ put 0755 "$binary" "$prefix/bin/portal-token"
 link portal-token "$prefix/bin/git-credential-portal-token"
 link portal-token "$prefix/bin/docker-credential-portal-token"
 
-# --- the manual: man portal-token (PREFIX/share/man is on man's path for PREFIX/bin on PATH)
+# --- the manual: man portal-token, and man portal-token-agent.rules for the agent's rules file
+# (PREFIX/share/man is on man's path for PREFIX/bin on PATH)
 put 0644 contrib/man/portal-token.1 "$prefix/share/man/man1/portal-token.1"
+put 0644 contrib/man/portal-token-agent.rules.5 "$prefix/share/man/man5/portal-token-agent.rules.5"
+
+# --- the documentation the man pages and hints cite: PREFIX/share/doc/portal-token/*.md
+for doc in docs/*.md; do
+    put 0644 "$doc" "$prefix/share/doc/portal-token/$(basename "$doc")"
+done
 
 # --- completions, in each shell's per-user location
 put 0644 contrib/completions/portal-token.bash "$data_home/bash-completion/completions/portal-token"
@@ -145,7 +152,11 @@ $path_hint
   4. Check the setup:            portal-token doctor
   5. For containers, sandboxes:  systemctl --user enable --now portal-token-agent.socket
                                  docker run -v \$XDG_RUNTIME_DIR/portal-token/agent-restricted.sock:/run/portal-token.sock ...
-  Manual: man portal-token       Completions: open a new shell (zsh: fpath+=($data_home/zsh/site-functions))
+     It serves nothing there until a rule admits the caller: the refusal and 'portal-token agent
+     --check-rules' print that rule for $config_home/portal-token/agent.rules (then restart the agent).
+     The unit does not see variables exported in a shell: settings go in $config_home/portal-token/config.
+  Manual: man portal-token, man portal-token-agent.rules (the rules), $prefix/share/doc/portal-token/
+  Completions: open a new shell (zsh: fpath+=($data_home/zsh/site-functions))
   Registry credentials:          "credHelpers": {"registry.example": "portal-token"} in ~/.docker/config.json
   Remove it all:                 contrib/uninstall.sh --prefix $prefix
 EOF

@@ -250,7 +250,8 @@ final class VaultClient {
         }
         return StoreError(
             .failed, "permission denied by policy for \(path) on \(server)",
-            hint: "grant the token's policy the capabilities docs/storage.md lists for \(options.mount)/")
+            hint: "grant the token's policy the capabilities storage.md (installed in share/doc/portal-token/) lists "
+                + "for \(options.mount)/")
     }
 
     func failure(_ response: HTTPResponse, path: String) -> StoreError {

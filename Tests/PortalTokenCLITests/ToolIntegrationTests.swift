@@ -612,6 +612,16 @@ struct InstallTests {
         let page = try ProcessRunner.run(man, ["portal-token"], environment: manEnvironment, timeout: 30)
         #expect(page.exitCode == 0, "\(page.stderr)")
         #expect(page.stdout.contains("exec-credential"))
+        // The rules file's page, and the documentation the pages and hints cite.
+        let rulesPage = try ProcessRunner.run(
+            man, ["portal-token-agent.rules"], environment: manEnvironment, timeout: 30)
+        #expect(rulesPage.exitCode == 0, "\(rulesPage.stderr)")
+        #expect(rulesPage.stdout.contains("allow git-get"), "\(rulesPage.stdout)")
+        #expect(FileManager.default.fileExists(atPath: "\(prefix)/share/doc/portal-token/agent.md"))
+        // The next steps say the restricted socket needs a rule, how to get it, and where the
+        // agent's settings go.
+        #expect(install.stdout.contains("--check-rules"), "\(install.stdout)")
+        #expect(install.stdout.contains("/portal-token/config"), "\(install.stdout)")
 
         // Each shell loads the completion from where install.sh put it. bash: bash-completion's
         // own loader (what the first Tab runs) finds it in the per-user folder and completes.
