@@ -96,7 +96,9 @@ struct AccountsCommand: Command {
         let shown = ListCommand.shown
         if file.accounts.isEmpty { context.streams.print("no account is signed in on this machine") }
         for account in file.accounts {
-            let mark = here?.authEnvironmentID == account.authEnvironmentID && here?.endUserID == account.endUserID
+            let mark =
+                here?.authEnvironmentID == account.authEnvironmentID
+                && (here?.endUserID == nil || here?.endUserID == account.endUserID)
             context.streams.print(
                 "\(mark ? "*" : " ") account    \(shown(account.authEnvironmentID))  end user \(shown(account.endUserID))"
                     + (account.apiHost.map { "  on \(shown($0))" } ?? ""))

@@ -92,10 +92,11 @@ struct AgentCommand: Command {
                 requestEnvironment[name] = value
             }
         }
+        let ownAccount = (try? context.localAccountChoice()) ?? nil
         let router = AgentRouter(
             policy: policy, environment: requestEnvironment,
             // The account the agent's own runs would choose: its settings, else the one remembered.
-            defaultEnvironmentID: (try? context.localAccountChoice())??.authEnvironmentID,
+            defaultEnvironmentID: ownAccount?.authEnvironmentID, defaultEndUserID: ownAccount?.endUserID,
             services: context.services, verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the

@@ -18,6 +18,8 @@ final class AgentRouter: Sendable {
     /// The environment a request without `?env=` gets: the agent's own setting (flag,
     /// variable or config file), which the rules judge `allow token` against.
     let defaultEnvironmentID: String
+    /// The end user of the agent's own account, where it knows one.
+    let defaultEndUserID: String?
     let verbose: Bool
     let log: @Sendable (String) -> Void
     /// One command at a time: the stores' adapters are not all safe to use from several threads,
@@ -34,13 +36,16 @@ final class AgentRouter: Sendable {
     }
 
     init(
-        policy: CallerPolicy, environment: [String: String], defaultEnvironmentID: String?, services: Services,
+        policy: CallerPolicy, environment: [String: String], defaultEnvironmentID: String?,
+        defaultEndUserID: String? = nil,
+        services: Services,
         verbose: Bool, log: @escaping @Sendable (String) -> Void,
         recordAudit: @escaping @Sendable (AuditEvent) -> Void = { _ in }
     ) {
         self.recordAudit = recordAudit
         self.policy = policy
         self.defaultEnvironmentID = defaultEnvironmentID ?? ""
+        self.defaultEndUserID = defaultEndUserID
         var environment = environment
         // A request never prompts (no one is at the agent's terminal for it), and the agent
         // never forwards to an agent.
@@ -168,12 +173,16 @@ final class AgentRouter: Sendable {
         if let environmentID = query["env"] { arguments += ["--env", environmentID] }
         // The client's choice of end user, as its own run would make it (docs/agent.md, "Client mode").
         if let endUserID = query["endUser"] { arguments += ["--end-user=" + endUserID] }
+        // The account the rules judge: the one asked for, else the agent's own choice.
+        let account =
+            (query["env"] ?? defaultEnvironmentID)
+            + ((query["endUser"] ?? (query["env"] == nil ? defaultEndUserID : nil)).map { "/" + $0 } ?? "")
         switch endpoint {
         case .token:
-            operation = .token(environment: query["env"] ?? defaultEnvironmentID)
+            operation = .token(environment: account)
             arguments += ["token", "--format", "json"]
         case .execCredential:
-            operation = .token(environment: query["env"] ?? defaultEnvironmentID)
+            operation = .token(environment: account)
             arguments += ["exec-credential"]
             if let version = query["apiVersion"] {
                 guard Self.isSafeWord(version) else {

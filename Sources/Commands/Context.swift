@@ -147,7 +147,8 @@ public final class Context {
     /// (docs/sessions.md, "Choosing an account").
     struct AccountChoice {
         var authEnvironmentID: String
-        /// The end user, where one is named, bound or remembered; nil: the environment's one session.
+        /// The end user, where one is named or bound; nil: the environment's session (its newest),
+        /// which is the one end user's wherever one is signed in to it.
         var endUserID: String?
         /// The API host it signed in on, used where no api-host setting names one.
         var apiHost: String?
@@ -205,7 +206,7 @@ public final class Context {
         let remembered = file.accounts.filter { namedEndUser == nil || $0.endUserID == namedEndUser }
         if remembered.count == 1 {
             return AccountChoice(
-                authEnvironmentID: remembered[0].authEnvironmentID, endUserID: remembered[0].endUserID,
+                authEnvironmentID: remembered[0].authEnvironmentID, endUserID: namedEndUser,
                 apiHost: remembered[0].apiHost,
                 reason: "the one account signed in on this machine, remembered in \(accountsPath)")
         }
@@ -222,7 +223,7 @@ public final class Context {
         }
         if stored.count == 1 {
             return AccountChoice(
-                authEnvironmentID: stored[0].authEnvironmentID, endUserID: stored[0].endUserID, apiHost: nil,
+                authEnvironmentID: stored[0].authEnvironmentID, endUserID: namedEndUser, apiHost: nil,
                 reason: "the one session stored in \(try storeDescription(backendChoice().backend))")
         }
         if stored.count > 1 {
@@ -253,9 +254,9 @@ public final class Context {
                 hint: "choose one with --end-user ID (PORTAL_END_USER_ID), or bind this directory with "
                     + "'portal-token accounts use \(authEnvironmentID) END_USER'")
         }
+        // One end user (or none) remembered: the environment's session, whoever it is of.
         return AccountChoice(
-            authEnvironmentID: authEnvironmentID, endUserID: remembered.first?.endUserID,
-            apiHost: remembered.first?.apiHost, reason: reason)
+            authEnvironmentID: authEnvironmentID, endUserID: nil, apiHost: remembered.first?.apiHost, reason: reason)
     }
 
     static func describe(_ account: RememberedAccount) -> String {

@@ -136,6 +136,11 @@ struct ExecCommand: Command {
     func run(in context: Context) throws {
         if useProxy { try runWithProxy(in: context) }
         let session = try context.usableSession()
+        // What the command gets; put back as it was when the exec fails and this process goes on.
+        let exported = [
+            tokenVariable, "PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", "PORTAL_AUTH_ENVIRONMENT_ID", "PORTAL_END_USER_ID",
+        ]
+        let previous = exported.map { name in getenv(name).map { String(cString: $0) } }
         setenv(tokenVariable, session.token.text, 1)
         if let expiresAt = session.expiresAt {
             setenv("PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT", RFC3339.format(expiresAt), 1)
@@ -158,7 +163,9 @@ struct ExecCommand: Command {
             failure = errno
         }
         for pointer in argv { free(pointer) }
-        unsetenv(tokenVariable)
+        for (name, value) in zip(exported, previous) {
+            if let value { setenv(name, value, 1) } else { unsetenv(name) }
+        }
         let name = String(command[0].prefix(256))
         if failure == ENOENT || failure == ENOTDIR {
             throw CLIError(

@@ -33,7 +33,8 @@ public struct AgentRules: Sendable, Equatable {
 
     /// What a request asks to do.
     public enum Operation: Sendable, Equatable, CustomStringConvertible {
-        /// The session token of an environment (`/v1/token`, `/v1/exec-credential`).
+        /// The session token of an environment (`/v1/token`, `/v1/exec-credential`): `ENV`, or
+        /// `ENV/END_USER` when the end user is known (an environment ID holds no `/`).
         case token(environment: String)
         /// What `status` shows (never the token).
         case status
@@ -51,7 +52,11 @@ public struct AgentRules: Sendable, Equatable {
 
         public var description: String {
             switch self {
-            case .token(let environment): return "the token of environment '\(environment)'"
+            case .token(let account):
+                guard let slash = account.firstIndex(of: "/") else { return "the token of environment '\(account)'" }
+                return
+                    "the token of end user '\(account[account.index(after: slash)...])' in environment "
+                    + "'\(account[..<slash])'"
             case .status: return "status"
             case .gitGet(let host): return "git get for \(host)"
             case .dockerGet(let registry): return "Docker get for \(registry)"
@@ -159,8 +164,11 @@ public struct AgentRules: Sendable, Equatable {
 
         func covers(_ operation: Operation) -> Bool {
             switch (self, operation) {
-            case (.token(let patterns), .token(let environment)):
-                return patterns.contains { Glob.matches($0, environment) }
+            case (.token(let patterns), .token(let account)):
+                // `ENV` covers every end user of the environment; `ENV/END_USER` only that one,
+                // and only when the request's end user is known.
+                let environment = String(account.prefix { $0 != "/" })
+                return patterns.contains { Glob.matches($0, $0.contains("/") ? account : environment) }
             case (.token, .status), (.status, .status):
                 return true
             case (.gitGet(let patterns), .gitGet(let host)):

@@ -120,6 +120,13 @@ public final class Sessions {
 
     private static func endUserSuffix(_ endUserID: String?) -> String { endUserID.map { "." + FNV1a.hex($0) } ?? "" }
 
+    /// Whether `name` is a copy of one of the environment's sessions from `store`, of any end
+    /// user, or where one was found.
+    static func isCopy(_ name: String, of authEnvironmentID: String, from store: String) -> Bool {
+        name.hasPrefix(namePrefix(store: store) + FNV1a.hex(authEnvironmentID))
+            || name.hasPrefix(namePrefix + "at:" + FNV1a.hex(store) + ":" + FNV1a.hex(authEnvironmentID))
+    }
+
     /// Whether `name` is a copy of one of the environment's sessions, of any end user and store.
     static func isCopy(_ name: String, of authEnvironmentID: String) -> Bool {
         let environment = ":" + FNV1a.hex(authEnvironmentID)
@@ -239,15 +246,19 @@ public final class Sessions {
     ) throws(StoreError) -> Bool {
         try changing { () throws(StoreError) -> Bool in
             let store = storeName()
-            // Every copy of the environment goes, whatever end user it was asked for: the copy of
-            // "the environment's newest session" may now be another end user's, and the item
-            // written may live elsewhere than the one found before (the next read past the copy
-            // searches).
-            copies?.cache.dropAll { Self.isCopy($0, of: session.authEnvironmentID) }
+            // Every copy of the environment from this store goes, whatever end user it was asked
+            // for: the copy of "the environment's newest session" may now be another end user's,
+            // and the item written may live elsewhere than the one found before (the next read
+            // past the copy searches). When the store cannot be named, every store's copies go.
+            let environment = session.authEnvironmentID
+            copies?.cache.dropAll { name in
+                store.map { Self.isCopy(name, of: environment, from: $0) } ?? Self.isCopy(name, of: environment)
+            }
             let written = try items.replace(
                 SessionItems.filter(session.authEnvironmentID, endUserID: session.endUserID), ifNewest: condition,
                 where: { _ in true }, with: SessionItems.item(for: session))
-            if written, let store { keep(session, from: store, askedFor: session.endUserID) }
+            // What was just written is the environment's newest session: the copy of that.
+            if written, let store { keep(session, from: store, askedFor: nil) }
             if written { observe?(session) }
             return written
         }

@@ -171,7 +171,7 @@ struct CommandTests {
 
     // MARK: Sign-in
 
-    @Test("login needs a sign-in method, and --end-user only with --with-token")
+    @Test("login needs a sign-in method, and --end-user is no method")
     func loginArguments() throws {
         let cli = try InProcessCLI()
         let none = cli.run(["login"])
@@ -179,9 +179,12 @@ struct CommandTests {
         #expect(
             none.stderr.hasPrefix(
                 "portal-token: error: choose how to sign in: --email ADDRESS, --google, --apple or --with-token"))
-        let endUser = cli.run(["login", "--google", "--end-user", "u"])
+        // --end-user is a setting like --env: it names the account, and is no sign-in method.
+        let endUser = cli.run(["login", "--end-user", "u"])
         #expect(endUser.exitCode == 2)
-        #expect(endUser.stderr.hasPrefix("portal-token: error: --end-user goes with --with-token"))
+        #expect(endUser.stderr.hasPrefix("portal-token: error: choose how to sign in"), "\(endUser.stderr)")
+        let empty = cli.run(["login", "--with-token", "--end-user="], stdin: "tok\n")
+        #expect(empty.exitCode == 2 && empty.stderr.hasPrefix("portal-token: error: --end-user needs an end user ID"))
     }
 
     @Test("login --with-token adopts the token on stdin after Portal accepts it")

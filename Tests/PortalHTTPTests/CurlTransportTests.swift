@@ -82,7 +82,8 @@ struct CurlTransportTests {
         defer { fixture.server.stop() }
         fixture.server.behaviour = .stall
         let started = ContinuousClock.now
-        #expect(throws: HTTPError.timedOut(host: "127.0.0.1", milliseconds: 300)) {
+        // Messages name the port: which listener on loopback did not answer.
+        #expect(throws: HTTPError.timedOut(host: "127.0.0.1:\(fixture.server.port)", milliseconds: 300)) {
             try fixture.transport.send(fixture.clientsMe())
         }
         let elapsed = ContinuousClock.now - started
@@ -110,7 +111,7 @@ struct CurlTransportTests {
     func connectionRefused() throws {
         let closed = try RefusingPort()
         let transport = CurlTransport()
-        #expect(throws: HTTPError.cannotConnect(host: "127.0.0.1")) {
+        #expect(throws: HTTPError.cannotConnect(host: "127.0.0.1:\(closed.port)")) {
             try transport.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(closed.port)/api/v3/clients/me"))
         }
     }
@@ -163,7 +164,7 @@ struct CurlTransportTests {
         fixture.server.addRoute("GET", "/big", bearer: .optional) { _, _ in
             .json(200, "[" + String(repeating: "0,", count: 2000) + "0]")
         }
-        #expect(throws: HTTPError.responseTooLarge(host: "127.0.0.1", limitBytes: 1024)) {
+        #expect(throws: HTTPError.responseTooLarge(host: "127.0.0.1:\(fixture.server.port)", limitBytes: 1024)) {
             try fixture.transport.send(fixture.builder.request("GET", fixture.base.url(path: "/big")))
         }
     }

@@ -95,7 +95,7 @@ struct TLSTests {
             try CurlTransport().send(HTTPRequest(method: "GET", url: "https://localhost:\(server.port)/"))
         } throws: { error in
             guard case .tlsFailure(let host, _) = error as? HTTPError else { return false }
-            return host == "localhost"
+            return host == "localhost:\(server.port)"
         }
     }
 

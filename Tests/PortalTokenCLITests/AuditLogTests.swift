@@ -106,7 +106,8 @@ struct AuditLogTests {
             (["get"], generic, "get", "served", 0),
             (["get"], "protocol=https\nhost=other.example.com\n", "get", "not-found", 0),
             (["erase"], generic, "erase", "erased", 0),
-            (["login", "--with-token"], secondToken + "\n", "login", "signed-in", 0),
+            // The same end user signs in again: one account, whose session the new token replaces.
+            (["login", "--with-token", "--end-user", "user-a"], secondToken + "\n", "login", "signed-in", 0),
             (["verify-totp", "123456"], nil, "verify-totp", "not-signed-in", 1),
             // No redirect URL configured (exit 2), or not a redirect for the one configured (exit 7).
             (
@@ -328,7 +329,8 @@ struct AuditLogTests {
         _ = try SimulatedBrowser.get(try #require(harness.auth.sentLinks.first).link)
         #expect(try login.finish().exitCode == 0)
         let issued = try #require(harness.auth.issuedTokens.first)
-        #expect(try harness.run(["token"]).exitCode == 0)
+        // A second end user of the environment: chosen by name.
+        #expect(try harness.run(["token", "--end-user", "end-user-1"]).exitCode == 0)
 
         let log = try Log(harness.environment)
         let everything = log.everything

@@ -196,7 +196,7 @@ struct SignInTests {
     }
 
     @Test(
-        "a sign-in replaces the session that get was handing out from its kernel-keyring copy",
+        "a sign-in replaces its end user's session that get was handing out from its kernel-keyring copy",
         arguments: TestBackend.allCases)
     func signInReplacesCachedSession(backend: TestBackend) throws {
         let harness = try SignInHarness(backend: backend, redirectURL: "portalexample://auth/callback")
@@ -207,8 +207,21 @@ struct SignInTests {
         #expect(
             try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)])
                 .exitCode == 0)
+        // Another end user's sign-in keeps the first's session beside it: each by name, and
+        // neither served for the environment alone (exit 2, naming both).
+        #expect(try harness.run(["get", "--end-user", "end-user-1"]).stdout == harness.auth.issuedTokens[0] + "\n")
+        #expect(try harness.run(["get", "--end-user", "user-before"]).stdout == "token-before\n")
+        let unchosen = try harness.run(["get"])
+        #expect(unchosen.exitCode == 2 && unchosen.stderr.contains("2 end users are signed in"), "\(unchosen.stderr)")
+        #expect(try harness.run(["--end-user", "end-user-1", "status"]).stdout.contains("signed in as end-user-1"))
+        #expect(try harness.run(["logout", "--end-user", "user-before"]).exitCode == 0)
+        // One left: served for the environment alone again, and replaced by its own sign-in.
         #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens[0] + "\n")
-        #expect(try harness.run(["status"]).stdout.contains("signed in as end-user-1"))
+        let again = harness.auth.issueGrant(method: .google)
+        #expect(
+            try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: again, method: .google)])
+                .exitCode == 0)
+        #expect(try harness.run(["get"]).stdout == harness.auth.issuedTokens[1] + "\n")
         #expect(try harness.run(["logout"]).exitCode == 0)
         #expect(try harness.run(["get"]).exitCode == 1)
     }

@@ -54,6 +54,22 @@ struct AgentRulesTests {
         #expect(rules.decide(.token(environment: "x"), for: Self.own, on: .restricted, agentUID: 1000).allowed)
     }
 
+    @Test("allow token ENV covers every end user of ENV; ENV/END_USER only that one, and only when it is known")
+    func tokenGrantNamesAnAccount() throws {
+        let text = "rule accounts\n    uid 1000\n    allow token staging prod/alice prod/ci-*\n"
+        let rules = try AgentRules.parse(text.utf8)
+        func allowed(_ account: String) -> Bool {
+            rules.decide(.token(environment: account), for: Self.own, on: .restricted, agentUID: 1000).allowed
+        }
+        #expect(allowed("staging") && allowed("staging/bob"))
+        #expect(allowed("prod/alice") && allowed("prod/ci-7"))
+        #expect(!allowed("prod/bob"))
+        #expect(!allowed("prod"), "an end user not known is not the one the rule names")
+        #expect(
+            AgentRules.Operation.token(environment: "prod/alice").description
+                == "the token of end user 'alice' in environment 'prod'")
+    }
+
     @Test("the first matching rule decides, and names itself when it refuses")
     func firstMatchDecides() throws {
         let rules = try AgentRules.parse(

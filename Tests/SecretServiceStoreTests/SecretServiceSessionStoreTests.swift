@@ -26,23 +26,38 @@ extension InProcessKeyringTests {
             #expect(try store.loadSession(authEnvironmentID: environmentID()) == .absent)
         }
 
-        @Test("saving replaces the environment's previous session, even for another end user")
-        func replaces() throws {
+        @Test(
+            """
+            saving replaces its end user's previous session and keeps another end user's beside it; each is read by \
+            its end user, and the environment's newest without one
+            """)
+        func keepsEachEndUsersSession() throws {
             let environment = environmentID()
             try store.saveSession(session(environment, user: "user-1", token: "old"))
-            try store.saveSession(session(environment, user: "user-2", token: "new"))
+            try store.saveSession(session(environment, user: "user-1", token: "first"))
+            try store.saveSession(session(environment, user: "user-2", token: "second"))
             defer { _ = try? store.deleteSession(authEnvironmentID: environment) }
             #expect(
-                try store.loadSession(authEnvironmentID: environment)
-                    == .present(session(environment, user: "user-2", token: "new")))
+                try store.loadSession(authEnvironmentID: environment, endUserID: "user-1")
+                    == .present(session(environment, user: "user-1", token: "first")))
+            #expect(
+                try store.loadSession(authEnvironmentID: environment, endUserID: "user-2")
+                    == .present(session(environment, user: "user-2", token: "second")))
+            #expect(try store.loadSession(authEnvironmentID: environment, endUserID: "user-3") == .absent)
             let items = try LibsecretClient.run(
                 "/usr/bin/secret-tool", ["search", "--all", "auth-environment-id", environment],
                 environment: ProcessRunner.environment(), timeout: 10)
             // secret-tool prints the item paths on stdout and their details on stderr.
             let listing = items.stdout + items.stderr
-            #expect(listing.components(separatedBy: "label = ").count == 2, "expected exactly one item")
+            #expect(listing.components(separatedBy: "label = ").count == 3, "expected one item per end user")
+            #expect(listing.contains("label = Portal session for user-1 (\(environment))"))
             #expect(listing.contains("label = Portal session for user-2 (\(environment))"))
-            #expect(listing.contains("attribute.end-user-id = user-2"))
+            // Deleting one end user's leaves the other's.
+            #expect(try store.deleteSession(authEnvironmentID: environment, endUserID: "user-1"))
+            #expect(try store.loadSession(authEnvironmentID: environment, endUserID: "user-1") == .absent)
+            #expect(
+                try store.loadSession(authEnvironmentID: environment)
+                    == .present(session(environment, user: "user-2", token: "second")))
         }
 
         @Test("delete removes the session and says whether there was one")
