@@ -115,11 +115,13 @@ extension Context {
                 endedSession: draft.endedSession))
     }
 
-    /// The configured environment, for a line with no session: only for commands of the Portal
-    /// session (a git request for another host names no environment).
+    /// The chosen account's environment (named, bound to this directory, or remembered; never
+    /// read from a store), for a line with no session: only for commands of the Portal session (a
+    /// git request for another host names no environment).
     private var configuredEnvironmentID: String? {
         guard audit?.concernsPortalSession == true else { return nil }
-        return settings.value(.authEnvironmentID)?.trimmingWhitespace
+        return ((try? localAccountChoice()) ?? nil)?.authEnvironmentID
+            ?? settings.value(.authEnvironmentID)?.trimmingWhitespace
     }
 }
 

@@ -71,8 +71,8 @@ struct RememberedAccountTests {
                     + "'env-1' (end user user-5), 'env-2' (end user user-5)"), "\(unnamed.stderr)")
         #expect(
             unnamed.stderr.contains(
-                "hint: choose one with --env ID (and --end-user ID), bind this directory with 'portal-token accounts use"
-            ), "\(unnamed.stderr)")
+                "hint: choose one with --env ID (and --end-user ID), bind this directory with "
+                    + "'portal-token accounts use"), "\(unnamed.stderr)")
         let named = cli.run(["--env", "env-2", "token"], unsetting: ["PORTAL_AUTH_ENVIRONMENT_ID"])
         #expect(named.exitCode == 0 && named.stdout == "tok-env-2\n", "\(named.stderr)")
         // Choosing in one run changed nothing for the next.
