@@ -100,8 +100,8 @@ struct AccountsCommand: Command {
                 here?.authEnvironmentID == account.authEnvironmentID
                 && (here?.endUserID == nil || here?.endUserID == account.endUserID)
             context.streams.print(
-                "\(mark ? "*" : " ") account    \(shown(account.authEnvironmentID))  end user \(shown(account.endUserID))"
-                    + (account.apiHost.map { "  on \(shown($0))" } ?? ""))
+                "\(mark ? "*" : " ") account    \(shown(account.authEnvironmentID))  "
+                    + "end user \(shown(account.endUserID))" + (account.apiHost.map { "  on \(shown($0))" } ?? ""))
         }
         for directory in file.directories {
             context.streams.print(
