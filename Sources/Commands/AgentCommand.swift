@@ -96,7 +96,9 @@ struct AgentCommand: Command {
         let router = AgentRouter(
             policy: policy, environment: requestEnvironment,
             // The account the agent's own runs would choose: its settings, else the one remembered.
-            defaultEnvironmentID: ownAccount?.authEnvironmentID, defaultEndUserID: ownAccount?.endUserID,
+            defaultEnvironmentID: ownAccount?.authEnvironmentID
+                ?? context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
+            defaultEndUserID: ownAccount?.endUserID,
             services: context.services, verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the

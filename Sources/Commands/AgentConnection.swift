@@ -107,7 +107,10 @@ extension Context {
             // The client's own choice where it makes one (its settings, its directory, its
             // accounts file); otherwise the agent's.
             let account = try localAccountChoice()
-            return try agent.usableSession(environmentID: account?.authEnvironmentID, endUserID: account?.endUserID)
+            let named = settings.value(.endUser)?.trimmingWhitespace
+            return try agent.usableSession(
+                environmentID: account?.authEnvironmentID,
+                endUserID: account?.endUserID ?? (named?.isEmpty == false ? named : nil))
         }
         return try sessionService().usableSession()
     }

@@ -309,7 +309,18 @@ public final class Context {
         let account = RememberedAccount(
             authEnvironmentID: session.authEnvironmentID, endUserID: session.endUserID,
             apiHost: settings.value(.apiHost) ?? (try? accountChoice())?.apiHost)
+        let before = (try? rememberedAccounts()) ?? RememberedAccounts()
         updateAccounts("remember the account") { $0.recording(account) }
+        // A second end user of an environment: from now on, commands that name neither ask to choose.
+        let known = before.accounts(of: account.authEnvironmentID)
+        guard !known.isEmpty, !known.contains(where: { $0.endUserID == account.endUserID }) else { return }
+        let names = (known.map(\.endUserID) + [account.endUserID]).joined(separator: ", ")
+        streams.printError(
+            """
+            portal-token: note: \(known.count + 1) end users are signed in to '\(account.authEnvironmentID)' now \
+            (\(names)): a command chooses one with --end-user ID, or in a directory bound with 'portal-token accounts \
+            use \(account.authEnvironmentID) END_USER'; 'portal-token logout --end-user ID' signs one out
+            """)
     }
 
     /// Forgets the account of `endUserID` in `authEnvironmentID` (after a logout; every one of

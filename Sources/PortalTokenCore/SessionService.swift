@@ -307,6 +307,9 @@ public final class SessionService {
     /// Removes the session without running the hook (`logout`, or git's erase without a password).
     @discardableResult
     public func remove() throws -> Bool {
-        try store.deleteSession(authEnvironmentID: authEnvironmentID, endUserID: endUserID)
+        // With no end user named, the session this service would hand out, and no other end
+        // user's of the environment.
+        let endUser = try endUserID ?? restore()?.endUserID
+        return try store.deleteSession(authEnvironmentID: authEnvironmentID, endUserID: endUser)
     }
 }

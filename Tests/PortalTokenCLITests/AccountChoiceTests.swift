@@ -183,4 +183,24 @@ struct AccountChoiceTests {
             try FileManager.default.contentsOfDirectory(atPath: repositories[0].path).filter { $0 != ".git" }
                 == ["sub"])
     }
+
+    @Test("logout signs out one end user, and the other end user of the environment stays signed in and remembered")
+    func logoutOneEndUser() throws {
+        let portal = try PortalHarness(backend: .file)
+        for (user, token) in [("alice", "token-alice-logout"), ("bob", "token-bob-logout")] {
+            #expect(try portal.adopt(token: token, endUserID: user).exitCode == 0)
+        }
+        let out = try portal.git.portalToken(["logout", "--end-user", "bob"])
+        #expect(out.exitCode == 0, "\(out.stderr)")
+        // One left: the environment alone chooses it again.
+        #expect(try portal.git.portalToken(["token"]).stdout == "token-alice-logout\n")
+        let accounts = try portal.git.portalToken(["accounts", "--format", "json"])
+        #expect(accounts.stdout.contains(#""endUserId":"alice""#), "\(accounts.stdout)")
+        #expect(!accounts.stdout.contains(#""endUserId":"bob""#), "\(accounts.stdout)")
+        // A logout naming no end user signs out the one served, and no other.
+        #expect(try portal.adopt(token: "token-carol-logout", endUserID: "carol").exitCode == 0)
+        #expect(try portal.git.portalToken(["logout", "--end-user", "carol"]).exitCode == 0)
+        #expect(try portal.git.portalToken(["logout"]).exitCode == 0)
+        #expect(try portal.git.portalToken(["token"]).exitCode == 1)
+    }
 }

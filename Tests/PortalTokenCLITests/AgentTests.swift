@@ -307,6 +307,44 @@ struct AgentTests {
         #expect(harness.portal.hookRuns.isEmpty)
     }
 
+    @Test(
+        """
+        a client's end user reaches the agent: each end user's token by name, none named is exit 2 naming both, and \
+        a rule naming one account admits that one alone
+        """)
+    func endUsersThroughTheAgent() throws {
+        let harness = try AgentHarness(
+            rules: "rule forwarded\n    socket restricted\n    allow token */alice\n", start: false)
+        let tokens = [
+            "alice": "agent-alice-\(UInt32.random(in: 0...UInt32.max))",
+            "bob": "agent-bob-\(UInt32.random(in: 0...UInt32.max))",
+        ]
+        for (user, token) in tokens {
+            harness.portal.server.registerLiveToken(token)
+            #expect(try harness.portal.adopt(token: token, endUserID: user).exitCode == 0)
+        }
+        try harness.start()
+        func client(_ user: String?, socket: String? = nil) throws -> ProcessResult {
+            var environment = harness.clientEnvironment(socket: socket)
+            environment["PORTAL_END_USER_ID"] = user
+            return try ProcessRunner.run(ProcessRunner.portalTokenPath, ["token"], environment: environment)
+        }
+        for user in ["alice", "bob"] {
+            let result = try client(user)
+            #expect(result.exitCode == 0 && result.stdout == tokens[user]! + "\n", "\(user): \(result.stderr)")
+        }
+        let unchosen = try client(nil)
+        #expect(unchosen.exitCode == 2, "\(unchosen.stderr)")
+        #expect(unchosen.stderr.contains("2 end users are signed in"), "\(unchosen.stderr)")
+        // The restricted socket's rule names alice's account: hers, and nobody else's.
+        let alice = try client("alice", socket: harness.restrictedSocket)
+        #expect(alice.exitCode == 0 && alice.stdout == tokens["alice"]! + "\n", "\(alice.stderr)")
+        let bob = try client("bob", socket: harness.restrictedSocket)
+        #expect(bob.exitCode == 4 && bob.stdout.isEmpty, "\(bob.stderr)")
+        #expect(bob.stderr.contains("end user 'bob'"), "\(bob.stderr)")
+        #expect(try client(nil, socket: harness.restrictedSocket).exitCode == 4)
+    }
+
     @Test("client mode keeps the local exit codes: 1 when not signed in, 2 for bad input, 4 with no agent")
     func exitCodes() throws {
         let harness = try AgentHarness()

@@ -204,9 +204,12 @@ struct SignInTests {
         #expect(try harness.portal.adopt(token: "token-before", endUserID: "user-before").exitCode == 0)
         #expect(try harness.run(["get"]).stdout == "token-before\n")
         let grant = harness.auth.issueGrant(method: .google)
+        let second = try harness.run(
+            ["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)])
+        #expect(second.exitCode == 0)
         #expect(
-            try harness.run(["redirect", FakeClientAuth.redirect(harness.redirectURL, grant: grant, method: .google)])
-                .exitCode == 0)
+            second.stderr.contains("note: 2 end users are signed in to '\(harness.portal.environmentID)' now"),
+            "the sign-in says how to choose from now on: \(second.stderr)")
         // Another end user's sign-in keeps the first's session beside it: each by name, and
         // neither served for the environment alone (exit 2, naming both).
         #expect(try harness.run(["get", "--end-user", "end-user-1"]).stdout == harness.auth.issuedTokens[0] + "\n")

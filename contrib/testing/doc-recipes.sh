@@ -12,6 +12,8 @@
 #   <!-- recipe: not run: REASON -->   not run, for the reason given (a browser, a desktop, a
 #                                      real Portal account, a transcript, a fragment...)
 #   <!-- recipe: no session bus -->    run without a session bus, keyring or sign-in (below)
+#   <!-- recipe: signed out -->        run with the bus and keyring but no sign-in before it: a
+#                                      newcomer's first steps, which sign in themselves
 # Any other `<!-- recipe:` line, a mark with no reason, or a mark on a block that is not a shell
 # block is an error. Every other shell block is run, and must pass; the run fails, naming
 # FILE:LINE, for each block that does not, and when it finds no shell block at all.
@@ -36,8 +38,9 @@
 #     proxy) portal-token's exec gives it;
 #   - unless marked `no session bus`: a private session bus (dbus-run-session) with an unlocked
 #     gnome-keyring, and a session signed in before the block with
-#     `portal-token --env your-environment-id login --with-token` from a token the fake Portal
-#     takes (remembered, so the block needs no Portal variable to use it).
+#     `portal-token --env your-environment-id --end-user end-user-1 login --with-token` from a
+#     token the fake Portal takes (remembered, so the block needs no Portal variable to use it;
+#     end-user-1 is the end user the fake's sign-ins give, so a recipe's own sign-in replaces it).
 # Everything started for a block (the bus, the keyring, the fake Portal, its follower) is
 # stopped after it, and the temporary directories are removed on exit.
 #
@@ -216,7 +219,7 @@ cat > "$tmp/inside.sh" <<'EOF'
 set -u
 recipe=$1 bus=$2 token=$3
 keyring=""
-if [ "$bus" = 1 ]; then
+if [ "$bus" != 0 ]; then
     # --foreground keeps the daemon our child, so it is stopped by its PID below.
     printf 'recipe-password' | gnome-keyring-daemon --foreground --unlock --components=secrets \
         > "$HOME/../keyring.log" 2>&1 &
@@ -224,7 +227,12 @@ if [ "$bus" = 1 ]; then
     if ! gdbus wait --session --timeout 15 org.freedesktop.secrets; then
         echo "gnome-keyring did not start:"; cat "$HOME/../keyring.log"; kill "$keyring"; exit 1
     fi
-    if ! printf '%s\n' "$token" | portal-token --env your-environment-id login --with-token 2> "$HOME/../prelude.log"; then
+fi
+if [ "$bus" = 1 ]; then
+    # As the end user the fake Portal's sign-ins give (end-user-1): a recipe that signs in again
+    # replaces that account's session, as it would for a user who signs in once more.
+    if ! printf '%s\n' "$token" | portal-token --env your-environment-id --end-user end-user-1 login --with-token \
+        2> "$HOME/../prelude.log"; then
         echo "the sign-in before the block failed:"; cat "$HOME/../prelude.log"; kill "$keyring"; exit 1
     fi
 fi
@@ -250,9 +258,9 @@ run_block() {
     [ -n "${LANG:-}" ] && environment+=(LANG="$LANG")
     [ -n "${LC_ALL:-}" ] && environment+=(LC_ALL="$LC_ALL")
     local status=0
-    if [ "$bus" = 1 ]; then
+    if [ "$bus" != 0 ]; then
         (cd "$work/cwd" && env -i "${environment[@]}" timeout 60 dbus-run-session -- \
-            bash "$tmp/inside.sh" "$work/recipe.sh" 1 "$token") > "$work/output" 2>&1 || status=$?
+            bash "$tmp/inside.sh" "$work/recipe.sh" "$bus" "$token") > "$work/output" 2>&1 || status=$?
     else
         (cd "$work/cwd" && env -i "${environment[@]}" timeout 60 \
             bash "$tmp/inside.sh" "$work/recipe.sh" 0 "$token") > "$work/output" 2>&1 || status=$?
@@ -296,6 +304,7 @@ while IFS=$'\037' read -r file line info mark recipe; do
     case "$mark" in
         "") ;;
         "<!-- recipe: no session bus -->") bus=0 ;;
+        "<!-- recipe: signed out -->") bus=2 ;;
         "<!-- recipe: not run: "*" -->")
             reason=${mark#<!-- recipe: not run: }
             reason=${reason% -->}
