@@ -1,8 +1,8 @@
 /// Hexadecimal digits: lowercase when written (as digests and names are shown), either case
 /// when read.
 public enum Hex {
-    private static let lowercaseDigits: [UInt8] = Array("0123456789abcdef".utf8)
-    private static let uppercaseDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+    @usableFromInline static let lowercaseDigits: [UInt8] = Array("0123456789abcdef".utf8)
+    @usableFromInline static let uppercaseDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
 
     /// Two digits for each byte.
     public static func encode<Bytes: Sequence>(_ bytes: Bytes, uppercase: Bool = false) -> String
@@ -25,7 +25,9 @@ public enum Hex {
         return String(decoding: output, as: UTF8.self)
     }
 
-    /// Appends the two digits of `byte`.
+    /// Appends the two digits of `byte`. Inlinable, so the hot paths that name things by a digest
+    /// (every cached `get`, every `token`'s audit fingerprint) pay no call for it.
+    @inlinable
     public static func appendDigits(of byte: UInt8, to output: inout [UInt8], uppercase: Bool = false) {
         let digits = uppercase ? uppercaseDigits : lowercaseDigits
         output.append(digits[Int(byte >> 4)])

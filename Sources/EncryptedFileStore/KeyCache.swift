@@ -1,3 +1,4 @@
+import Basics
 import KernelKeyring
 import PortalTokenCore
 
@@ -32,14 +33,10 @@ struct KeyCache {
         material.appendBigEndian(identity.kdf.memLimit)
         material.append(contentsOf: identity.salt)
         let digest = Sodium.hash(material, length: 16)
-        // Hex, byte by byte into one buffer: every cached `get` names its key this way.
-        let digits = Array("0123456789abcdef".utf8)
+        // Into one buffer: every cached `get` names its key this way.
         var hex: [UInt8] = []
         hex.reserveCapacity(digest.count * 2)
-        for byte in digest {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0xF)])
-        }
+        for byte in digest { Hex.appendDigits(of: byte, to: &hex) }
         return descriptionPrefix + String(decoding: hex, as: UTF8.self)
     }
 

@@ -255,13 +255,11 @@ public enum AuditFingerprint {
     public static func of(_ token: Secret, key: [UInt8]) -> String {
         var message = token.withBytes { Array($0) }
         defer { zeroize(&message) }
-        // Hex by hand: this runs on every `token`, and the generic encoder costs more than the HMAC.
-        let digits = Array("0123456789abcdef".utf8)
+        // Byte by byte (this runs on every `token`; the generic encoder costs more than the HMAC).
         var text: [UInt8] = []
         text.reserveCapacity(hexLength)
         for byte in HMACSHA256.authenticate(message, key: key).prefix(hexLength / 2) {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
+            Hex.appendDigits(of: byte, to: &text)
         }
         return String(decoding: text, as: UTF8.self)
     }

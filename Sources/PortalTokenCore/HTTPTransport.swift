@@ -1,3 +1,5 @@
+import Basics
+
 /// One header line. Names compare case-insensitively wherever they are looked up.
 public struct HTTPHeader: Sendable, Equatable {
     public var name: String
@@ -266,13 +268,11 @@ public enum TraceID {
         }
         bytes[6] = (bytes[6] & 0x0f) | 0x40  // version 4
         bytes[8] = (bytes[8] & 0x3f) | 0x80  // variant 10xx
-        let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {
             if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
+            Hex.appendDigits(of: byte, to: &text)
         }
         return String(decoding: text, as: UTF8.self)
     }

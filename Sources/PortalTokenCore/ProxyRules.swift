@@ -52,12 +52,9 @@ public struct ProxyRules: Sendable {
             let word = generator.next() as UInt64
             for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> shift)) }
         }
-        let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0f)])
-        }
+        text.reserveCapacity(bytes.count * 2)
+        for byte in bytes { Hex.appendDigits(of: byte, to: &text) }
         zeroize(&bytes)
         defer { zeroize(&text) }
         return Secret(bytes: text)
