@@ -408,7 +408,9 @@ struct LocalHTTPServerTests {
 
     @Test("past maximumConnections a client waits in the backlog until a connection ends")
     func connectionCap() throws {
-        let running = try TestServer(options: .init(maximumConnections: 1))
+        // A long request deadline: on a loaded machine the first connection must not reach it
+        // while it holds the one slot.
+        let running = try TestServer(options: .init(requestDeadlineMilliseconds: 60_000, maximumConnections: 1))
         defer { running.stop() }
         let first = try #require(running.openConnection())
         defer { close(first) }
@@ -436,7 +438,9 @@ struct LocalHTTPServerTests {
 
     @Test("at the cap, connections that send nothing or half a head do not delay a new client: the oldest makes room")
     func unprovenConnectionsMakeRoom() throws {
-        let running = try TestServer(options: .init(maximumConnections: 40))
+        // Idle keep-alive connections are ended at the request deadline (5 s by default), which a
+        // loaded machine can reach before the proven ones are asked again: only room may end them here.
+        let running = try TestServer(options: .init(requestDeadlineMilliseconds: 60_000, maximumConnections: 40))
         defer { running.stop() }
         // Proven ones: answered once, left open.
         let proven = (0..<8).compactMap { _ in running.openConnection() }
