@@ -124,34 +124,13 @@ public enum AgentClient {
         guard portal_token_read_peer_credentials(descriptor, &peer) == 0 else {
             throw .other(host: name, detail: "the uid of the process listening on it could not be read")
         }
-        guard isOwnAgent(uid: peer.uid) else {
+        guard OwnUser.isListener(uid: peer.uid) else {
             throw .other(
                 host: name,
                 detail: "another user (uid \(peer.uid)) listens on the socket: it is not this user's agent")
         }
         connectedOrClosed = true
         return descriptor
-    }
-
-    /// The agent runs as this user: its uid is the caller's own, or, for a caller in a user
-    /// namespace that does not map the agent's uid (a rootless container), the kernel's overflow
-    /// uid, which is all such a caller can be told.
-    static func isOwnAgent(uid: uid_t) -> Bool {
-        if uid == getuid() { return true }
-        guard let overflow = number(in: "/proc/sys/kernel/overflowuid"), uid == overflow else { return false }
-        return !inInitialUserNamespace()
-    }
-
-    /// Whether this process's uid map is the initial namespace's identity map of every uid.
-    private static func inInitialUserNamespace() -> Bool {
-        guard let bytes = try? FileReading.contents(of: "/proc/self/uid_map", limit: 65_536) else { return true }
-        let fields = String(decoding: bytes, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        return fields == ["0", "0", "4294967295"]
-    }
-
-    private static func number(in path: String) -> uid_t? {
-        guard let bytes = try? FileReading.contents(of: path, limit: 64) else { return nil }
-        return uid_t(String(decoding: bytes, as: UTF8.self).trimmingWhitespace)
     }
 
     private static func wait(_ descriptor: Int32, for events: Int16, until deadline: Int64) -> Bool {

@@ -80,6 +80,10 @@ static inline CURLcode portal_curl_getinfo_off_t(void *fn, CURL *handle, CURLINF
     return ((portal_curl_getinfo_fn)fn)(handle, info, value);
 }
 
+static inline CURLcode portal_curl_setopt_sockopt_callback(void *fn, CURL *handle, curl_sockopt_callback callback) {
+    return ((portal_curl_setopt_fn)fn)(handle, CURLOPT_SOCKOPTFUNCTION, callback);
+}
+
 static inline CURLcode portal_curl_getinfo_string(void *fn, CURL *handle, CURLINFO info, char **value) {
     return ((portal_curl_getinfo_fn)fn)(handle, info, value);
 }

@@ -23,14 +23,18 @@ struct AgentCommand: Command {
         portal-token proxy does, for callers the rules allow (allow proxy; by default the
         same user may use the client API paths under /api/v3/clients/me).
         Clients: PORTAL_TOKEN_AGENT_SOCK=PATH (or --agent-socket PATH) makes get, store,
-        erase, token, exec, exec-credential, status, list and the Docker helper use the
-        agent; or curl --unix-socket PATH http://localhost/v1/token.
+        erase, token, exec, exec --proxy, exec-credential, api, refresh, status, list, lock
+        and the Docker helper use the agent (api, refresh and exec --proxy through its proxy),
+        each exchange bounded by agent-timeout-ms (10000); or curl --unix-socket PATH
+        http://localhost/v1/token.
 
         Refusals (20 at once, then one every 6 seconds, the rest counted), and with --verbose
         every request, are logged on stderr; a refusal ends its connection. SIGTERM or SIGINT
-        stop it; with --idle-exit it stops once no client has connected for that long. Rules
-        are read when it starts: restart it after changing them. A refusal's answer and log
-        line carry the rule that would admit that caller to that request alone.
+        stop it; with --idle-exit it stops once no client has connected for that long. The rules
+        file is read again when it changes, before the next request it judges; a file with a
+        mistake keeps the rules read before in force and is logged once, naming its line. A
+        refusal's answer and log line carry the rule that would admit that caller to that
+        request alone.
 
         --check-rules reads the rules file (FILE, else --rules, else the default) and reports
         a mistake naming its line (exit 2); then it asks the agent on --socket (default the
@@ -81,9 +85,9 @@ struct AgentCommand: Command {
         let main = socketPath ?? Self.defaultSocketPath("agent.sock", environment: environment)
         let restricted =
             restrictedSocketPath ?? Self.defaultSocketPath("agent-restricted.sock", environment: environment)
-        let policy = try CallerPolicy.load(context, rulesPath: rulesPath)
         let streams = context.streams
         let log: @Sendable (String) -> Void = { streams.printError($0) }
+        let policy = try CallerPolicy.load(context, rulesPath: rulesPath, report: log)
         // The settings flags the agent was started with hold for every request it runs, the
         // Docker helper's included (which reads no flags): as their environment variables.
         var requestEnvironment = environment
@@ -116,7 +120,7 @@ struct AgentCommand: Command {
                 rules: ProxyRules(
                     listener: .unixSocket, credential: nil, pathPrefixes: ["/"], userAgent: PortalProxy.userAgent),
                 policy: policy, address: nil, context: proxyContext,
-                sessions: try PortalProxy.ProxySessions(proxyContext), log: log)
+                upstream: .portal(try PortalProxy.ProxySessions(proxyContext)), log: log)
         }.mapError { CLIError($0) }
         try context.services.serveAgent(
             AgentServeOptions(
@@ -174,9 +178,11 @@ struct RulesCheck {
             return
         }
         let response: HTTPResponse
+        let timeout = try context.settings.milliseconds(
+            .agentTimeout, default: AgentConnection.defaultTimeoutMilliseconds)
         do {
             response = try context.services.agentExchange(
-                socket, HTTPRequest(method: "GET", url: "/v1/refusals", body: nil), AgentConnection.timeoutMilliseconds)
+                socket, HTTPRequest(method: "GET", url: "/v1/refusals", body: nil), timeout)
         } catch {
             streams.print("No agent answers on \(socket) (\(error.message)), so no refusals to show.")
             return
@@ -207,13 +213,14 @@ struct RulesCheck {
             streams.print("  caller: \(record.caller)")
             if decision.allowed {
                 streams.print(
-                    "  now: \(decision.decidedBy) of \(policy.path) admits it (restart the agent to apply it)")
+                    "  now: \(decision.decidedBy) of \(policy.path) admits it")
                 continue
             }
             streams.print("  now: still refused by \(decision.decidedBy): \(decision.reason)")
             switch policy.suggestion(for: record.operation, caller: record.caller, on: record.socket) {
             case .success(let suggestion):
-                streams.print("  to admit it, \(suggestion.placement), then restart the agent:")
+                streams.print(
+                    "  to admit it, \(suggestion.placement) (the agent reads the file again when it changes):")
                 streams.write(Array(suggestion.text.utf8), to: streams.output)
             case .failure(let why):
                 streams.print("  no rule is suggested: \(why.reason)")

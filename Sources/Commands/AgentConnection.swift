@@ -6,19 +6,25 @@ import PortalTokenCore
 /// container with no bus, no keyring and no kernel keyring works. What the agent answers is
 /// what the local command would have printed, and its exit code is the client's.
 struct AgentConnection {
-    /// The bound on one exchange: the agent may itself wait for the keyring or ask Portal once.
-    static let timeoutMilliseconds = 30_000
+    /// The bound on one exchange by default (`agent-timeout-ms`): a stalled agent is an error in
+    /// the few seconds git's callers wait, and the agent's own bounds on the keyring and on Portal
+    /// fit within it.
+    static let defaultTimeoutMilliseconds = 10_000
 
     let socketPath: String
+    let timeoutMilliseconds: Int
     let streams: StandardStreams
     let services: Services
 
     /// One request; an agent that cannot be reached is a storage failure (exit 4), at once when
     /// nothing listens, within the bound when it does not answer.
     func call(_ method: String, _ target: String, body: [UInt8]? = nil) throws -> HTTPResponse {
+        try exchange(HTTPRequest(method: method, url: target, body: body))
+    }
+
+    func exchange(_ request: HTTPRequest) throws -> HTTPResponse {
         do {
-            return try services.agentExchange(
-                socketPath, HTTPRequest(method: method, url: target, body: body), Self.timeoutMilliseconds)
+            return try services.agentExchange(socketPath, request, timeoutMilliseconds)
         } catch {
             throw CLIError(
                 error.message,
@@ -61,6 +67,40 @@ struct AgentConnection {
         response.headers.value(for: AgentRouter.exitHeader).flatMap(Int32.init).flatMap(ExitCode.init(rawValue:))
     }
 
+    /// A request to the Portal API through the agent's own proxy (any path outside `/v1`): the
+    /// agent adds the bearer, slides the expiry, and on a 401 ends the session and runs the hook
+    /// once. An answer the agent made itself (it carries the exit code) is its error, relayed;
+    /// every other is Portal's, for the caller to judge.
+    func portal(_ method: String, _ path: String, body: [UInt8]?, headers: [HTTPHeader]) throws -> HTTPResponse {
+        var request = HTTPRequest(method: method, url: path, body: body)
+        // The header policy every request to Portal keeps (PortalRequestBuilder's).
+        request.headers =
+            headers + [HTTPHeader("Accept", "application/json"), HTTPHeader("Content-Type", "application/json")]
+        let response = try exchange(request)
+        if response.status >= 300, exitCode(response) != nil { try fail(response) }
+        return response
+    }
+
+    /// What the agent says of the session it serves (`GET /v1/status`): signed in or not, whose,
+    /// and until when. Not signed in is the error a local run gives (exit 1).
+    func sessionStatus(_ context: Context) throws -> (authEnvironmentID: String, endUserID: String, expiresAt: String?)
+    {
+        var query = ["format=json"]
+        if let environmentID = context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
+            AgentRouter.isSafeWord(environmentID)
+        {
+            query.append("env=" + environmentID)
+        }
+        let response = try call("GET", "/v1/status?" + query.joined(separator: "&"))
+        guard let object = try? JSONValue.parse(response.body), let signedIn = object["signedIn"]?.boolValue,
+            let environmentID = object["authEnvironmentId"]?.stringValue
+        else { try fail(response) }
+        guard signedIn, let endUserID = object["endUserId"]?.stringValue else {
+            throw SessionError.notSignedIn(authEnvironmentID: environmentID)
+        }
+        return (environmentID, endUserID, object["expiresAt"]?.stringValue)
+    }
+
     /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
     /// environment and expiry; the agent has already slid, checked or ended it.
     func usableSession(environmentID: String?, endUserID: String?) throws -> PortalSession {
@@ -95,15 +135,19 @@ struct AgentConnection {
 
 extension Context {
     /// The agent this run goes through, nil when it uses the local stores.
-    func agent() -> AgentConnection? {
+    func agent() throws(SettingError) -> AgentConnection? {
         guard let path = settings.value(.agentSocket), !path.isEmpty else { return nil }
-        return AgentConnection(socketPath: path, streams: streams, services: services)
+        return AgentConnection(
+            socketPath: path,
+            timeoutMilliseconds: try settings.milliseconds(
+                .agentTimeout, default: AgentConnection.defaultTimeoutMilliseconds),
+            streams: streams, services: services)
     }
 
     /// The session for `token`, `exec`, `exec-credential` and script-mode `get`: from the
     /// agent in client mode, else from the store (docs/sessions.md, "The commands that read the session").
     func usableSession() throws -> PortalSession {
-        if let agent = agent() {
+        if let agent = try agent() {
             // The client's own choice where it makes one (its settings, its directory, its
             // accounts file); otherwise the agent's.
             let account = try localAccountChoice()

@@ -102,7 +102,7 @@ extension Context {
         draft.isRecorded = true
         // In client mode the agent writes the line, naming the caller as the kernel does
         // (docs/agent.md, "Client mode").
-        guard agent() == nil else { return }
+        guard (settings.value(.agentSocket) ?? "").isEmpty else { return }
         guard let log = auditLog() else { return }
         let session = draft.session
         log.record(

@@ -9,7 +9,9 @@ import Synchronization
 struct CallerPolicy: Sendable {
     static let rulesFileName = "agent.rules"
 
-    let rules: AgentRules
+    /// The rules in force: the file's, read again when it changes.
+    let live: LiveRules
+    var rules: AgentRules { live.current() }
     /// This process's uid: the default serves it alone.
     let agentUID: UInt32
     /// Where this process runs: a caller in the same container is served as this process's own.
@@ -34,16 +36,21 @@ struct CallerPolicy: Sendable {
     /// process's uid and cgroup. No file is no rules (the default alone); one that others may
     /// write, or that sits in a directory others may write (they could put another file in its
     /// place), is refused, since it decides who gets the token.
-    static func load(_ context: Context, rulesPath: String?) throws -> CallerPolicy {
+    /// `report` hears of a changed file read again, or refused for a mistake.
+    static func load(_ context: Context, rulesPath: String?, report: @escaping @Sendable (String) -> Void = { _ in })
+        throws -> CallerPolicy
+    {
         let placement = CgroupPlacement(
             path: (try? FileReading.contents(of: "/proc/self/cgroup", limit: 65_536)).flatMap { bytes in
                 String(decoding: bytes, as: UTF8.self).split(separator: "\n").first { $0.hasPrefix("0::") }
                     .map { String($0.dropFirst(3)) }
             })
         let path = Self.path(context, rulesPath: rulesPath)
-        return CallerPolicy(
-            rules: try loadRules(context, rulesPath: rulesPath), agentUID: getuid(), agentPlacement: placement,
-            path: path)
+        let required = rulesPath != nil
+        let live = try LiveRules(path: path, report: report) {
+            try loadRules(path: path, required: required)
+        }
+        return CallerPolicy(live: live, agentUID: getuid(), agentPlacement: placement, path: path)
     }
 
     /// `rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`.
@@ -66,7 +73,7 @@ struct CallerPolicy: Sendable {
         switch suggestion(for: operation, caller: caller, on: socket) {
         case .success(let suggestion):
             return "hint: a rule that would admit this caller to this alone (\(suggestion.placement) at \(path), "
-                + "then restart the agent):\n" + suggestion.text
+                + "where the agent reads it again before its next request):\n" + suggestion.text
         case .failure(let why):
             return "hint: no rule is suggested: \(why.reason)\n"
         }
@@ -88,8 +95,8 @@ struct CallerPolicy: Sendable {
             .allowed
     }
 
-    static func loadRules(_ context: Context, rulesPath: String?) throws -> AgentRules {
-        let path = Self.path(context, rulesPath: rulesPath)
+    /// The rules of the file at `path`; none when it is missing, unless it is `required`.
+    static func loadRules(path: String, required: Bool) throws -> AgentRules {
         let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         do {
             try PrivateDirectory.check(directory)
@@ -110,7 +117,7 @@ struct CallerPolicy: Sendable {
         let bytes: [UInt8]
         do {
             bytes = try FileReading.contents(of: path, limit: 1 << 20, ownOnly: true)
-        } catch .missing where rulesPath == nil {
+        } catch .missing where !required {
             return AgentRules()
         } catch .writableByOthers(let mode) {
             throw CLIError.usage(
@@ -127,6 +134,55 @@ struct CallerPolicy: Sendable {
             throw CLIError.usage(
                 "the rules file \(path), line \(error.line): \(error.message)",
                 hint: "fix line \(error.line) of \(path); see 'man portal-token-agent.rules'")
+        }
+    }
+}
+
+/// The rules a policy judges by, read again from their file before the request they judge when
+/// the file has changed (a new inode, size or time), been added or removed. A file with a mistake
+/// keeps the last good rules in force and is reported once, naming its line.
+final class LiveRules: Sendable {
+    private struct State {
+        var rules: AgentRules
+        /// The version of the file last read or refused; nil when there was none.
+        var version: FileVersion?
+    }
+
+    let path: String
+    private let state: Mutex<State>
+    private let read: @Sendable () throws -> AgentRules
+    private let report: @Sendable (String) -> Void
+
+    init(
+        path: String, report: @escaping @Sendable (String) -> Void,
+        read: @escaping @Sendable () throws -> AgentRules
+    ) throws {
+        self.path = path
+        self.read = read
+        self.report = report
+        let version = FileVersion.of(path)
+        state = Mutex(State(rules: try read(), version: version))
+    }
+
+    /// The rules in force now: one `stat` when the file is as it was.
+    func current() -> AgentRules {
+        let version = FileVersion.of(path)
+        return state.withLock { state in
+            guard version != state.version else { return state.rules }
+            state.version = version
+            do {
+                state.rules = try read()
+                let count = state.rules.rules.count
+                report(
+                    "portal-token agent: the rules file \(path) changed; read it again: "
+                        + (version == nil
+                            ? "it is gone, so the default alone decides" : "\(count) rule\(count == 1 ? "" : "s")"))
+            } catch {
+                report(
+                    "portal-token agent: the rules file \(path) changed and is refused, so the rules read before "
+                        + "stay in force: \(CLIError(error).message)")
+            }
+            return state.rules
         }
     }
 }

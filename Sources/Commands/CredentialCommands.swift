@@ -13,7 +13,7 @@ private func readRequest(_ context: Context, forwardingTo endpoint: String? = ni
     context.promptURL = PromptRules.credentialURL(request)
     context.audit?.describe(request)
     // A get with no attribute is script mode, which asks the agent for the session itself.
-    if let endpoint, let agent = context.agent(), request.hasAttributes || endpoint != "/v1/git/get" {
+    if let endpoint, let agent = try context.agent(), request.hasAttributes || endpoint != "/v1/git/get" {
         try agent.relay(try agent.call("POST", endpoint, body: bytes))
         return (request, true)
     }

@@ -72,7 +72,7 @@ enum DockerCredentialHelper {
         var input = operation == "list" ? [] : streams.readAll(limit: maximumInputBytes)
         defer { zeroize(&input) }
         guard input.count <= maximumInputBytes else { throw Failure(message: "the request on stdin is too large") }
-        if let agent = context.agent() {
+        if let agent = try context.agent() {
             // Client mode (docs/agent.md, "Client mode"): the agent runs this helper and answers
             // with what it printed, in Docker's conventions already.
             let response = try agent.call("POST", "/v1/docker/" + operation, body: input)

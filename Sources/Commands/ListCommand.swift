@@ -19,7 +19,7 @@ struct ListCommand: Command {
     }
 
     func run(in context: Context) throws {
-        if let agent = context.agent() {
+        if let agent = try context.agent() {
             return try agent.relay(try agent.call("GET", "/v1/list" + (json ? "?format=json" : "")))
         }
         let credentials = try context.credentials().all()

@@ -24,7 +24,7 @@ struct LockCommand: Command {
     func run(in context: Context) throws {
         // Client mode: the keys are the agent's, in its keyring or its memory (docs/agent.md,
         // "Where the keys are kept").
-        if let agent = context.agent() {
+        if let agent = try context.agent() {
             try agent.relay(try agent.call("POST", "/v1/lock"))
             return
         }

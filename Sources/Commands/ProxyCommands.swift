@@ -17,7 +17,9 @@ final class PortalProxy: @unchecked Sendable {
     /// Where refusals by the rules file are told (the agent's log); nil says nothing.
     private let log: (@Sendable (String) -> Void)?
     private let apiBase: PortalAPIBase
-    private let sessions: SessionService
+    /// The session the proxy sends with; nil when its upstream is the agent, which adds the
+    /// bearer, slides the expiry and ends the session on a 401 itself (client mode).
+    private let sessions: SessionService?
     private let transport: any StreamingHTTPTransport
     private let trace: @Sendable (String) -> Void
     private let warn: @Sendable (String) -> Void
@@ -25,7 +27,7 @@ final class PortalProxy: @unchecked Sendable {
     /// processes are kept apart by the store's own lock, as for `api`.
     private let sessionAccess = Mutex(())
     /// Set by the session service, under `sessionAccess`, when this process removed the session.
-    private let endedHere: SessionEndMark
+    private let endedHere: SessionEndMark?
     /// nil when the log is off.
     private let auditLog: (any AuditLog)?
     /// The `caller.socket` of each line: the Unix socket's path, or "tcp"; nil names the agent's
@@ -33,22 +35,39 @@ final class PortalProxy: @unchecked Sendable {
     private let socketName: String?
     private let services: Services
 
+    /// Where a proxy sends what it admits: to Portal with the session's bearer, or to the
+    /// agent's socket, whose own proxy adds it (client mode, docs/agent.md).
+    enum Upstream {
+        case portal(ProxySessions)
+        case agent(AgentConnection)
+    }
+
     /// `address` is where `portal-token proxy` listens; nil for the agent's sockets.
     init(
         rules: ProxyRules, policy: CallerPolicy?, address: LocalListenAddress?, context: Context,
-        sessions: ProxySessions, log: (@Sendable (String) -> Void)? = nil
+        upstream: Upstream, log: (@Sendable (String) -> Void)? = nil
     ) throws {
         self.rules = rules
         self.policy = policy
         self.log = log
-        self.apiBase = try context.apiBase()
-        self.sessions = sessions.service
-        self.endedHere = sessions.ended
-        self.transport = context.services.streamingTransport(try HTTPTransportOptions(settings: context.settings))
+        var options = try HTTPTransportOptions(settings: context.settings)
+        switch upstream {
+        case .portal(let sessions):
+            apiBase = try context.apiBase()
+            self.sessions = sessions.service
+            endedHere = sessions.ended
+            auditLog = context.auditLog()
+        case .agent(let agent):
+            // The agent's proxy judges, sends and writes the audit line; the name is its socket's.
+            apiBase = try PortalAPIBase(apiHost: "http://localhost")
+            options.unixSocketPath = agent.socketPath
+            options.connectTimeoutMilliseconds = agent.timeoutMilliseconds
+            (sessions, endedHere, auditLog) = (nil, nil, nil)
+        }
+        self.transport = context.services.streamingTransport(options)
         self.trace = context.trace
         let streams = context.streams
         self.warn = { streams.printError("portal-token: warning: \($0)") }
-        self.auditLog = context.auditLog()
         switch address {
         case .unixSocket(let path)?: socketName = path
         case .loopback?: socketName = "tcp"
@@ -116,10 +135,9 @@ final class PortalProxy: @unchecked Sendable {
                             + RefusalAudit.unloggedNote(line.unwrittenRefusals))
                     for text in AgentRouter.logged(suggestion) { log?(text) }
                 }
-                var response = HTTPServerResponse.text(
-                    403,
-                    "portal-token proxy: refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))\n"
-                        + suggestion)
+                var response = Self.ownAnswer(
+                    403, "the proxy refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
+                    exit: .storage, more: suggestion)
                 response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
                 exchange.refuse(response)
                 return
@@ -131,7 +149,7 @@ final class PortalProxy: @unchecked Sendable {
             line.outcome = .refused
             line.status = status
             line.written = throttle(unmarked ? .unnamed : .named)
-            exchange.refuse(.text(status, "portal-token proxy: \(reason)"))
+            exchange.refuse(Self.ownAnswer(status, "the proxy refused the request: \(reason)", exit: .storage))
         case .forward(let proxied):
             // Past the rules and checks: a body that streams slowly keeps its connection.
             exchange.admit()
@@ -143,11 +161,12 @@ final class PortalProxy: @unchecked Sendable {
         let url = apiBase.url(path: proxied.target)
         var session: PortalSession?
         var authorization = proxied.clientAuthorization
-        if authorization == nil {
+        if authorization == nil, let sessions, let endedHere {
             guard sessions.allowsBearer(url) else {
                 line.status = 502
                 try? exchange.answer(
-                    .text(502, "portal-token proxy: the configured API host may not receive the session token"))
+                    Self.ownAnswer(
+                        502, "the proxy's configured API host may not receive the session token", exit: .usage))
                 return
             }
             let (sent, ended) = sessionAccess.withLock { _ in endedHere.watch { try sessions.sessionToSend() } }
@@ -181,7 +200,7 @@ final class PortalProxy: @unchecked Sendable {
                 default: status = 502
                 }
                 line.status = status
-                try? exchange.answer(.text(status, "portal-token proxy: \(error.message)"))
+                try? exchange.answer(Self.ownAnswer(status, "the proxy: \(error.message)", exit: .network))
             }
             return
         }
@@ -190,7 +209,7 @@ final class PortalProxy: @unchecked Sendable {
         line.outcome = .served
         // The client has its whole answer before a 401's hook runs.
         exchange.complete()
-        guard let session else { return }
+        guard let session, let sessions, let endedHere else { return }
         let (settled, ended) = sessionAccess.withLock { _ in
             endedHere.watch { try sessions.settle(session, status: outcome.status, answeredBy: outcome.effectiveURL) }
         }
@@ -218,8 +237,20 @@ final class PortalProxy: @unchecked Sendable {
         case is StoreError: status = 503
         default: status = 500
         }
-        try? exchange.answer(.text(status, "portal-token proxy: \(CLIError(error).message)"))
+        let failure = CLIError(error)
+        try? exchange.answer(Self.ownAnswer(status, failure.message, hint: failure.hint, exit: failure.exitCode))
         return status
+    }
+
+    /// An answer the proxy makes itself, worded as the error funnel words one, with the exit code
+    /// a local run would have had (`Portal-Token-Exit`): a client in client mode exits with it.
+    static func ownAnswer(_ status: Int, _ message: String, hint: String? = nil, exit: ExitCode, more: String = "")
+        -> HTTPServerResponse
+    {
+        var response = HTTPServerResponse.text(
+            status, "portal-token: error: \(message)\n" + (hint.map { "hint: \($0)\n" } ?? "") + more)
+        response.headers.append(HTTPHeader(AgentRouter.exitHeader, String(exit.rawValue)))
+        return response
     }
 
     /// The caller the listener knows: on a Unix socket the kernel's identity of it, as the
@@ -237,7 +268,7 @@ final class PortalProxy: @unchecked Sendable {
         auditLog?.record(
             AuditEvent(
                 operation: .proxy, outcome: line.outcome, caller: caller,
-                authEnvironmentID: line.session?.authEnvironmentID ?? sessions.authEnvironmentID,
+                authEnvironmentID: line.session?.authEnvironmentID ?? sessions?.authEnvironmentID,
                 endUserID: line.session?.endUserID, token: line.session?.token, method: line.loggedMethod,
                 httpStatus: line.status.flatMap { (100...599).contains($0) ? $0 : nil },
                 endedSession: line.endedSession, unwrittenRefusals: line.unwrittenRefusals))
@@ -371,7 +402,8 @@ struct ProxyCommand: Command {
         // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
         var policy: CallerPolicy?
         if case .unixSocket = address {
-            policy = try CallerPolicy.load(context, rulesPath: nil)
+            let streams = context.streams
+            policy = try CallerPolicy.load(context, rulesPath: nil) { streams.printError($0) }
             // The own user may send what this proxy was started to forward.
             policy?.defaultProxy = .proxy(methods: methods, prefixes: pathPrefixes)
         }
@@ -388,7 +420,7 @@ struct ProxyCommand: Command {
             rules: ProxyRules(
                 listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
                 userAgent: PortalProxy.userAgent),
-            policy: policy, address: address, context: context, sessions: sessions)
+            policy: policy, address: address, context: context, upstream: .portal(sessions))
         if let port = server.port, let credential {
             var lines = Array(
                 """
@@ -412,8 +444,18 @@ extension ExecCommand {
     /// random port and credential) that lives as long as it does; its environment names the
     /// proxy and never holds the token (docs/proxy.md, "exec --proxy").
     func runWithProxy(in context: Context) throws -> Never {
-        let sessions = try PortalProxy.ProxySessions(context)
-        _ = try sessions.service.usableSession()
+        // In client mode the proxy sends to the agent's, which holds the session.
+        let upstream: PortalProxy.Upstream
+        let environmentID: String?
+        if let agent = try context.agent() {
+            upstream = .agent(agent)
+            environmentID = try agent.sessionStatus(context).authEnvironmentID
+        } else {
+            let sessions = try PortalProxy.ProxySessions(context)
+            _ = try sessions.service.usableSession()
+            upstream = .portal(sessions)
+            environmentID = sessions.service.authEnvironmentID
+        }
         // Signals this process forwards or ignores are taken by sigwait below, so they are blocked
         // before any thread starts; the command gets them back at their defaults.
         var handled = sigset_t()
@@ -427,7 +469,7 @@ extension ExecCommand {
         let proxy = try PortalProxy(
             rules: ProxyRules(
                 listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
-            policy: nil, address: .loopback(port: port), context: context, sessions: sessions)
+            policy: nil, address: .loopback(port: port), context: context, upstream: upstream)
         try server.start { request, exchange, caller in proxy.handle(request, exchange, caller) }
 
         var environment = ProcessEnvironment.current()
@@ -437,7 +479,7 @@ extension ExecCommand {
         environment[ProxyEnvironment.url] = "http://127.0.0.1:\(port)"
         environment[ProxyEnvironment.header] = ProxyRules.markerHeader
         environment[ProxyEnvironment.credential] = credential.text
-        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = sessions.service.authEnvironmentID
+        environment["PORTAL_AUTH_ENVIRONMENT_ID"] = environmentID
 
         // The run's own line, as plain exec writes it (its exit code is COMMAND's); each request
         // COMMAND sends through the proxy writes its own.

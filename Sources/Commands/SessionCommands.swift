@@ -28,7 +28,7 @@ struct StatusCommand: Command {
     }
 
     func run(in context: Context) throws {
-        if let agent = context.agent() {
+        if let agent = try context.agent() {
             var query = json ? ["format=json"] : []
             if let environmentID = context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
                 AgentRouter.isSafeWord(environmentID)
@@ -145,7 +145,7 @@ struct LogoutCommand: Command {
     func run(in context: Context) throws {
         // Signing out changes the agent's store; the agent serves no sign-out to its clients
         // (docs/agent.md, "Client mode").
-        if let agent = context.agent() {
+        if let agent = try context.agent() {
             throw CLIError(
                 "logout is not served through the agent at \(agent.socketPath)",
                 hint: "sign out on the agent's host, or unset PORTAL_TOKEN_AGENT_SOCK", exitCode: .storage)
@@ -188,6 +188,18 @@ struct RefreshCommand: Command {
 
     func run(in context: Context) throws {
         context.audit?.method = "GET"
+        if let agent = try context.agent() {
+            // The agent's proxy sends it with the session, slides the expiry, or ends the session.
+            let response = try agent.portal("GET", SessionService.validationPath, body: nil, headers: [])
+            guard response.isSuccess else {
+                throw rejection(response, method: "GET", path: SessionService.validationPath, agent: agent)
+            }
+            let status = try agent.sessionStatus(context)
+            context.streams.printError(
+                "portal-token: the session of \(TerminalText.escaped(status.endUserID)) is live; it expires at "
+                    + TerminalText.escaped(status.expiresAt ?? "unknown"))
+            return
+        }
         let (session, response) = try context.sessionService().refresh()
         context.audit?.httpStatus = response.status
         guard response.isSuccess else { throw rejection(response, method: "GET", path: SessionService.validationPath) }
@@ -273,8 +285,16 @@ struct APICommand: Command {
         let body = try data.map { try readBody($0, context) }
         context.audit?.method = method
         let response: HTTPResponse
-        let apiBase = try context.apiBase()
-        if let marker = context.ownProxyMarker(apiBase) {
+        if let agent = try context.agent() {
+            // The agent sends it to its own API host: a path is all it takes.
+            guard path.hasPrefix("/") else {
+                throw CLIError.usage(
+                    "through the agent at \(agent.socketPath), api takes a path such as /api/v3/clients/me, not a URL",
+                    hint: "the agent sends the request to its own API host")
+            }
+            response = try agent.portal(method, path, body: body, headers: headers)
+            if response.status == 401 { throw rejection(response, method: method, path: pathForMessages, agent: agent) }
+        } else if case let apiBase = try context.apiBase(), let marker = context.ownProxyMarker(apiBase) {
             response = try throughProxy(apiBase, marker: marker, body: body, context)
         } else {
             response = try context.sessionService().api(method: method, path: path, body: body, headers: headers)
@@ -358,9 +378,19 @@ struct APICommand: Command {
     }
 }
 
-/// A non-2xx answer from Portal: exit 6, naming the status and the request, never the body.
-private func rejection(_ response: HTTPResponse, method: String, path: String) -> CLIError {
-    CLIError("Portal answered HTTP \(response.status) to \(method) \(path)", exitCode: .rejected)
+/// A non-2xx answer from Portal: exit 6, naming the status and the request, never the body. A
+/// 401 through the agent is the end of its session, which the agent has ended (exit 3).
+private func rejection(_ response: HTTPResponse, method: String, path: String, agent: AgentConnection? = nil)
+    -> CLIError
+{
+    if response.status == 401, let agent {
+        return CLIError(
+            "Portal answered HTTP 401 to \(method) \(path) through the agent at \(agent.socketPath): "
+                + "the session has ended",
+            hint: "the agent ended the session and ran its hook; sign in again on the agent's host",
+            exitCode: .sessionEnded)
+    }
+    return CLIError("Portal answered HTTP \(response.status) to \(method) \(path)", exitCode: .rejected)
 }
 
 /// An exit code with nothing more to say: the command already printed what the user needs.

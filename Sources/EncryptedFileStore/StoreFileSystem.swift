@@ -33,37 +33,16 @@ struct StoreFileSystem {
     /// What was read, and the file it came from (compared to tell whether it changed).
     struct Contents: Equatable {
         var bytes: [UInt8]
-        var identity: Identity
+        var identity: FileVersion
         /// Why the file is damaged before a byte of it is decoded (it is too large); its bytes
         /// are then not read.
         var damage: String? = nil
     }
 
-    /// What tells one version of the file from another: a write replaces the file by rename (a
-    /// new inode); an edit in place or a chmod changes its size or times.
-    struct Identity: Equatable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        /// Modification and status-change times, in nanoseconds.
-        var modified: Int64
-        var changed: Int64
-
-        init(_ status: stat) {
-            device = UInt64(status.st_dev)
-            inode = UInt64(status.st_ino)
-            size = Int64(status.st_size)
-            modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
-            changed = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
-        }
-    }
-
     /// The identity of the file there now, without reading it; nil when there is none.
-    func identity() throws(StoreError) -> Identity? {
+    func identity() throws(StoreError) -> FileVersion? {
         guard try checkDirectory() else { return nil }
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
-        return Identity(status)
+        return FileVersion.of(path)
     }
 
     /// The whole file, or nil when there is none. A file another user owns, or that others
@@ -89,7 +68,7 @@ struct StoreFileSystem {
             modeHint: "if only you have used it, restrict it with 'chmod 600 \(path)' and try again")
         if Int64(status.st_size) > Int64(Self.maximumFileBytes) {
             return Contents(
-                bytes: [], identity: Identity(status),
+                bytes: [], identity: FileVersion(status),
                 damage:
                     """
                     it is \(status.st_size >> 20) MiB, larger than the \(Self.maximumFileBytes >> 20) MiB a store \
@@ -103,12 +82,12 @@ struct StoreFileSystem {
         } catch .tooLarge {
             // Grown since fstat: still bounded.
             return Contents(
-                bytes: [], identity: Identity(status),
+                bytes: [], identity: FileVersion(status),
                 damage: "it grew past the \(Self.maximumFileBytes >> 20) MiB a store may be while it was read")
         } catch {
             throw failure("cannot read the store file \(path)", error)
         }
-        return Contents(bytes: bytes, identity: Identity(status))
+        return Contents(bytes: bytes, identity: FileVersion(status))
     }
 
     // MARK: Locking

@@ -99,11 +99,24 @@ extension CurlHandleResources {
     /// Once the connection is made (or reused) and before a byte of the request is sent, a
     /// connection to a loopback address goes on only when the socket it reached belongs to this
     /// user (docs/security.md, "Bearers on loopback"): another user may hold a port the proxy or a
-    /// local server has left. Set with every request that carries `Authorization`.
+    /// local server has left. Set with every request that carries `Authorization`, and with every
+    /// request to a Unix socket (the agent's), whose listener must be this user's too.
     func requireOwnListenerOnLoopback() throws(HTTPError) {
         try check(LibCurl.functions.setoptPrereqCallback(handle, checkListenerOwner))
         let context = Unmanaged.passUnretained(listenerCheck).toOpaque()
         try check(LibCurl.functions.setoptPointer(handle, CURLOPT_PREREQDATA, context))
+    }
+
+    /// Sends the request to the Unix socket at `path` (the agent's), whose listener must run as
+    /// this user: the check above reads the kernel's word on the connection libcurl made.
+    mutating func connect(toUnixSocket path: String) throws(HTTPError) {
+        try set(CURLOPT_UNIX_SOCKET_PATH, string: path)
+        listenerCheck.unixSocketPath = path
+        try check(LibCurl.functions.setoptSockoptCallback(handle, noteSocket))
+        try check(
+            LibCurl.functions.setoptPointer(
+                handle, CURLOPT_SOCKOPTDATA, Unmanaged.passUnretained(listenerCheck).toOpaque()))
+        try requireOwnListenerOnLoopback()
     }
 
     /// The error for a transfer the connection check stopped, if it did.
@@ -172,6 +185,27 @@ extension CurlHandleResources {
 /// What `checkListenerOwner` found for one request: the loopback endpoint it refused, if any.
 final class ListenerOwnerCheck {
     var refusedEndpoint: String?
+    /// The Unix socket the request goes to, and the descriptor libcurl made for it (told by
+    /// `noteSocket` before it connects).
+    var unixSocketPath: String?
+    var socket: Int32 = -1
+
+    /// Whether the listener at the far end of the request's Unix socket runs as this user
+    /// (`SO_PEERCRED` of the very connection).
+    var unixPeerIsOwnUser: Bool {
+        var peer = portal_token_peer_credentials()
+        guard socket >= 0, portal_token_read_peer_credentials(socket, &peer) == 0 else { return false }
+        return OwnUser.isListener(uid: peer.uid)
+    }
+}
+
+/// libcurl's CURLOPT_SOCKOPTFUNCTION: the socket of a new connection, before it connects.
+private func noteSocket(_ context: UnsafeMutableRawPointer?, _ socket: curl_socket_t, _ purpose: curlsocktype)
+    -> Int32
+{
+    guard let context else { return Int32(CURL_SOCKOPT_ERROR) }
+    Unmanaged<ListenerOwnerCheck>.fromOpaque(context).takeUnretainedValue().socket = socket
+    return Int32(CURL_SOCKOPT_OK)
 }
 
 /// libcurl's CURLOPT_PREREQFUNCTION: the connection is open, nothing is sent yet. A loopback peer
@@ -186,6 +220,13 @@ private func checkListenerOwner(
     let abort = Int32(CURL_PREREQFUNC_ABORT)
     guard let context else { return abort }
     let check = Unmanaged<ListenerOwnerCheck>.fromOpaque(context).takeUnretainedValue()
+    if let path = check.unixSocketPath {
+        guard check.unixPeerIsOwnUser else {
+            check.refusedEndpoint = path
+            return abort
+        }
+        return Int32(CURL_PREREQFUNC_OK)
+    }
     let primaryText = primaryIP.map { String(cString: $0) } ?? ""
     guard let remote = SocketAddress(primaryText, port: primaryPort) else {
         check.refusedEndpoint = "the server's address"

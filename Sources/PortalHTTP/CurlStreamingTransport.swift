@@ -103,6 +103,7 @@ private struct HandleState: CurlHandleResources {
         // No proxy, whatever the environment says.
         try disableProxy()
         if let path = options.caBundlePath { try trustAdditionally(caBundleAt: path) }
+        if let path = options.unixSocketPath { try connect(toUnixSocket: path) }
 
         let pointer = Unmanaged.passUnretained(context).toOpaque()
         try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_WRITEFUNCTION, streamBody))

@@ -98,6 +98,10 @@ enum LibCurl {
             portal_curl_getinfo_off_t(getinfoFunction, handle, info, value)
         }
 
+        func setoptSockoptCallback(_ handle: UnsafeMutableRawPointer, _ callback: curl_sockopt_callback) -> CURLcode {
+            portal_curl_setopt_sockopt_callback(setoptFunction, handle, callback)
+        }
+
         func getinfoString(
             _ handle: UnsafeMutableRawPointer, _ info: CURLINFO,
             _ value: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>

@@ -170,6 +170,9 @@ public struct HTTPTransportOptions: Sendable, Equatable {
     /// client reads `VAULT_CACERT`; the system's are neither trusted nor parsed.
     public var trustsCABundleOnly = false
     public var maximumResponseBytes: Int
+    /// A Unix socket every request goes to instead of the URL's host (the agent's, whose
+    /// listener must be this user's); the URL's path and Host still name the request.
+    public var unixSocketPath: String?
 
     public init(
         connectTimeoutMilliseconds: Int = defaultConnectTimeoutMilliseconds,

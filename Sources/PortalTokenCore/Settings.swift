@@ -99,6 +99,8 @@ public struct Setting: Sendable, Hashable {
         key: "http-connect-timeout-ms", environment: "PORTAL_TOKEN_HTTP_CONNECT_TIMEOUT_MS")
     /// Bound on each whole HTTP exchange, connection included; default 10000 ms.
     public static let httpTimeout = Setting(key: "http-timeout-ms", environment: "PORTAL_TOKEN_HTTP_TIMEOUT_MS")
+    /// Bound on each exchange of client mode with the agent, connection included; default 10000 ms.
+    public static let agentTimeout = Setting(key: "agent-timeout-ms", environment: "PORTAL_TOKEN_AGENT_TIMEOUT_MS")
     /// A PEM file of CA certificates trusted in addition to the system's (a test CA, a
     /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
     public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
@@ -157,8 +159,8 @@ public struct Setting: Sendable, Hashable {
     public static let all: [Setting] = [
         authEnvironmentID, endUser, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, onSessionInvalidated,
-        keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, caBundle,
-        vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
+        keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, agentTimeout,
+        caBundle, vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
         vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, vaultAllowHTTP, auditLog, auditLogMaxBytes,
         auditJournal,
     ]

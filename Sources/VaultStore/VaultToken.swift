@@ -20,7 +20,7 @@ final class VaultToken {
     private let loginCache: VaultLoginCache?
     private let loginCacheName: String
     private var cached: Secret?
-    private var fileIdentity: [Int64]?
+    private var fileIdentity: FileVersion?
     /// For an AppRole token: when it was obtained (monotonic seconds), its lease, and whether
     /// it may be renewed.
     private var leaseStart: Int64 = 0
@@ -69,7 +69,7 @@ final class VaultToken {
             cached = token
             return token
         case .file(let path):
-            let identity = Self.identity(of: path)
+            let identity = FileVersion.of(path)
             if let cached, identity == fileIdentity { return cached }
             let token = try Self.readToken(path, what: "the Vault token file")
             cached = token
@@ -101,7 +101,7 @@ final class VaultToken {
                 token != previous
             else { return false }
             cached = token
-            fileIdentity = Self.identity(of: path)
+            fileIdentity = FileVersion.of(path)
             return true
         case .appRole:
             guard cached != nil else { return false }
@@ -210,14 +210,5 @@ final class VaultToken {
             throw StoreError(.failed, "\(what) \(path) is empty")
         }
         return Secret(bytes: Array(line[start...end]))
-    }
-
-    /// What tells a rewritten file apart: its inode, size and modification time.
-    static func identity(of path: String) -> [Int64]? {
-        var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
-        return [
-            Int64(status.st_ino), Int64(status.st_size), Int64(status.st_mtim.tv_sec), Int64(status.st_mtim.tv_nsec),
-        ]
     }
 }
