@@ -103,14 +103,14 @@ struct AgentCommand: Command {
             defaultEnvironmentID: ownAccount?.authEnvironmentID
                 ?? context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
             defaultEndUserID: ownAccount?.endUserID,
-            services: context.services, verbose: context.isTracing, log: log,
+            services: context.services.agentServices?() ?? context.services, streams: streams,
+            verbose: context.isTracing, log: log,
             recordAudit: { [auditLog = AuditLogBox(context.auditLog())] event in auditLog.log?.record(event) })
         // Every other path is the Portal API's, proxied as `portal-token proxy` does, for the
         // callers the rules' `allow proxy` (or the default) lets through. The proxy reads the
         // session as the router's commands do: prompts ruled out, and keys cached where the agent
         // keeps them (its memory when the kernel keyring is refused).
-        var proxyServices = context.services
-        proxyServices.secretCache = proxyServices.agentSecretCache
+        let proxyServices = context.services.agentServices?() ?? context.services
         let proxyContext = Context(
             streams: context.streams, environment: router.environment, settings: context.settings,
             programName: context.programName, services: proxyServices)

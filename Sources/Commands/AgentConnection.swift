@@ -34,16 +34,13 @@ struct AgentConnection {
         }
     }
 
-    /// Prints an answer as the local command would have: on success its body on stdout and any
-    /// message on stderr; otherwise what the agent said on stderr, and its exit code.
+    /// Prints an answer as the local command would have: on success its body on stdout;
+    /// otherwise what the agent said on stderr, and its exit code.
     func relay(_ response: HTTPResponse) throws {
         if response.status == 200 || (response.status == 404 && isQuietMiss(response)) {
             var body = response.body
             streams.write(body, to: streams.output)
             zeroize(&body)
-            for header in response.headers where header.name.lowercased() == "portal-token-message" {
-                streams.printError(header.value)
-            }
             if let code = exitCode(response), code != .success { throw SilentExit(code: code) }
             return
         }
@@ -81,39 +78,52 @@ struct AgentConnection {
         return response
     }
 
-    /// What the agent says of the session it serves (`GET /v1/status`): signed in or not, whose,
-    /// and until when. Not signed in is the error a local run gives (exit 1).
-    func sessionStatus(_ context: Context) throws -> (authEnvironmentID: String, endUserID: String, expiresAt: String?)
-    {
-        var query = ["format=json"]
-        if let environmentID = context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
-            AgentRouter.isSafeWord(environmentID)
-        {
-            query.append("env=" + environmentID)
+    /// The agent's status report (`GET /v1/status`), as `status --format json` prints it: of the
+    /// account the client chose where it chose one.
+    func statusReport(_ context: Context) throws -> [String: JSONValue] {
+        let target = try "/v1/status" + accountQuery(context)
+        let response = try call("GET", target)
+        guard response.status == 200, case .object(let report)? = try? JSONValue.parse(response.body) else {
+            try fail(response)
         }
-        let response = try call("GET", "/v1/status?" + query.joined(separator: "&"))
-        guard let object = try? JSONValue.parse(response.body), let signedIn = object["signedIn"]?.boolValue,
-            let environmentID = object["authEnvironmentId"]?.stringValue
-        else { try fail(response) }
-        guard signedIn, let endUserID = object["endUserId"]?.stringValue else {
-            throw SessionError.notSignedIn(authEnvironmentID: environmentID)
-        }
-        return (environmentID, endUserID, object["expiresAt"]?.stringValue)
+        return report
     }
 
-    /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
-    /// environment and expiry; the agent has already slid, checked or ended it.
-    func usableSession(environmentID: String?, endUserID: String?) throws -> PortalSession {
+    /// The session the agent serves: whose, and until when; not signed in is the error a local
+    /// run gives (exit 1).
+    func sessionStatus(_ context: Context) throws -> (authEnvironmentID: String, endUserID: String, expiresAt: String?)
+    {
+        let report = try statusReport(context)
+        let environmentID = report["authEnvironmentId"]?.stringValue ?? ""
+        guard report["signedIn"]?.boolValue == true, let endUserID = report["endUserId"]?.stringValue else {
+            throw SessionError.notSignedIn(authEnvironmentID: environmentID)
+        }
+        return (environmentID, endUserID, report["expiresAt"]?.stringValue)
+    }
+
+    /// `?env=…&endUser=…`: the client's own choice of account where it makes one (its settings,
+    /// its directory, its accounts file), else nothing, and the agent's choice holds.
+    func accountQuery(_ context: Context) throws -> String {
         let encode = { (value: String) in
             PercentCoding.encode(value) { byte in
                 AgentRouter.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
                     && byte != UInt8(ascii: "/")
             }
         }
+        let account = try context.localAccountChoice()
+        let named = context.settings.value(.endUser)?.trimmingWhitespace
         var parameters: [String] = []
-        if let environmentID { parameters.append("env=" + encode(environmentID)) }
-        if let endUserID { parameters.append("endUser=" + encode(endUserID)) }
-        let target = "/v1/token" + (parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&"))
+        if let environmentID = account?.authEnvironmentID { parameters.append("env=" + encode(environmentID)) }
+        if let endUserID = account?.endUserID ?? (named?.isEmpty == false ? named : nil) {
+            parameters.append("endUser=" + encode(endUserID))
+        }
+        return parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&")
+    }
+
+    /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
+    /// environment and expiry; the agent has already slid, checked or ended it.
+    func usableSession(_ context: Context) throws -> PortalSession {
+        let target = try "/v1/token" + accountQuery(context)
         let response = try call("GET", target)
         guard response.status == 200 else { try fail(response) }
         var body = response.body
@@ -147,15 +157,7 @@ extension Context {
     /// The session for `token`, `exec`, `exec-credential` and script-mode `get`: from the
     /// agent in client mode, else from the store (docs/sessions.md, "The commands that read the session").
     func usableSession() throws -> PortalSession {
-        if let agent = try agent() {
-            // The client's own choice where it makes one (its settings, its directory, its
-            // accounts file); otherwise the agent's.
-            let account = try localAccountChoice()
-            let named = settings.value(.endUser)?.trimmingWhitespace
-            return try agent.usableSession(
-                environmentID: account?.authEnvironmentID,
-                endUserID: account?.endUserID ?? (named?.isEmpty == false ? named : nil))
-        }
+        if let agent = try agent() { return try agent.usableSession(self) }
         return try sessionService().usableSession()
     }
 }

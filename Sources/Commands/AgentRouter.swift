@@ -3,17 +3,18 @@ import Glibc
 import PortalTokenCore
 import Synchronization
 
-/// What the agent does with one request (docs/agent.md, "The protocol"): decides it by the rules
-/// from the caller's kernel identity, then runs the very command a local caller would run
-/// (`token`, `get`, the Docker helper, …) in this process, its stdin the request body and its
-/// stdout and stderr captured, and answers with what it printed. Exit codes travel in the
-/// `Portal-Token-Exit` header, so a client exits as the local command would have.
+/// What the agent does with one request (docs/agent.md, "The protocol"): one table names each
+/// endpoint's method, the operation the rules judge, and the operation that answers, the very one
+/// the command of the same name calls (`GetCommand.answer`, `StatusCommand.report`, …). The
+/// operation's value goes back as the command's output, or as JSON for the client to render; an
+/// error goes back in the funnel's words with the exit code a local run would have had, in the
+/// `Portal-Token-Exit` header.
 final class AgentRouter: Sendable {
     /// The header that carries the command's exit code.
     static let exitHeader = "Portal-Token-Exit"
 
     let policy: CallerPolicy
-    /// The environment every command runs with: the agent's own, prompts ruled out.
+    /// The environment every request's settings are read from: the agent's own, prompts ruled out.
     let environment: [String: String]
     /// The environment a request without `?env=` gets: the agent's own setting (flag,
     /// variable or config file), which the rules judge `allow token` against.
@@ -22,23 +23,25 @@ final class AgentRouter: Sendable {
     let defaultEndUserID: String?
     let verbose: Bool
     let log: @Sendable (String) -> Void
-    /// One command at a time: the stores' adapters are not all safe to use from several threads,
+    /// One operation at a time: the stores' adapters are not all safe to use from several threads,
     /// and a request takes milliseconds.
     private let running: Mutex<Void> = Mutex(())
-    private let servicesBox: ServicesBox
-    /// Writes a line to the agent's audit log (a refusal's; a command's own line is written by
-    /// the command).
+    private let services: ServicesBox
+    /// Writes a line to the agent's audit log (a refusal's; an operation's own line is written by
+    /// its context).
     private let recordAudit: @Sendable (AuditEvent) -> Void
 
     final class ServicesBox: @unchecked Sendable {
         let services: Services
-        init(_ services: Services) { self.services = services }
+        let streams: StandardStreams
+        init(_ services: Services, _ streams: StandardStreams) { (self.services, self.streams) = (services, streams) }
     }
 
+    /// `services` are the agent's own (Composition's `agentServices`); `streams` take what an
+    /// operation says beside its value (a warning), into the agent's log.
     init(
         policy: CallerPolicy, environment: [String: String], defaultEnvironmentID: String?,
-        defaultEndUserID: String? = nil,
-        services: Services,
+        defaultEndUserID: String? = nil, services: Services, streams: StandardStreams,
         verbose: Bool, log: @escaping @Sendable (String) -> Void,
         recordAudit: @escaping @Sendable (AuditEvent) -> Void = { _ in }
     ) {
@@ -53,23 +56,146 @@ final class AgentRouter: Sendable {
         environment["PORTAL_TOKEN_AGENT_SOCK"] = nil
         environment["KUBERNETES_EXEC_INFO"] = nil
         self.environment = environment
-        var services = services
-        services.secretCache = services.agentSecretCache
-        // Nor does a command it runs call an agent (a `lock` would call this one, which runs one
-        // command at a time, and wait on itself).
-        services.agentExchange = { path, _, _ throws(HTTPError) in throw .cannotConnect(host: path) }
-        self.servicesBox = ServicesBox(services)
+        self.services = ServicesBox(services, streams)
         self.verbose = verbose
         self.log = log
     }
 
-    /// The endpoints: each one's method, the command it runs, and the operation the rules judge.
-    private enum Endpoint {
-        case token, status, execCredential, list, lock
-        /// The last refusals, for `agent --check-rules`: to the agent's own user only.
-        case refusals
-        case git(String)
-        case docker(String)
+    /// One request as the routes see it.
+    struct Request {
+        let query: [String: String]
+        let body: [UInt8]
+        /// The account the rules judge: the one asked for, else the agent's own choice.
+        let account: String
+        /// A git request's body, parsed.
+        var credential: CredentialRequest?
+    }
+
+    /// An operation's value as it goes back.
+    struct Answer {
+        var status = 200
+        var body: [UInt8]
+        var contentType = "application/json"
+        var exit = ExitCode.success
+    }
+
+    /// An endpoint: its method, the audit line its operation writes, what the rules judge (a
+    /// reply instead when the request is malformed), and the operation.
+    struct Route: Sendable {
+        let method: String
+        var audit: AuditOperation?
+        let judged: @Sendable (inout Request) -> Result<AgentRules.Operation, RouteRefusal>
+        let serve: @Sendable (Request, Context) throws -> Answer
+    }
+
+    struct RouteRefusal: Error {
+        let message: String
+        var hint: String?
+    }
+
+    static let routes: [String: Route] = {
+        var routes: [String: Route] = [
+            "/v1/token": Route(method: "GET", audit: .token, judged: { .success(.token(environment: $0.account)) }) {
+                _, context in
+                Answer(body: Array((SessionOutput.json(try context.usableSession()) + "\n").utf8))
+            },
+            "/v1/exec-credential": Route(
+                method: "GET", audit: .execCredential, judged: { .success(.token(environment: $0.account)) }
+            ) { request, context in
+                let info = request.query["apiVersion"].map { JSONValue.object(["apiVersion": .string($0)]).serialized }
+                let version = try ExecCredentialCommand.apiVersion(execInfo: info)
+                return Answer(body: ExecCredentialCommand.document(try context.usableSession(), apiVersion: version))
+            },
+            "/v1/status": Route(method: "GET", judged: { _ in .success(.status) }) { _, context in
+                Answer(body: Array((JSONValue.object(try StatusCommand.report(context)).serialized + "\n").utf8))
+            },
+            "/v1/list": Route(method: "GET", judged: { _ in .success(.list) }) { _, context in
+                Answer(body: Array((try ListCommand.report(context).serialized + "\n").utf8))
+            },
+            // Judged as a write: dropping the agent's keys makes the next request ask the store
+            // again, which only a caller that may change the store should be able to cause.
+            "/v1/lock": Route(method: "POST", judged: { _ in .success(.write) }) { _, context in
+                context.services.secretCache().dropAll(withPrefix: SecretCacheNames.prefix)
+                return Answer(body: Array(#"{"dropped":true}"#.utf8) + [0x0a])
+            },
+            // capability reveals nothing: any caller a rule or the default lets read at all.
+            "/v1/git/capability": Route(method: "POST", judged: { _ in .success(.status) }) { _, _ in
+                Answer(body: Array(CapabilityCommand.text.utf8), contentType: "text/plain; charset=utf-8")
+            },
+            "/v1/git/get": Route(
+                method: "POST", audit: .get, judged: { gitRequest(&$0, naming: { .gitGet(host: $0) }) }
+            ) {
+                request, context in
+                let answer = try GetCommand.answer(to: try describe(request, context), context)
+                return Answer(status: answer == nil ? 404 : 200, body: answer ?? [], contentType: gitType)
+            },
+            "/v1/git/store": Route(method: "POST", audit: .store, judged: { gitRequest(&$0, naming: nil) }) {
+                request, context in
+                try StoreCommand.perform(try describe(request, context), context)
+                return Answer(body: [], contentType: gitType)
+            },
+            "/v1/git/erase": Route(method: "POST", audit: .erase, judged: { gitRequest(&$0, naming: nil) }) {
+                request, context in
+                try EraseCommand.perform(try describe(request, context), context)
+                return Answer(body: [], contentType: gitType)
+            },
+        ]
+        for (word, audit) in DockerCredentialHelper.auditOperations {
+            routes["/v1/docker/" + word] = Route(
+                method: "POST", audit: audit,
+                judged: { request in
+                    switch word {
+                    case "list": return .success(.list)
+                    case "get":
+                        guard let registry = dockerRegistry(request.body) else {
+                            return .failure(RouteRefusal(message: "the Docker request names no server URL"))
+                        }
+                        return .success(.dockerGet(registry: registry))
+                    default: return .success(.write)
+                    }
+                }
+            ) { request, context in
+                // Docker's conventions, as the helper keeps them: the error on stdout, one line, exit 1.
+                do {
+                    return Answer(body: try DockerCredentialHelper.perform(word, input: request.body, context))
+                } catch {
+                    context.recordAudit(error: error, exitCode: 1)
+                    let failure = error as? DockerCredentialHelper.Failure
+                    let message = failure?.message ?? TerminalText.escaped(CLIError(error).message)
+                    return Answer(
+                        status: failure.map { $0.isNotFound ? 404 : 400 } ?? status(of: error),
+                        body: Array((message + "\n").utf8), contentType: gitType, exit: DockerCredentialHelper.failed)
+                }
+            }
+        }
+        return routes
+    }()
+
+    private static let gitType = "text/plain; charset=utf-8"
+
+    /// A git request's body read as the credential protocol, judged as a `get` of its host
+    /// (`naming`) or as a write.
+    private static func gitRequest(
+        _ request: inout Request, naming operation: ((String) -> AgentRules.Operation)?
+    ) -> Result<AgentRules.Operation, RouteRefusal> {
+        guard let parsed = try? CredentialProtocol.parse(request.body) else {
+            return .failure(RouteRefusal(message: "the git request is not in git's credential protocol"))
+        }
+        request.credential = parsed
+        guard let operation else { return .success(.write) }
+        guard let host = parsed.host?.gitHost.lowercased() else {
+            return .failure(
+                RouteRefusal(message: "the git request names no host", hint: "send protocol=… and host=… lines"))
+        }
+        return .success(operation(host))
+    }
+
+    /// The request's credential, named in the audit line and matched by `credential.<url>.interactive`.
+    private static func describe(_ request: Request, _ context: Context) throws -> CredentialRequest {
+        guard let credential = request.credential else { throw CLIError.usage("the git request is empty") }
+        context.audit?.describe(credential)
+        context.promptURL = PromptRules.credentialURL(credential)
+        return credential
     }
 
     /// The bound on a request body to the agent's own endpoints (a git or Docker request).
@@ -119,26 +245,14 @@ final class AgentRouter: Sendable {
 
     func answer(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
         let path = request.path
-        let endpoint: Endpoint
-        let method: String
-        switch path {
-        case "/v1/token": (endpoint, method) = (.token, "GET")
-        case "/v1/status": (endpoint, method) = (.status, "GET")
-        case "/v1/exec-credential": (endpoint, method) = (.execCredential, "GET")
-        case "/v1/list": (endpoint, method) = (.list, "GET")
-        case "/v1/lock": (endpoint, method) = (.lock, "POST")
-        case "/v1/refusals": (endpoint, method) = (.refusals, "GET")
-        case "/v1/git/get", "/v1/git/store", "/v1/git/erase", "/v1/git/capability":
-            (endpoint, method) = (.git(String(path.dropFirst("/v1/git/".count))), "POST")
-        case "/v1/docker/get", "/v1/docker/store", "/v1/docker/erase", "/v1/docker/list":
-            (endpoint, method) = (.docker(String(path.dropFirst("/v1/docker/".count))), "POST")
-        default:
+        if path == "/v1/refusals" { return refusals(request, caller: caller, socket: socket) }
+        guard let route = Self.routes[String(path)] else {
             return Self.refusal(
                 404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
         }
-        guard request.method == method || (method == "GET" && request.method == "HEAD") else {
-            var reply = Self.refusal(405, "\(path) takes \(method)", hint: nil)
-            reply.response.headers.append(HTTPHeader("Allow", method))
+        guard request.method == route.method || (route.method == "GET" && request.method == "HEAD") else {
+            var reply = Self.refusal(405, "\(path) takes \(route.method)", hint: nil)
+            reply.response.headers.append(HTTPHeader("Allow", route.method))
             return reply
         }
         let query = Self.query(request.query)
@@ -148,171 +262,136 @@ final class AgentRouter: Sendable {
         if let endUserID = query["endUser"], !Self.isSafeWord(endUserID.filter { $0 != "@" && $0 != "+" }) {
             return Self.refusal(400, "the endUser parameter holds characters an end user ID never has", hint: nil)
         }
-
-        if case .refusals = endpoint {
-            guard policy.isOwnUser(caller, on: socket) else {
-                return Self.refusal(
-                    403, "only the agent's own user, on the main socket, may read the agent's refusals",
-                    hint: "run 'portal-token agent --check-rules' on the agent's host")
-            }
-            let body = JSONValue.object(["refusals": .array(policy.recent.all.map(\.json))]).serialized + "\n"
-            return Reply(
-                response: HTTPServerResponse(
-                    status: 200,
-                    headers: [
-                        HTTPHeader(Self.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
-                        HTTPHeader("Cache-Control", "no-store"),
-                    ], body: Array(body.utf8)), refused: false)
-        }
-
-        // What the rules judge, and the command that answers.
-        let operation: AgentRules.Operation
-        var arguments: [String] = []
-        var extraEnvironment: [String: String] = [:]
-        var runsDockerHelper = false
-        if let environmentID = query["env"] { arguments += ["--env", environmentID] }
-        // The client's choice of end user, as its own run would make it (docs/agent.md, "Client mode").
-        if let endUserID = query["endUser"] { arguments += ["--end-user=" + endUserID] }
-        // The account the rules judge: the one asked for, else the agent's own choice.
         let account =
             (query["env"] ?? defaultEnvironmentID)
             + ((query["endUser"] ?? (query["env"] == nil ? defaultEndUserID : nil)).map { "/" + $0 } ?? "")
-        switch endpoint {
-        case .token:
-            operation = .token(environment: account)
-            arguments += ["token", "--format", "json"]
-        case .execCredential:
-            operation = .token(environment: account)
-            arguments += ["exec-credential"]
-            if let version = query["apiVersion"] {
-                guard Self.isSafeWord(version) else {
-                    return Self.refusal(400, "the apiVersion parameter is not an API version", hint: nil)
-                }
-                extraEnvironment["KUBERNETES_EXEC_INFO"] = JSONValue.object(["apiVersion": .string(version)]).serialized
-            }
-        case .status:
-            operation = .status
-            arguments += ["status"] + (query["format"] == "json" ? ["--format", "json"] : [])
-        case .list:
-            operation = .list
-            arguments += ["list"] + (query["format"] == "json" ? ["--format", "json"] : [])
-        case .refusals:
-            // Answered above.
-            operation = .status
-        case .lock:
-            // Judged as a write: dropping the agent's keys makes the next request ask the store
-            // again, which only a caller that may change the store should be able to cause.
-            operation = .write
-            arguments += ["lock"]
-        case .git(let word):
-            switch word {
-            case "get", "capability":
-                guard let host = Self.gitHost(request.body) else {
-                    if word == "capability" {
-                        operation = .gitGet(host: "")
-                        break
-                    }
-                    return Self.refusal(400, "the git request names no host", hint: "send protocol=… and host=… lines")
-                }
-                operation = .gitGet(host: host)
-            default:
-                operation = .write
-            }
-            arguments += [word]
-        case .docker(let word):
-            runsDockerHelper = true
-            switch word {
-            case "get":
-                guard let registry = Self.dockerRegistry(request.body) else {
-                    return Self.refusal(400, "the Docker request names no server URL", hint: nil)
-                }
-                operation = .dockerGet(registry: registry)
-            case "list": operation = .list
-            default: operation = .write
-            }
-            arguments = [word]
+        var routed = Request(query: query, body: request.body, account: account)
+        let operation: AgentRules.Operation
+        switch route.judged(&routed) {
+        case .success(let judged): operation = judged
+        case .failure(let refusal): return Self.refusal(400, refusal.message, hint: refusal.hint)
         }
-
-        // capability reveals nothing: any caller a rule or the default lets read at all.
-        let judged: AgentRules.Operation
-        if case .gitGet(let host) = operation, host.isEmpty { judged = .status } else { judged = operation }
-        let decision = policy.decide(judged, for: caller, on: socket)
+        let decision = policy.decide(operation, for: caller, on: socket)
         guard decision.allowed else {
-            policy.remember(judged, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
-            let suggestion = policy.suggestionLines(for: judged, caller: caller, on: socket)
-            // Lines of refusals are throttled: no caller can push served lines out of the log.
-            if case .write(let unwritten) = RefusalAudit.admit(.named) {
-                if let audited = Self.auditOperation(endpoint) {
-                    var event = AuditEvent(
-                        operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
-                        caller: servicesBox.services.auditCaller(caller, socket: socket.rawValue),
-                        authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
-                        host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
-                    event.unwrittenRefusals = unwritten
-                    running.withLock { _ in recordAudit(event) }
-                }
-                log(
-                    "portal-token agent: refused \(request.method) \(path) on the \(socket.rawValue) socket "
-                        + "for \(caller) (\(decision.decidedBy): \(decision.reason))"
-                        + RefusalAudit.unloggedNote(unwritten))
-                for line in Self.logged(suggestion) { log(line) }
-            }
-            var reply = Self.refusal(
-                403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
-                hint: Self.refusalHint(decision.decidedBy), more: suggestion)
-            reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
-            return reply
+            return refused(request, operation, route: route, decision, caller: caller, socket: socket)
         }
-
-        var environment = self.environment
-        environment.merge(extraEnvironment) { $1 }
-        // The command's audit line names the caller at the other end of the socket.
-        var services = servicesBox.services
-        let openLog = services.auditLog
-        let auditCaller = servicesBox.services.auditCaller(caller, socket: socket.rawValue)
-        services.auditLog = { options in CallerStampedAuditLog(openLog(options), caller: auditCaller) }
-        let result = running.withLock { _ in
-            CapturedRun.run(input: request.body) { streams in
-                if runsDockerHelper {
-                    return DockerCredentialHelper.main(
-                        arguments, streams: streams, environment: environment, services: services)
-                }
-                return PortalTokenCLI.execute(arguments, streams: streams, environment: environment, services: services)
-            }
-        }
-        let status: Int
-        switch (ExitCode(rawValue: result.exitCode), endpoint) {
-        case (.success?, .git("get")) where result.output.isEmpty: status = 404
-        case (.success?, _): status = 200
-        case (.notSignedIn?, _), (.sessionEnded?, _): status = 404
-        case (_, .docker(_)) where result.exitCode == 1:
-            // Docker's helper says everything on stdout with exit 1; "not found" is one of them.
-            status =
-                String(decoding: result.output, as: UTF8.self).hasPrefix(DockerCredentialHelper.notFoundMessage)
-                ? 404 : 503
-        case (.usage?, _): status = 400
-        default: status = 503
-        }
-        if verbose || status == 503 {
+        let answer = running.withLock { _ in serve(route, routed, caller: caller, socket: socket) }
+        if verbose || answer.status >= 500 {
             log(
                 "portal-token agent: \(request.method) \(path) on the \(socket.rawValue) socket for \(caller): "
-                    + "\(status), exit \(result.exitCode)")
+                    + "\(answer.status), exit \(answer.exit.rawValue)")
         }
-        var headers = [HTTPHeader(Self.exitHeader, String(result.exitCode))]
-        let body: [UInt8]
-        if status == 200 || runsDockerHelper || (status == 404 && result.error.isEmpty) {
-            body = result.output
-            headers.append(HTTPHeader("Content-Type", Self.contentType(endpoint)))
-            // What the command said on stderr (a warning) rides along, one header per line.
-            for line in String(decoding: result.error, as: UTF8.self).split(separator: "\n").prefix(16) {
-                headers.append(HTTPHeader("Portal-Token-Message", TerminalText.escaped(String(line.prefix(1024)))))
+        return Reply(
+            response: HTTPServerResponse(
+                status: answer.status,
+                headers: [
+                    HTTPHeader(Self.exitHeader, String(answer.exit.rawValue)),
+                    HTTPHeader("Content-Type", answer.contentType), HTTPHeader("Cache-Control", "no-store"),
+                ], body: answer.body), refused: false)
+    }
+
+    /// Runs a route's operation with a context of its own: the agent's settings with the
+    /// request's account, its audit line naming the caller at the other end of the socket.
+    private func serve(_ route: Route, _ request: Request, caller: CallerIdentity, socket: AgentRules.Socket)
+        -> Answer
+    {
+        var flags: [String: String] = [:]
+        if let environmentID = request.query["env"], let flag = Setting.authEnvironmentID.flag {
+            flags[flag] = environmentID
+        }
+        if let endUserID = request.query["endUser"], let flag = Setting.endUser.flag { flags[flag] = endUserID }
+        var context: Context?
+        do {
+            let settings = try PortalTokenCLI.loadSettings(flags: flags, environment: environment)
+            try PortalTokenCLI.checkSettingValues(settings)
+            let made = Context(
+                streams: services.streams, environment: environment, settings: settings,
+                programName: "portal-token", services: services.services)
+            made.audit = route.audit.map(AuditDraft.init)
+            made.audit?.caller = services.services.auditCaller(caller, socket: socket.rawValue)
+            context = made
+            do {
+                let answer = try route.serve(request, made)
+                made.recordAudit(error: nil, exitCode: answer.exit.rawValue)
+                return answer
+            } catch let error as StoreError {
+                throw made.namingTheProvider(error)
             }
-        } else {
-            body = result.error
-            headers.append(HTTPHeader("Content-Type", "text/plain; charset=utf-8"))
+        } catch {
+            let failure = CLIError(error)
+            context?.recordAudit(error: error, exitCode: failure.exitCode.rawValue)
+            var text = "portal-token: error: \(failure.message)\n"
+            if let hint = failure.hint { text += "hint: \(hint)\n" }
+            return Answer(
+                status: Self.status(of: error), body: Array(text.utf8), contentType: Self.gitType,
+                exit: failure.exitCode)
         }
-        headers.append(HTTPHeader("Cache-Control", "no-store"))
-        return Reply(response: HTTPServerResponse(status: status, headers: headers, body: body), refused: false)
+    }
+
+    /// The HTTP status of an operation's error, by what failed: no session is 404, a request
+    /// the operation cannot take 400, Portal out of reach 502, the store 503.
+    static func status(of error: any Error) -> Int {
+        switch error {
+        case SessionError.notSignedIn, SessionError.ended: return 404
+        case SessionError.network, SessionError.checkFailed: return 502
+        case is SettingError: return 400
+        case let error as CLIError where error.exitCode == .usage: return 400
+        default: return 503
+        }
+    }
+
+    /// The last refusals, for `agent --check-rules`: to the agent's own user only.
+    private func refusals(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
+        guard request.method == "GET" || request.method == "HEAD" else {
+            var reply = Self.refusal(405, "/v1/refusals takes GET", hint: nil)
+            reply.response.headers.append(HTTPHeader("Allow", "GET"))
+            return reply
+        }
+        guard policy.isOwnUser(caller, on: socket) else {
+            return Self.refusal(
+                403, "only the agent's own user, on the main socket, may read the agent's refusals",
+                hint: "run 'portal-token agent --check-rules' on the agent's host")
+        }
+        let body = JSONValue.object(["refusals": .array(policy.recent.all.map(\.json))]).serialized + "\n"
+        return Reply(
+            response: HTTPServerResponse(
+                status: 200,
+                headers: [
+                    HTTPHeader(Self.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
+                    HTTPHeader("Cache-Control", "no-store"),
+                ], body: Array(body.utf8)), refused: false)
+    }
+
+    /// A request the rules refused: remembered for `--check-rules`, logged and audited within
+    /// the throttle, and answered 403 with the rule that would admit it.
+    private func refused(
+        _ request: HTTPServerRequest, _ operation: AgentRules.Operation, route: Route, _ decision: AgentRules.Decision,
+        caller: CallerIdentity, socket: AgentRules.Socket
+    ) -> Reply {
+        policy.remember(operation, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
+        let suggestion = policy.suggestionLines(for: operation, caller: caller, on: socket)
+        // Lines of refusals are throttled: no caller can push served lines out of the log.
+        if case .write(let unwritten) = RefusalAudit.admit(.named) {
+            if let audited = route.audit {
+                var event = AuditEvent(
+                    operation: audited, outcome: .refused, exitCode: ExitCode.storage.rawValue,
+                    caller: services.services.auditCaller(caller, socket: socket.rawValue),
+                    authEnvironmentID: { if case .token(let id) = operation { return id } else { return nil } }(),
+                    host: { if case .gitGet(let host) = operation { return host } else { return nil } }())
+                event.unwrittenRefusals = unwritten
+                running.withLock { _ in recordAudit(event) }
+            }
+            log(
+                "portal-token agent: refused \(request.method) \(request.path) on the \(socket.rawValue) socket "
+                    + "for \(caller) (\(decision.decidedBy): \(decision.reason))" + RefusalAudit.unloggedNote(unwritten)
+            )
+            for line in Self.logged(suggestion) { log(line) }
+        }
+        var reply = Self.refusal(
+            403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
+            hint: Self.refusalHint(decision.decidedBy), more: suggestion)
+        reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
+        return reply
     }
 
     /// A refusal's suggestion as the agent logs it, one line each: the first marked as the
@@ -333,29 +412,6 @@ final class AgentRouter: Sendable {
         default:
             return "a rule in the agent's rules file can allow it (see 'man portal-token-agent.rules'; "
                 + "'portal-token agent --check-rules' checks the file and shows the rule for each refusal)"
-        }
-    }
-
-    /// The audit operation of an endpoint that hands out or changes a credential.
-    private static func auditOperation(_ endpoint: Endpoint) -> AuditOperation? {
-        switch endpoint {
-        case .token: return .token
-        case .execCredential: return .execCredential
-        case .git("get"): return .get
-        case .git("store"): return .store
-        case .git("erase"): return .erase
-        case .docker("get"): return .dockerGet
-        case .docker("store"): return .dockerStore
-        case .docker("erase"): return .dockerErase
-        case .docker("list"): return .dockerList
-        default: return nil
-        }
-    }
-
-    private static func contentType(_ endpoint: Endpoint) -> String {
-        switch endpoint {
-        case .token, .execCredential, .docker: return "application/json"
-        default: return "text/plain; charset=utf-8"
         }
     }
 
@@ -401,155 +457,11 @@ final class AgentRouter: Sendable {
             }
     }
 
-    /// The host a git request names (`host=`, or the host of `url=`), lowercased.
-    static func gitHost(_ body: [UInt8]) -> String? {
-        guard let request = try? CredentialProtocol.parse(body), let host = request.host else { return nil }
-        return host.gitHost.lowercased()
-    }
-
     /// The registry a Docker `get` names: its server URL's host.
     static func dockerRegistry(_ body: [UInt8]) -> String? {
         let text = String(decoding: body, as: UTF8.self).trimmingWhitespace
         guard !text.isEmpty, let request = try? DockerCredentialHelper.request(for: text), let host = request.host
         else { return nil }
         return host.gitHost.lowercased()
-    }
-}
-
-/// The agent's audit log for one request: every line names the caller at the other end of the
-/// socket rather than the agent itself (docs/audit.md, "Fields").
-final class CallerStampedAuditLog: AuditLog {
-    let base: any AuditLog
-    let caller: AuditCaller
-
-    init(_ base: any AuditLog, caller: AuditCaller) {
-        self.base = base
-        self.caller = caller
-    }
-
-    func record(_ event: AuditEvent) {
-        var event = event
-        if event.caller == nil { event.caller = caller }
-        base.record(event)
-    }
-
-    func lines() throws(AuditLogError) -> [String] { try base.lines() }
-}
-
-/// Runs a command in this process with its stdin holding given bytes and its stdout and stderr
-/// captured, through pipes (so the command's code is the same as for a terminal's streams).
-enum CapturedRun {
-    struct Result {
-        var exitCode: Int32
-        var output: [UInt8]
-        var error: [UInt8]
-    }
-
-    /// Linux's F_SETPIPE_SZ, which Swift's Glibc module does not export.
-    private static let setPipeSize: Int32 = 1031
-
-    static func run(input: [UInt8], _ body: (StandardStreams) -> Int32) -> Result {
-        var inputPipe: [Int32] = [-1, -1], outputPipe: [Int32] = [-1, -1], errorPipe: [Int32] = [-1, -1]
-        guard pipe(&inputPipe) == 0 else { return failure() }
-        defer { _ = close(inputPipe[0]) }
-        guard pipe(&outputPipe) == 0 else {
-            _ = close(inputPipe[1])
-            return failure()
-        }
-        guard pipe(&errorPipe) == 0 else {
-            _ = close(inputPipe[1])
-            _ = close(outputPipe[0])
-            _ = close(outputPipe[1])
-            return failure()
-        }
-        for descriptor in inputPipe + outputPipe + errorPipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-        // The request body fits the pipe whole (the server bounds it), so writing it never waits.
-        _ = fcntl(inputPipe[1], setPipeSize, Int32(clamping: max(input.count + 1, 65_536)))
-        StandardStreams().write(input, to: inputPipe[1])
-        _ = close(inputPipe[1])
-
-        // Two readers, so a command that prints more than a pipe holds never waits on this
-        // thread; each writes a byte to `finished` once it has read to the end.
-        guard let finished = CompletionPipe() else {
-            for descriptor in [outputPipe[0], outputPipe[1], errorPipe[0], errorPipe[1]] { _ = close(descriptor) }
-            return failure()
-        }
-        let collected = Mutex<([UInt8], [UInt8])>(([], []))
-        for (index, descriptor) in [outputPipe[0], errorPipe[0]].enumerated() {
-            let started = DetachedThread.start(stackBytes: 256 * 1024) {
-                var bytes: [UInt8] = []
-                var chunk = [UInt8](repeating: 0, count: 16_384)
-                while true {
-                    let count = read(descriptor, &chunk, chunk.count)
-                    if count < 0, errno == EINTR { continue }
-                    if count <= 0 { break }
-                    bytes += chunk[0..<count]
-                }
-                zeroize(&chunk)
-                collected.withLock { if index == 0 { $0.0 = bytes } else { $0.1 = bytes } }
-                zeroize(&bytes)
-                _ = close(descriptor)
-                finished.signal()
-            }
-            if !started {
-                _ = close(descriptor)
-                finished.signal()
-            }
-        }
-        var streams = StandardStreams()
-        streams.input = inputPipe[0]
-        streams.output = outputPipe[1]
-        streams.error = errorPipe[1]
-        let exitCode = body(streams)
-        _ = close(outputPipe[1])
-        _ = close(errorPipe[1])
-        // A program the command started (a hook) may still hold the pipes; not for long.
-        var ended = 0
-        let giveUpAt = MonotonicClock.milliseconds() + 2000
-        while ended < 2, case let left = giveUpAt - MonotonicClock.milliseconds(), left > 0 {
-            var readable = pollfd(fd: finished.read, events: Int16(POLLIN), revents: 0)
-            guard poll(&readable, 1, Int32(left)) > 0 else { continue }
-            var bytes = [UInt8](repeating: 0, count: 2)
-            let count = read(finished.read, &bytes, 2 - ended)
-            if count > 0 { ended += count }
-        }
-        let (output, error) = collected.withLock { value in
-            defer {
-                zeroize(&value.0)
-                value.0 = []
-            }
-            return (value.0, value.1)
-        }
-        return Result(exitCode: exitCode, output: output, error: error)
-    }
-
-    /// The pipe the readers say they are done on; closed when the last of them (or the waiting
-    /// thread, if they outlive its wait) lets go of it, so no write ever lands on a reused number.
-    final class CompletionPipe: @unchecked Sendable {
-        let read: Int32
-        let write: Int32
-
-        init?() {
-            var descriptors: [Int32] = [-1, -1]
-            guard pipe(&descriptors) == 0 else { return nil }
-            for descriptor in descriptors { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
-            (read, write) = (descriptors[0], descriptors[1])
-        }
-
-        func signal() {
-            var byte: UInt8 = 1
-            _ = Glibc.write(write, &byte, 1)
-        }
-
-        deinit {
-            _ = close(read)
-            _ = close(write)
-        }
-    }
-
-    private static func failure() -> Result {
-        Result(
-            exitCode: ExitCode.storage.rawValue, output: [],
-            error: Array("portal-token: error: the agent could not make a pipe for the request\n".utf8))
     }
 }

@@ -18,6 +18,8 @@ final class AuditDraft {
     var httpStatus: Int?
     var program: String?
     var endedSession = false
+    /// Who asked, where the kernel names it: the agent's caller at the other end of its socket.
+    var caller: AuditCaller?
     var isRecorded = false
     /// Whether the event concerns the Portal session, so the configured environment is named
     /// even when no session was found; false for the credentials of other hosts.
@@ -109,7 +111,8 @@ extension Context {
             AuditEvent(
                 operation: draft.operation,
                 outcome: draft.outcome ?? error.map(AuditDraft.outcome(of:)) ?? draft.successOutcome,
-                exitCode: exitCode, authEnvironmentID: session?.authEnvironmentID ?? configuredEnvironmentID,
+                exitCode: exitCode, caller: draft.caller,
+                authEnvironmentID: session?.authEnvironmentID ?? configuredEnvironmentID,
                 endUserID: session?.endUserID, token: session?.token, protocolName: draft.protocolName,
                 host: draft.host, method: draft.method, httpStatus: draft.httpStatus, program: draft.program,
                 endedSession: draft.endedSession))

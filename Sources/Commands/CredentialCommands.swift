@@ -63,6 +63,14 @@ struct GetCommand: Command {
         let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/get")
         if forwarded { return }
         if !request.hasAttributes { return try runScriptMode(context) }
+        guard var output = try Self.answer(to: request, context) else { return }
+        context.streams.write(output, to: context.streams.output)
+        zeroize(&output)
+    }
+
+    /// The operation, for this command and the agent's `POST /v1/git/get`: the answer's lines,
+    /// nil when nothing matches.
+    static func answer(to request: CredentialRequest, _ context: Context) throws -> [UInt8]? {
         let answer: CredentialProtocol.Answer?
         if try context.isPortalOrigin(request) {
             answer = try portalAnswer(for: request, context)
@@ -73,11 +81,9 @@ struct GetCommand: Command {
         }
         guard let answer else {
             context.audit?.outcome = .notFound
-            return
+            return nil
         }
-        var output = try CredentialProtocol.format(answer)
-        context.streams.write(output, to: context.streams.output)
-        zeroize(&output)
+        return try CredentialProtocol.format(answer)
     }
 
     /// A Portal origin is answered from the session (docs/sessions.md, "Portal origins in the credential protocol"): to
@@ -85,7 +91,9 @@ struct GetCommand: Command {
     /// other, username is the end user and password the token. password_expiry_utc is the
     /// sliding expiry either way. Not signed in reads as "no credential", as git expects of a
     /// helper.
-    private func portalAnswer(for request: CredentialRequest, _ context: Context) throws -> CredentialProtocol.Answer? {
+    private static func portalAnswer(for request: CredentialRequest, _ context: Context) throws
+        -> CredentialProtocol.Answer?
+    {
         // A username in the request (`credential.<url>.username`) names which end user's session.
         let username = request.username.flatMap { $0.isEmpty ? nil : $0 }
         let session: PortalSession
@@ -134,7 +142,11 @@ struct StoreCommand: Command {
 
     func run(in context: Context) throws {
         let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/store")
-        if forwarded { return }
+        if !forwarded { try Self.perform(request, context) }
+    }
+
+    /// The operation, for this command and the agent's `POST /v1/git/store`.
+    static func perform(_ request: CredentialRequest, _ context: Context) throws {
         guard try context.isPortalOrigin(request) else {
             context.audit?.concernsPortalSession = false
             try helper(context).store(request)
@@ -180,7 +192,11 @@ struct EraseCommand: Command {
 
     func run(in context: Context) throws {
         let (request, forwarded) = try readRequest(context, forwardingTo: "/v1/git/erase")
-        if forwarded { return }
+        if !forwarded { try Self.perform(request, context) }
+    }
+
+    /// The operation, for this command and the agent's `POST /v1/git/erase`.
+    static func perform(_ request: CredentialRequest, _ context: Context) throws {
         guard try context.isPortalOrigin(request) else {
             context.audit?.concernsPortalSession = false
             if try helper(context).erase(request) == 0 { context.audit?.outcome = .notFound }
@@ -216,7 +232,8 @@ struct CapabilityCommand: Command {
 
     init(arguments: ParsedArguments) throws(CLIError) {}
 
-    func run(in context: Context) throws {
-        context.streams.print((["version 0"] + Self.capabilities.map { "capability \($0)" }).joined(separator: "\n"))
-    }
+    /// What it prints, which the agent's `POST /v1/git/capability` answers too.
+    static var text: String { (["version 0"] + capabilities.map { "capability \($0)" }).joined(separator: "\n") + "\n" }
+
+    func run(in context: Context) throws { context.streams.write(Array(Self.text.utf8), to: context.streams.output) }
 }

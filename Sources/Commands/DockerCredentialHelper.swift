@@ -14,9 +14,15 @@ enum DockerCredentialHelper {
     static let programName = "docker-credential-portal-token"
     static let notFoundMessage = "credentials not found in native keychain"
     static let maximumInputBytes = 64 * 1024
+    /// Every failure's exit status, Docker's 1.
+    static let failed = ExitCode.notSignedIn
 
     struct Failure: Error {
         let message: String
+        /// Docker's "credentials not found", which its clients read as no credential.
+        var isNotFound = false
+
+        static let notFound = Failure(message: notFoundMessage, isNotFound: true)
     }
 
     /// Runs one operation with the process's environment (read before the passphrase variable
@@ -83,33 +89,40 @@ enum DockerCredentialHelper {
             if code != .success { throw SilentExit(code: code) }
             return
         }
+        var output = try perform(operation, input: input, context)
+        streams.write(output, to: streams.output)
+        zeroize(&output)
+    }
+
+    /// The operation, for the helper and the agent's `POST /v1/docker/OPERATION`: what the
+    /// helper prints when it succeeds.
+    static func perform(_ operation: String, input: [UInt8], _ context: Context) throws -> [UInt8] {
         switch operation {
-        case "get": try get(serverURL: try serverURL(input), context)
+        case "get": return try get(serverURL: try serverURL(input), context)
         case "store": try store(input, context)
         case "erase": try erase(serverURL: try serverURL(input), context)
-        default: try list(context)
+        default: return try list(context)
         }
+        return []
     }
 
     // MARK: Operations
 
-    private static func get(serverURL: String, _ context: Context) throws {
+    private static func get(serverURL: String, _ context: Context) throws -> [UInt8] {
         let request = try request(for: serverURL)
         context.audit?.describe(request)
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         // The server URL's own slot: a registry URL without a path is not every path of its host.
         guard let credential = try helper.get(request, exactPath: true) else {
             context.audit?.outcome = .notFound
-            throw Failure(message: notFoundMessage)
+            throw Failure.notFound
         }
-        var bytes = Array(
+        return Array(
             (JSONValue.object([
                 "ServerURL": .string(serverURL),
                 "Username": .string(credential.username),
                 "Secret": .string(credential.password.text),
             ]).serialized + "\n").utf8)
-        context.streams.write(bytes, to: context.streams.output)
-        zeroize(&bytes)
     }
 
     private static func store(_ input: [UInt8], _ context: Context) throws {
@@ -150,17 +163,17 @@ enum DockerCredentialHelper {
         let helper = CredentialHelper(store: try context.credentials(), now: context.now)
         guard try helper.eraseAnswer(to: request, exactPath: true) > 0 else {
             context.audit?.outcome = .notFound
-            throw Failure(message: notFoundMessage)
+            throw Failure.notFound
         }
     }
 
     /// `{ServerURL: Username}` for every stored credential (never a secret).
-    private static func list(_ context: Context) throws {
+    private static func list(_ context: Context) throws -> [UInt8] {
         var members: [String: JSONValue] = [:]
         for credential in try context.credentials().all() {
             members[url(of: credential)] = .string(credential.username)
         }
-        context.streams.print(JSONValue.object(members).serialized)
+        return Array((JSONValue.object(members).serialized + "\n").utf8)
     }
 
     // MARK: Server URLs

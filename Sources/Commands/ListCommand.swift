@@ -19,57 +19,62 @@ struct ListCommand: Command {
     }
 
     func run(in context: Context) throws {
-        if let agent = try context.agent() {
-            return try agent.relay(try agent.call("GET", "/v1/list" + (json ? "?format=json" : "")))
+        // In client mode the report is the agent's, rendered here as a local run renders its own.
+        let report =
+            try context.agent().map { agent in
+                let response = try agent.call("GET", "/v1/list")
+                guard response.status == 200, let report = try? JSONValue.parse(response.body) else {
+                    try agent.fail(response)
+                }
+                return report
+            } ?? Self.report(context)
+        context.streams.print(json ? report.serialized : Self.text(report))
+    }
+
+    /// The operation, for this command and the agent's `GET /v1/list`: what `--format json` prints.
+    static func report(_ context: Context) throws -> JSONValue {
+        let credentials: [JSONValue] = try context.credentials().all().map { credential in
+            .object([
+                "protocol": .string(credential.protocolName), "username": .string(credential.username),
+                "host": credential.host.map { .string($0.gitHost) } ?? .null,
+                "path": credential.path.map { .string($0) } ?? .null,
+            ])
         }
-        let credentials = try context.credentials().all()
-        // Every stored Portal session, one per auth environment, as stored: no network call
-        // and no expiry judgement (that is `status`'s).
-        let sessions = try SessionItems.all(in: context.items(context.backendChoice().backend))
+        // Every stored Portal session, one per auth environment and end user, as stored: no
+        // network call and no expiry judgement (that is `status`'s).
+        let sessions: [JSONValue] = try SessionItems.all(in: context.items(context.backendChoice().backend))
             .sorted { $0.authEnvironmentID < $1.authEnvironmentID }
-        if json {
-            let credentialObjects: [JSONValue] = credentials.map { credential in
-                var members: [String: JSONValue] = [
-                    "protocol": .string(credential.protocolName),
-                    "username": .string(credential.username),
-                ]
-                members["host"] = credential.host.map { .string($0.gitHost) } ?? .null
-                members["path"] = credential.path.map { .string($0) } ?? .null
-                return .object(members)
-            }
-            let sessionObjects: [JSONValue] = sessions.map { session in
+            .map { session in
                 .object([
                     "authEnvironmentId": .string(session.authEnvironmentID),
                     "endUserId": .string(session.endUserID),
                     "expiresAt": session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null,
                 ])
             }
-            context.streams.print(
-                JSONValue.object(["credentials": .array(credentialObjects), "sessions": .array(sessionObjects)])
-                    .serialized)
-            return
+        return .object(["credentials": .array(credentials), "sessions": .array(sessions)])
+    }
+
+    /// The report as lines for a terminal, stored text escaped.
+    static func text(_ report: JSONValue) -> String {
+        let credentials = report["credentials"]?.arrayValue ?? []
+        let sessions = report["sessions"]?.arrayValue ?? []
+        guard !credentials.isEmpty || !sessions.isEmpty else { return "nothing is stored" }
+        let field = { (item: JSONValue, name: String) in shown(item[name]?.stringValue ?? "") }
+        var lines: [String] = credentials.map { credential in
+            let url = DockerCredentialHelper.url(
+                of: Credential(
+                    protocolName: credential["protocol"]?.stringValue ?? "",
+                    host: credential["host"]?.stringValue.map { CredentialHost(gitHost: $0) },
+                    path: credential["path"]?.stringValue, username: "", password: Secret("")))
+            return "credential  \(shown(url))  \(field(credential, "username"))"
         }
-        if credentials.isEmpty && sessions.isEmpty {
-            context.streams.print("nothing is stored")
-            return
+        lines += sessions.map { session in
+            """
+            session     environment \(field(session, "authEnvironmentId"))  end user \
+            \(field(session, "endUserId"))  expires at \(session["expiresAt"]?.stringValue.map(shown) ?? "unknown")
+            """
         }
-        for credential in credentials {
-            context.streams.print(
-                """
-                credential  \(Self.shown(DockerCredentialHelper.url(of: credential)))  \
-                \(Self.shown(credential.username))
-                """
-            )
-        }
-        for session in sessions {
-            let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
-            context.streams.print(
-                """
-                session     environment \(Self.shown(session.authEnvironmentID))  end user \
-                \(Self.shown(session.endUserID))  expires at \(expiry)
-                """
-            )
-        }
+        return lines.joined(separator: "\n")
     }
 
     /// Stored text as it may reach a terminal: control characters escaped.

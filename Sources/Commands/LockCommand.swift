@@ -25,8 +25,11 @@ struct LockCommand: Command {
         // Client mode: the keys are the agent's, in its keyring or its memory (docs/agent.md,
         // "Where the keys are kept").
         if let agent = try context.agent() {
-            try agent.relay(try agent.call("POST", "/v1/lock"))
-            return
+            let response = try agent.call("POST", "/v1/lock")
+            guard response.status == 200 else { try agent.fail(response) }
+            return context.streams.printError(
+                "portal-token: the agent at \(agent.socketPath) dropped every cached key and session copy it kept; "
+                    + "its next request reads the store again")
         }
         context.services.secretCache().dropAll(withPrefix: SecretCacheNames.prefix)
         let agentToo = dropAgentKeys(context)

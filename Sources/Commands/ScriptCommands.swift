@@ -232,17 +232,19 @@ struct ExecCredentialCommand: Command {
 
     func run(in context: Context) throws {
         let apiVersion = try Self.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
-        let session = try context.usableSession()
+        var bytes = Self.document(try context.usableSession(), apiVersion: apiVersion)
+        context.streams.write(bytes, to: context.streams.output)
+        zeroize(&bytes)
+    }
+
+    /// What it prints, which the agent's `GET /v1/exec-credential` answers too.
+    static func document(_ session: PortalSession, apiVersion: String) -> [UInt8] {
         var status: [String: JSONValue] = ["token": .string(session.token.text)]
         if let expiresAt = session.expiresAt { status["expirationTimestamp"] = .string(RFC3339.format(expiresAt)) }
         let credential = JSONValue.object([
-            "apiVersion": .string(apiVersion),
-            "kind": .string("ExecCredential"),
-            "status": .object(status),
+            "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"), "status": .object(status),
         ])
-        var bytes = Array((credential.serialized + "\n").utf8)
-        context.streams.write(bytes, to: context.streams.output)
-        zeroize(&bytes)
+        return Array((credential.serialized + "\n").utf8)
     }
 }
 

@@ -70,9 +70,10 @@ public struct Services {
     /// One exchange with the agent over its socket, bounded (docs/agent.md, "Client mode").
     public var agentExchange:
         (_ socketPath: String, _ request: HTTPRequest, _ timeoutMilliseconds: Int) throws(HTTPError) -> HTTPResponse
-    /// Where secrets are cached inside a long-lived agent: the kernel keyring where it
-    /// works, else the agent's own memory (docs/agent.md, "Where the keys are kept").
-    public var agentSecretCache: () -> any SecretCache
+    /// What the agent serves its requests with (Composition's): secrets cached in the kernel
+    /// keyring where the agent may use it, else in its own memory (docs/agent.md, "Where the keys
+    /// are kept"), and no agent of its own to ask. nil: these services.
+    public var agentServices: (() -> Services)?
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -100,7 +101,7 @@ public struct Services {
         agentExchange: @escaping (String, HTTPRequest, Int) throws(HTTPError) -> HTTPResponse = {
             path, _, _ throws(HTTPError) in throw .cannotConnect(host: "the agent at \(path)")
         },
-        agentSecretCache: (() -> any SecretCache)? = nil,
+        agentServices: (() -> Services)? = nil,
         auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() },
         describeProcess: @escaping @Sendable (Int32) -> AuditCaller = { AuditCaller(pid: $0 > 0 ? $0 : nil) },
         streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
@@ -133,7 +134,7 @@ public struct Services {
         self.bindLocalServer = bindLocalServer
         self.serveAgent = serveAgent
         self.agentExchange = agentExchange
-        self.agentSecretCache = agentSecretCache ?? secretCache
+        self.agentServices = agentServices
     }
 }
 

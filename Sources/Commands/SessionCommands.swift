@@ -28,104 +28,98 @@ struct StatusCommand: Command {
     }
 
     func run(in context: Context) throws {
-        if let agent = try context.agent() {
-            var query = json ? ["format=json"] : []
-            if let environmentID = context.settings.value(.authEnvironmentID)?.trimmingWhitespace,
-                AgentRouter.isSafeWord(environmentID)
-            {
-                query.append("env=" + environmentID)
-            }
-            let target = "/v1/status" + (query.isEmpty ? "" : "?" + query.joined(separator: "&"))
-            return try agent.relay(try agent.call("GET", target))
-        }
+        // In client mode the report is the agent's, rendered here as a local run renders its own.
+        let report = try context.agent().map { try $0.statusReport(context) } ?? Self.report(context)
+        context.streams.print(json ? JSONValue.object(report).serialized : Self.text(report))
+        if report["signedIn"]?.boolValue != true { throw SilentExit(code: .notSignedIn) }
+    }
+
+    /// The operation, for this command and the agent's `GET /v1/status`: what `--format json`
+    /// prints.
+    static func report(_ context: Context) throws -> [String: JSONValue] {
         let account = try context.accountChoice()
         let environmentID = account.authEnvironmentID
         let choice = try context.backendChoice()
         // The keyring names the program behind it (docs/storage.md, "Providers").
         let provider = choice.backend == .secretService ? context.secretServiceProvider() : nil
-        let backend = (
-            name: choice.backend.rawValue + (provider.map { " on \($0.name)" } ?? ""), reason: choice.reason
-        )
         let session = try context.sessionService().restore()
         let now = context.now()
         let decision = session?.decision(at: now)
         let step = try context.twoFactorSteps().loadStep(authEnvironmentID: environmentID)
             .flatMap { $0.isExpired(at: now) ? nil : $0 }
         let otherStore = try context.otherStoreNotice()
-        // What a prompt-free caller should know: only what is stored answers (Prompting.swift).
-        let promptsRuledOutBy = context.promptsRuledOutBy()
-        let signedIn = session != nil && decision != .expired
-        if json {
-            var members: [String: JSONValue] = [
-                "signedIn": .bool(signedIn),
-                "authEnvironmentId": .string(environmentID),
-                "authEnvironmentChosenBy": .string(account.reason),
-                "backend": .string(choice.backend.rawValue),
-                "provider": provider.map { .string($0.name) } ?? .null,
-                "backendReason": .string(backend.reason),
-                "twoFactorStepWaiting": .bool(step != nil),
-                "promptsRuledOutBy": promptsRuledOutBy.map { .string($0) } ?? .null,
-            ]
-            if let session {
-                members["endUserId"] = .string(session.endUserID)
-                members["issuedAt"] = session.issuedAt.map { .string(RFC3339.format($0)) } ?? .null
-                members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
-                members["capAt"] = session.capAt.map { .string(RFC3339.format($0)) } ?? .null
-                members["ended"] = .bool(decision == .expired)
-                members["nextUseAsksPortal"] = .bool(decision == .checkWithPortal)
-            }
-            if let otherStore { members["otherStore"] = .string(otherStore) }
-            context.streams.print(JSONValue.object(members).serialized)
-        } else {
-            // The end user ID comes from Portal or the store, the rest from settings: none
-            // reaches the terminal with a control character in it.
-            let show = { (text: String) in TerminalText.escaped(text) }
-            var lines: [String] = []
-            if let session {
-                let unknown = "unknown (checked with Portal on next use)"
-                switch decision {
-                case .expired:
-                    lines.append("the session of \(show(session.endUserID)) has ended: it passed its 7-day cap")
-                case .checkWithPortal:
-                    lines.append(
-                        "signed in as \(show(session.endUserID)) (idle past expires-at: the next use asks Portal)")
-                default:
-                    lines.append("signed in as \(show(session.endUserID))")
-                }
-                lines += [
-                    "  environment:  \(show(environmentID))",
-                    "  chosen by:    \(show(account.reason))",
-                    "  backend:      \(backend.name) (\(show(backend.reason)))",
-                    "  issued at:    \(session.issuedAt.map(RFC3339.format) ?? unknown)",
-                    """
-                      expires at:   \(session.expiresAt.map(RFC3339.format) ?? unknown) (slides with each accepted \
-                    request)
-                    """,
-                    "  7-day cap:    \(session.capAt.map(RFC3339.format) ?? unknown)",
-                ]
-            } else {
-                lines += [
-                    "not signed in", "  environment:  \(show(environmentID))",
-                    "  chosen by:    \(show(account.reason))",
-                    "  backend:      \(backend.name) (\(show(backend.reason)))",
-                ]
-            }
-            if let step {
-                lines.append(
-                    """
-                      two-factor:   a step for \(show(step.endUserID)) is waiting; run 'portal-token verify-totp' \
-                    before \(RFC3339.format(step.expiresAt))
-                    """
-                )
-            }
-            if let promptsRuledOutBy {
-                lines.append(
-                    "  prompts:      none: \(show(promptsRuledOutBy)) rules them out; only what is stored answers")
-            }
-            if let otherStore { lines.append("  note:         \(show(otherStore))") }
-            context.streams.print(lines.joined(separator: "\n"))
+        var members: [String: JSONValue] = [
+            "signedIn": .bool(session != nil && decision != .expired),
+            "authEnvironmentId": .string(environmentID),
+            "authEnvironmentChosenBy": .string(account.reason),
+            "backend": .string(choice.backend.rawValue),
+            "provider": provider.map { .string($0.name) } ?? .null,
+            "backendReason": .string(choice.reason),
+            "twoFactorStepWaiting": .bool(step != nil),
+            // What a prompt-free caller should know: only what is stored answers (Prompting.swift).
+            "promptsRuledOutBy": context.promptsRuledOutBy().map { .string($0) } ?? .null,
+        ]
+        if let step {
+            members["twoFactorStep"] = .object([
+                "endUserId": .string(step.endUserID), "expiresAt": .string(RFC3339.format(step.expiresAt)),
+            ])
         }
-        if !signedIn { throw SilentExit(code: .notSignedIn) }
+        if let session {
+            members["endUserId"] = .string(session.endUserID)
+            members["issuedAt"] = session.issuedAt.map { .string(RFC3339.format($0)) } ?? .null
+            members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
+            members["capAt"] = session.capAt.map { .string(RFC3339.format($0)) } ?? .null
+            members["ended"] = .bool(decision == .expired)
+            members["nextUseAsksPortal"] = .bool(decision == .checkWithPortal)
+        }
+        if let otherStore { members["otherStore"] = .string(otherStore) }
+        return members
+    }
+
+    /// The report as lines for a terminal. Every value comes from Portal, a store, the settings
+    /// or the agent: none reaches the terminal with a control character in it.
+    static func text(_ report: [String: JSONValue]) -> String {
+        let show = { (name: String) in TerminalText.escaped(report[name]?.stringValue ?? "") }
+        let backend =
+            show("backend") + (report["provider"]?.stringValue.map { " on \(TerminalText.escaped($0))" } ?? "")
+        let context = [
+            "  environment:  \(show("authEnvironmentId"))", "  chosen by:    \(show("authEnvironmentChosenBy"))",
+            "  backend:      \(backend) (\(show("backendReason")))",
+        ]
+        var lines: [String] = []
+        if report["endUserId"]?.stringValue != nil {
+            let time = { (name: String) in
+                report[name]?.stringValue.map { TerminalText.escaped($0) }
+                    ?? "unknown (checked with Portal on next use)"
+            }
+            if report["ended"]?.boolValue == true {
+                lines.append("the session of \(show("endUserId")) has ended: it passed its 7-day cap")
+            } else if report["nextUseAsksPortal"]?.boolValue == true {
+                lines.append("signed in as \(show("endUserId")) (idle past expires-at: the next use asks Portal)")
+            } else {
+                lines.append("signed in as \(show("endUserId"))")
+            }
+            lines +=
+                context + [
+                    "  issued at:    \(time("issuedAt"))",
+                    "  expires at:   \(time("expiresAt")) (slides with each accepted request)",
+                    "  7-day cap:    \(time("capAt"))",
+                ]
+        } else {
+            lines += ["not signed in"] + context
+        }
+        if let step = report["twoFactorStep"] {
+            let user = TerminalText.escaped(step["endUserId"]?.stringValue ?? "")
+            let before = TerminalText.escaped(step["expiresAt"]?.stringValue ?? "")
+            lines.append(
+                "  two-factor:   a step for \(user) is waiting; run 'portal-token verify-totp' before \(before)")
+        }
+        if let setting = report["promptsRuledOutBy"]?.stringValue {
+            lines.append(
+                "  prompts:      none: \(TerminalText.escaped(setting)) rules them out; only what is stored answers")
+        }
+        if report["otherStore"]?.stringValue != nil { lines.append("  note:         \(show("otherStore"))") }
+        return lines.joined(separator: "\n")
     }
 }
 

@@ -39,7 +39,10 @@ public enum Composition {
     }
 
     /// The real adapters.
-    public static var live: Services {
+    public static var live: Services { live(forAgent: false) }
+
+    /// The real adapters; for the agent, its own secret cache and no agent to ask.
+    private static func live(forAgent: Bool) -> Services {
         Services(
             connectSessionBus: { timeout throws(StoreError) in SessionBus.connect(timeoutMilliseconds: timeout) },
             keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1, sessionBus: $2) },
@@ -62,7 +65,7 @@ public enum Composition {
                 try EncryptedFileStore.moveAsideAfterMigration(path: path, lockTimeoutMilliseconds: lockTimeout)
             },
             transport: { CurlTransport(options: $0) },
-            secretCache: { KernelKeyring() },
+            secretCache: forAgent ? { AgentServing.secretCache } : { KernelKeyring() },
             hookLauncher: { HookRunner(parentEnvironment: $0) },
             programs: ProcessLauncher(),
             listen: { redirect, configured, timeout throws(RedirectListenerError) in
@@ -90,9 +93,11 @@ public enum Composition {
             },
             serveAgent: { options, handle in try AgentServing.serve(options, handle) },
             agentExchange: { path, request, timeout throws(HTTPError) in
-                try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
+                // The agent never asks an agent (a lock would wait on itself).
+                guard !forAgent else { throw .cannotConnect(host: path) }
+                return try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
             },
-            agentSecretCache: { AgentServing.secretCache },
+            agentServices: forAgent ? nil : { live(forAgent: true) },
             auditLog: { (options: AuditLogOptions) -> any AuditLog in
                 var forward: (([UInt8]) -> Void)?
                 if options.journal { forward = journalCopy }
