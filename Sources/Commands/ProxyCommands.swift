@@ -486,48 +486,28 @@ extension ExecCommand {
         context.audit?.program = String(command[0].split(separator: "/").last ?? "")
         context.recordAudit(error: nil, exitCode: nil)
         closeOwnDescriptorsOnExec()
-        let child = try spawn(environment: environment, signals: handled)
+        let child = try spawn(environment: environment)
         let code = waitForChild(child, signals: handled)
         server.stop()
         exit(code)
     }
 
-    private func spawn(environment: [String: String], signals: sigset_t) throws -> pid_t {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var defaults = signals
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp {
-                if let pointer { explicit_bzero(pointer, strlen(pointer)) }
-                free(pointer)
-            }
-        }
-        var child: pid_t = 0
-        var failure: Int32 = 0
-        // The command gets the caller's core-file limits, not portal-token's 0.
-        CoreFileLimit.withCallerLimits {
-            failure = posix_spawnp(&child, command[0], nil, &attributes, &argv, &envp)
-        }
-        guard failure == 0 else {
+    /// The command in this process's group, where the terminal's SIGINT and SIGQUIT reach it.
+    private func spawn(environment: [String: String]) throws -> pid_t {
+        switch ChildProcess.spawn(
+            command[0], Array(command.dropFirst()), searchPath: true, environment: environment, ownProcessGroup: false)
+        {
+        case .success(let child): return child
+        case .failure(let failure):
             let name = String(command[0].prefix(256))
-            if failure == ENOENT || failure == ENOTDIR {
+            if failure.number == ENOENT || failure.number == ENOTDIR {
                 throw CLIError(
                     "cannot run '\(name)': command not found", hint: "check the name and PATH",
                     exitCode: .commandNotFound)
             }
             throw CLIError(
-                "cannot run '\(name)': \(String(cString: strerror(failure)))", exitCode: .commandNotExecutable)
+                "cannot run '\(name)': \(String(cString: strerror(failure.number)))", exitCode: .commandNotExecutable)
         }
-        return child
     }
 
     /// Waits for the command, passing on SIGTERM and SIGHUP; SIGINT and SIGQUIT from the terminal

@@ -1,9 +1,9 @@
 import Glibc
-import HookRunner
+import Basics
 import PortalTokenCore
 
-/// Starts programs with posix_spawn: every child gets portal-token's environment (the passphrase
-/// variable was already removed from it), a process group of its own and default signals.
+/// Starts programs through `ChildProcess`: every child gets portal-token's environment (the
+/// passphrase variable was already removed from it), a process group of its own and default signals.
 struct ProcessLauncher: ProgramLauncher {
     /// Runs a helper program (git) found on PATH and collects its standard output, within a bound:
     /// stdin is /dev/null, stderr is portal-token's own (git's own message reaches the user).
@@ -14,19 +14,15 @@ struct ProcessLauncher: ProgramLauncher {
         // Neither end reaches another child; the spawn's dup2 gives git its copy.
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         defer { close(pipeEnds[0]) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let started = withChildSpawnAttributes { attributes in
-            posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
-        }
+        let started = ChildProcess.spawn(
+            program, arguments, searchPath: true, streams: [0: .null, 1: .descriptor(pipeEnds[1])],
+            ownProcessGroup: true)
         close(pipeEnds[1])
-        guard started == 0 else { return Result(status: nil, output: "", startError: started) }
+        let pid: pid_t
+        switch started {
+        case .success(let child): pid = child
+        case .failure(let failure): return Result(status: nil, output: "", startError: failure.number)
+        }
 
         var output: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
@@ -56,20 +52,10 @@ struct ProcessLauncher: ProgramLauncher {
     /// `waitMilliseconds` to finish. True when it finished with 0, or is still running (a browser
     /// that keeps xdg-open waiting); false when it could not start or failed.
     func start(_ program: String, _ arguments: [String], waitMilliseconds: Int) -> Bool {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for descriptor in Int32(0)...2 {
-            posix_spawn_file_actions_addopen(
-                &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
-        }
-        let argv = ([program] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let started = withChildSpawnAttributes { attributes in
-            posix_spawnp(&pid, program, &actions, &attributes, argv, environ)
-        }
-        guard started == 0 else { return false }
+        guard
+            case .success(let pid) = ChildProcess.spawn(
+                program, arguments, searchPath: true, streams: [0: .null, 1: .null, 2: .null], ownProcessGroup: true)
+        else { return false }
         var status: Int32 = 0
         var waited = 0
         while waited < waitMilliseconds {

@@ -155,62 +155,14 @@ public struct HookRunner: HookLauncher {
 
     // MARK: Spawning
 
-    private struct SpawnError: Error { let number: Int32 }
-
-    private func spawn(_ executable: String, environment: [String: String], output: Int32) -> Result<pid_t, SpawnError>
+    private func spawn(_ executable: String, environment: [String: String], output: Int32)
+        -> Result<pid_t, ChildProcess.Failure>
     {
-        var fileActions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&fileActions)
-        defer { posix_spawn_file_actions_destroy(&fileActions) }
-        posix_spawn_file_actions_addopen(&fileActions, STDIN_FILENO, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&fileActions, output, STDOUT_FILENO)
-        posix_spawn_file_actions_adddup2(&fileActions, output, STDERR_FILENO)
         // Nothing portal-token holds open (a store's lock, a socket) reaches the hook.
-        closeInheritedDescriptors(&fileActions)
-
-        var cStrings: [UnsafeMutablePointer<CChar>?] = []
-        defer { for string in cStrings { free(string) } }
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(executable), nil]
-        cStrings.append(argv[0])
-        var envp: [UnsafeMutablePointer<CChar>?] = environment.sorted { $0.key < $1.key }.map {
-            strdup("\($0.key)=\($0.value)")
-        }
-        cStrings.append(contentsOf: envp)
-        envp.append(nil)
-        guard !cStrings.contains(where: { $0 == nil }) else { return .failure(SpawnError(number: ENOMEM)) }
-
-        var pid: pid_t = 0
-        let result = withChildSpawnAttributes { attributes in
-            posix_spawn(&pid, executable, &fileActions, &attributes, argv, envp)
-        }
-        guard result == 0 else { return .failure(SpawnError(number: result)) }
-        return .success(pid)
-    }
-
-    /// Adds "close every descriptor from 3 up" to the spawn: glibc's
-    /// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later) when present, which Swift's
-    /// Glibc module does not declare, so it is found by name; else one close per descriptor
-    /// listed in /proc/self/fd (glibc ignores a close of a descriptor that is gone by then).
-    private func closeInheritedDescriptors(_ fileActions: inout posix_spawn_file_actions_t) {
-        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
-        if let process = dlopen(nil, RTLD_NOW) {
-            defer { dlclose(process) }
-            if let symbol = dlsym(process, "posix_spawn_file_actions_addclosefrom_np") {
-                let addCloseFrom = unsafeBitCast(symbol, to: AddCloseFrom.self)
-                if addCloseFrom(&fileActions, 3) == 0 { return }
-            }
-        }
-        guard let directory = opendir("/proc/self/fd") else { return }
-        defer { closedir(directory) }
-        let own = dirfd(directory)
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if let descriptor = Int32(name), descriptor > 2, descriptor != own {
-                posix_spawn_file_actions_addclose(&fileActions, descriptor)
-            }
-        }
+        ChildProcess.spawn(
+            executable, [], searchPath: false, environment: environment,
+            streams: [0: .null, 1: .descriptor(output), 2: .descriptor(output)], ownProcessGroup: true,
+            closesInherited: true)
     }
 
     // MARK: Waiting
