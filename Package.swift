@@ -46,18 +46,19 @@ let package = Package(
         // POSIX plumbing every module may use: bounded file reading, the monotonic clock, hex,
         // percent-coding, trimming, the environment, mkdir -p and the cross-process file lock.
         .target(name: "Basics"),
-        // libsodium's digests are pure functions: the core stays free of I/O.
+        // libsodium's one wrapper (Sodium.swift): digests, the file's cipher and key derivation, and
+        // random bytes, which are all the core takes of the system beside Basics.
         .target(name: "PortalTokenCore", dependencies: ["Basics", "CSodium"]),
         .target(name: "SecretServiceStore", dependencies: ["Basics", "PortalTokenCore", "CLibSecret"]),
         .target(name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"]),
         .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore"]),
-        .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "CSodium", "KernelKeyring"]),
+        .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "KernelKeyring"]),
         .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl", "CPeerCredentials"]),
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
-        .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
+        .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
-        // The audit log as a file: appends, rotation, the fingerprint key (libsodium's random bytes).
-        .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore", "CSodium"]),
+        // The audit log as a file: appends, rotation, the fingerprint key.
+        .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore"]),
         .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
         .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
         // Headers only: pidfd_open and pidfd_send_signal, SO_PEERCRED's fields, SO_PEERPIDFD.

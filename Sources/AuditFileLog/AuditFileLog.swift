@@ -1,5 +1,4 @@
 import Basics
-import CSodium
 import Glibc
 import PortalTokenCore
 import Synchronization
@@ -254,10 +253,8 @@ public final class AuditFileLog: AuditLog {
         guard descriptor >= 0 else { throw Self.systemFailure("cannot create its key", errno) }
         let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { unlink(temporary) }
-        precondition(sodium_init() >= 0, "libsodium could not be initialised")
-        var key = [UInt8](repeating: 0, count: AuditFingerprint.keyBytes)
+        var key = Sodium.randomBytes(AuditFingerprint.keyBytes)
         defer { zeroize(&key) }
-        randombytes_buf(&key, key.count)
         let written = key.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
         let synced = fsync(descriptor) == 0
         close(descriptor)

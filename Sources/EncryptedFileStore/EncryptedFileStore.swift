@@ -55,7 +55,7 @@ public final class EncryptedFileStore {
         keyCache cache: any SecretCache = KernelKeyring()
     ) {
         self.created = created
-        precondition(Sodium.initialized, "libsodium failed to initialise")
+        precondition(Sodium.ready, "libsodium could not be initialised")
         self.path = path
         files = StoreFileSystem(path: path)
         keyCache = KeyCache(
@@ -201,7 +201,7 @@ public final class EncryptedFileStore {
 
     private func derive(_ passphrase: Passphrase, identity: KeyIdentity) throws(StoreError) -> UnlockedKey {
         guard
-            let derived = Sodium.argon2id(passphrase: passphrase.secret, salt: identity.salt, parameters: identity.kdf)
+            let derived = identity.kdf.derive(passphrase.secret, salt: identity.salt)
         else {
             throw StoreError(
                 .failed,

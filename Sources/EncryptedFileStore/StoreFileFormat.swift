@@ -1,4 +1,3 @@
-import CSodium
 import PortalTokenCore
 
 /// The store file's bytes (documented in docs/file-store.md).
@@ -25,7 +24,7 @@ enum StoreFileFormat {
     static let magic: [UInt8] = Array("PTSTORE".utf8) + [0]
     /// The version this build writes. Every version up to it stays readable.
     static let currentVersion: UInt16 = 1
-    static let argon2id13: UInt8 = UInt8(crypto_pwhash_ALG_ARGON2ID13)
+    static let argon2id13 = Sodium.argon2id13
 
     static let keyCheckLength = 16
     static let checksumLength = 16

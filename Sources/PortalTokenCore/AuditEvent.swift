@@ -258,7 +258,7 @@ public enum AuditFingerprint {
         // Byte by byte (this runs on every `token`; the generic encoder costs more than the HMAC).
         var text: [UInt8] = []
         text.reserveCapacity(hexLength)
-        for byte in HMACSHA256.authenticate(message, key: key).prefix(hexLength / 2) {
+        for byte in Sodium.hmacSHA256(message, key: key).prefix(hexLength / 2) {
             Hex.appendDigits(of: byte, to: &text)
         }
         return String(decoding: text, as: UTF8.self)

@@ -1,5 +1,4 @@
 import Basics
-import CSodium
 import Glibc
 import PortalTokenCore
 
@@ -141,8 +140,7 @@ public final class VaultItemStore: ItemStore {
     func path(for attributes: ItemAttributes) -> String {
         let schema = attributes[StoredItem.schemaAttribute] ?? ""
         var canonical = Array(JSONValue.object(attributes.mapValues { .string($0) }).serialized.utf8)
-        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        _ = crypto_hash_sha256(&digest, canonical, UInt64(canonical.count))
+        let digest = Sodium.sha256(canonical)
         zeroize(&canonical)
         return directory(schema) + "/" + Hex.encode(digest)
     }

@@ -1,5 +1,4 @@
 import Basics
-import CSodium
 import Glibc
 import PortalTokenCore
 
@@ -43,8 +42,7 @@ final class VaultToken {
     static func loginCacheName(_ options: VaultOptions) -> String {
         guard case .appRole(let roleID, _, let mount) = options.token else { return "" }
         let identity = Array([options.address, options.namespace ?? "", mount, roleID].joined(separator: "\u{0}").utf8)
-        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
-        _ = crypto_hash_sha256(&digest, identity, UInt64(identity.count))
+        let digest = Sodium.sha256(identity)
         return SecretCacheNames.prefix + "vault-login:" + Hex.encode(digest.prefix(16))
     }
 

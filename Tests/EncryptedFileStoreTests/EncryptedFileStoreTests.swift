@@ -540,7 +540,7 @@ func writeSealed(_ payload: String, to path: String) throws {
         atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
     let salt = Sodium.randomBytes(Sodium.saltLength)
     let derived = try #require(
-        Sodium.argon2id(passphrase: Secret("fixture passphrase"), salt: salt, parameters: cheapKDF))
+        cheapKDF.derive(Secret("fixture passphrase"), salt: salt))
     let key = UnlockedKey(
         identity: KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: cheapKDF, salt: salt),
         derivedKey: derived)
@@ -554,7 +554,7 @@ func openSealed(_ path: String) throws -> String {
     let (header, ciphertext) = try StoreFileFormat.parse(bytes)
     let identity = header.keyIdentity
     let derived = try #require(
-        Sodium.argon2id(passphrase: Secret("fixture passphrase"), salt: identity.salt, parameters: identity.kdf))
+        identity.kdf.derive(Secret("fixture passphrase"), salt: identity.salt))
     let key = UnlockedKey(identity: identity, derivedKey: derived)
     let plaintext = try #require(
         Sodium.open(ciphertext, associatedData: header.bytes, nonce: header.nonce, key: key.encryptionKey))

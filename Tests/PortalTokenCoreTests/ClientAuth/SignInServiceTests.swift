@@ -60,8 +60,8 @@ struct GrantDigestTests {
 }
 
 enum SHA256Vectors {
-    static func hash(_ text: String) -> [UInt8] { SHA256.hash(Array(text.utf8)) }
-    static func hmac(_ message: [UInt8], key: [UInt8]) -> [UInt8] { HMACSHA256.authenticate(message, key: key) }
+    static func hash(_ text: String) -> [UInt8] { Sodium.sha256(Array(text.utf8)) }
+    static func hmac(_ message: [UInt8], key: [UInt8]) -> [UInt8] { Sodium.hmacSHA256(message, key: key) }
 }
 
 @Suite("pending two-factor step")
