@@ -92,11 +92,10 @@ public enum ChildProcess {
     /// descriptor that is gone by then).
     private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
         typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
-        if let process = dlopen(nil, RTLD_NOW) {
-            defer { dlclose(process) }
-            if let symbol = dlsym(process, "posix_spawn_file_actions_addclosefrom_np") {
-                if unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, 3) == 0 { return }
-            }
+        if let symbol = try? DynamicLibrary.process?.function("posix_spawn_file_actions_addclosefrom_np"),
+            unsafeBitCast(symbol, to: AddCloseFrom.self)(&actions, 3) == 0
+        {
+            return
         }
         guard let directory = opendir("/proc/self/fd") else { return }
         defer { closedir(directory) }

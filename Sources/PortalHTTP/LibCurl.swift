@@ -1,3 +1,4 @@
+import Basics
 import CCurl
 import Glibc
 
@@ -20,13 +21,11 @@ enum LibCurl {
         let easyStrerrorFunction, slistAppendFunction, slistFreeAllFunction: UnsafeMutableRawPointer
         let setoptFunction, getinfoFunction: UnsafeMutableRawPointer
 
-        /// Opens libcurl with lazy binding, as a program linked to it starts: RTLD_NOW would bind
-        /// every function of libcurl and of the forty-odd libraries it needs (OpenSSL, Kerberos,
-        /// LDAP, …) before the first request, most of them never called; that alone cost more than
-        /// all of curl(1)'s own start. The functions used here are resolved now, by dlsym.
+        /// Opens libcurl with lazy binding (binding all of it and its forty-odd libraries at once
+        /// cost more than all of curl(1)'s own start); the functions used here are resolved now.
         static func load() -> Functions? {
-            guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
-            func resolve(_ name: String) -> UnsafeMutableRawPointer? { dlsym(library, name) }
+            guard let library = DynamicLibrary(soname) else { return nil }
+            func resolve(_ name: String) -> UnsafeMutableRawPointer? { try? library.function(name) }
             guard let globalInit = resolve("curl_global_init"), let easyInit = resolve("curl_easy_init"),
                 let easyCleanup = resolve("curl_easy_cleanup"), let easyReset = resolve("curl_easy_reset"),
                 let easyPerform = resolve("curl_easy_perform"),

@@ -1,3 +1,4 @@
+import Basics
 import CLibSecret
 import Glibc
 import PortalTokenCore
@@ -54,24 +55,19 @@ enum LibSecret {
         private let itemGetCreatedFunction, itemGetSecretFunction, itemGetLabelFunction: UnsafeMutableRawPointer
         private let valueNewFunction, valueGetFunction, valueUnrefFunction: UnsafeMutableRawPointer
 
-        private struct MissingFunction: Error {}
-
         /// Opens libsecret and resolves every function, GLib's and GIO's through libsecret's
-        /// handle (dlsym searches a handle's dependencies too), then keeps GLib's own logging
-        /// off stderr before anything can log. Lazy binding, as for a program linked to them:
-        /// RTLD_NOW would bind every function of GLib, GIO and their libraries at load, most
-        /// never called; those used here are resolved now, by dlsym.
+        /// handle (which searches its dependencies too), then keeps GLib's own logging off
+        /// stderr before anything can log.
         static func load() -> Functions? {
-            guard let library = dlopen(soname, RTLD_LAZY | RTLD_LOCAL) else { return nil }
+            guard let library = DynamicLibrary(soname) else { return nil }
             guard let functions = try? Functions(library: library) else { return nil }
             functions.logSetWriterFunc(silentLogWriter)
             return functions
         }
 
-        private init(library: UnsafeMutableRawPointer) throws(MissingFunction) {
-            func resolve(_ name: String) throws(MissingFunction) -> UnsafeMutableRawPointer {
-                guard let address = dlsym(library, name) else { throw MissingFunction() }
-                return address
+        private init(library: DynamicLibrary) throws(DynamicLibrary.Missing) {
+            func resolve(_ name: String) throws(DynamicLibrary.Missing) -> UnsafeMutableRawPointer {
+                try library.function(name)
             }
             hashTableNewFullFunction = try resolve("g_hash_table_new_full")
             hashTableInsertFunction = try resolve("g_hash_table_insert")

@@ -1,3 +1,4 @@
+import Basics
 import CQRencode
 import Glibc
 import PortalTokenCore
@@ -70,8 +71,8 @@ enum LibQRencode {
     }
 
     static let loaded: Functions? = {
-        guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL),
-            let encodeData = dlsym(library, "QRcode_encodeData"), let free = dlsym(library, "QRcode_free")
+        guard let library = DynamicLibrary(soname), let encodeData = try? library.function("QRcode_encodeData"),
+            let free = try? library.function("QRcode_free")
         else { return nil }
         return Functions(encodeData: encodeData, free: free)
     }()
