@@ -52,6 +52,21 @@ extension CurlHandleResources {
         try set(CURLOPT_SSL_VERIFYHOST, 2)
     }
 
+    /// The method of a request without a body: GET and HEAD as libcurl names them, any other as
+    /// a custom method on a GET, so that no Content-Length is sent (docs/portal-api.md, "Headers").
+    mutating func setBodilessMethod(_ method: String) throws(HTTPError) {
+        if method == "HEAD" { return try set(CURLOPT_NOBODY, 1) }
+        try set(CURLOPT_HTTPGET, 1)
+        if method != "GET" { try set(CURLOPT_CUSTOMREQUEST, string: method) }
+    }
+
+    /// Throws unless `method` is an HTTP token.
+    func checkMethod(_ method: String) throws(HTTPError) {
+        guard !method.isEmpty, method.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }) else {
+            throw .other(host: host, detail: "the request method is not a valid HTTP token")
+        }
+    }
+
     /// An empty CURLOPT_PROXY turns proxies off for this request, whatever the environment says;
     /// CURLOPT_NOPROXY "*" says the same to any proxy setting libcurl finds later.
     mutating func disableProxy() throws(HTTPError) {

@@ -112,9 +112,7 @@ private struct HandleState: CurlHandleResources {
         try check(LibCurl.functions.setoptPointer(handle, CURLOPT_HEADERDATA, pointer))
 
         let method = request.method
-        guard !method.isEmpty, method.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }) else {
-            throw .other(host: host, detail: "the request method is not a valid HTTP token")
-        }
+        try checkMethod(method)
         if request.body != nil {
             // curl_read_callback has the write callback's C type.
             try check(LibCurl.functions.setoptWriteCallback(handle, CURLOPT_READFUNCTION, streamRequestBody))
@@ -126,13 +124,8 @@ private struct HandleState: CurlHandleResources {
             } else {
                 try append(header: "Transfer-Encoding: chunked")
             }
-        } else if method == "GET" {
-            try set(CURLOPT_HTTPGET, 1)
-        } else if method == "HEAD" {
-            try set(CURLOPT_NOBODY, 1)
         } else {
-            try set(CURLOPT_HTTPGET, 1)
-            try set(CURLOPT_CUSTOMREQUEST, string: method)
+            try setBodilessMethod(method)
         }
 
         for header in request.headers {

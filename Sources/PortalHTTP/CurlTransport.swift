@@ -160,9 +160,7 @@ private struct Exchange: CurlHandleResources {
 
     private mutating func configureMethodAndBody(_ request: HTTPRequest) throws(HTTPError) {
         let method = request.method.uppercased()
-        guard !method.isEmpty, method.utf8.allSatisfy({ HTTPSyntax.isTokenCharacter($0) }) else {
-            throw .other(host: host, detail: "the request method is not a valid HTTP token")
-        }
+        try checkMethod(method)
         if let bytes = request.body, !bytes.isEmpty {
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 1)
             buffer.copyBytes(from: bytes)
@@ -170,14 +168,8 @@ private struct Exchange: CurlHandleResources {
             try check(LibCurl.functions.setoptOffT(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
             try check(LibCurl.functions.setoptPointer(handle, CURLOPT_POSTFIELDS, buffer.baseAddress))
             if method != "POST" { try set(CURLOPT_CUSTOMREQUEST, string: method) }
-        } else if method == "GET" {
-            try set(CURLOPT_HTTPGET, 1)
-        } else if method == "HEAD" {
-            try set(CURLOPT_NOBODY, 1)
         } else {
-            // Without a body libcurl sends no Content-Length, as docs/portal-api.md, "Headers", wants.
-            try set(CURLOPT_HTTPGET, 1)
-            try set(CURLOPT_CUSTOMREQUEST, string: method)
+            try setBodilessMethod(method)
         }
     }
 

@@ -16,27 +16,9 @@ extension SessionBus {
 
     public func unlockDefaultCollection(password: Secret) throws(StoreError) -> PasswordUnlock {
         let operation = "unlocking the keyring with its password"
-        var first = [
-            try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias", "s") {
-                $0.string("default")
-            }
-        ]
-        let opensSession = secretTransferSession == nil
-        if opensSession {
-            first.append(
-                try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "OpenSession", "sv") {
-                    $0.string("plain")
-                    $0.variant("s") { $0.string("") }
-                })
-        }
-        let replies = try exchange(first, while: operation)
-        let collection = try read(replies[0], while: operation) { reader throws(DBusWireError) in try reader.string() }
-        if opensSession {
-            secretTransferSession = try read(replies[1], while: operation) { reader throws(DBusWireError) in
-                try reader.skip("v")
-                return try reader.string()
-            }
-        }
+        let first = try aliasAndSessionCalls()
+        let collection = try readAliasAndSession(
+            try exchange(first, while: operation), opened: first.count > 1, while: operation)
         guard collection != "/", let session = secretTransferSession else { return .noDefaultCollection }
         guard try readLocked(try exchange([try lockedQuery(collection)], while: operation)[0], while: operation)
         else { return .alreadyUnlocked }

@@ -25,24 +25,46 @@ extension SessionBus {
     static let serviceInterface = "org.freedesktop.Secret.Service"
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
 
-    public func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]? {
-        let operation = "reading the keyring"
-        let searches = Self.searches(for: filters)
-        guard !searches.isEmpty else { return [] }
-
-        var first = [
+    /// The calls every exchange with the keyring begins with: the default collection's alias and,
+    /// while this connection has none, a `plain` transfer session.
+    func aliasAndSessionCalls() throws(StoreError) -> [DBusMessage] {
+        var calls = [
             try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "ReadAlias", "s") {
                 $0.string("default")
             }
         ]
-        let opensSession = secretTransferSession == nil
-        if opensSession {
-            first.append(
+        if secretTransferSession == nil {
+            calls.append(
                 try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "OpenSession", "sv") {
                     $0.string("plain")
                     $0.variant("s") { $0.string("") }
                 })
         }
+        return calls
+    }
+
+    /// The default collection's path from the replies to `aliasAndSessionCalls`, the session
+    /// kept when one was `opened`.
+    func readAliasAndSession(_ replies: [DBusMessage], opened: Bool, while operation: String) throws(StoreError)
+        -> String
+    {
+        let collection = try read(replies[0], while: operation) { reader throws(DBusWireError) in try reader.string() }
+        if opened {
+            secretTransferSession = try read(replies[1], while: operation) { reader throws(DBusWireError) in
+                try reader.skip("v")
+                return try reader.string()
+            }
+        }
+        return collection
+    }
+
+    public func unlockedSecretServiceItems(_ filters: [ItemAttributes]) throws(StoreError) -> [StoredItem]? {
+        let operation = "reading the keyring"
+        let searches = Self.searches(for: filters)
+        guard !searches.isEmpty else { return [] }
+
+        var first = try aliasAndSessionCalls()
+        let opensSession = first.count > 1
         for attributes in searches {
             first.append(
                 try secretServiceCall(Self.secretServicePath, Self.serviceInterface, "SearchItems", "a{ss}") { call in
@@ -66,15 +88,7 @@ extension SessionBus {
             throw lockedInsteadOfTimeout(error)
         }
         guard let firstReplies = answered else { return nil }
-        let collection = try read(firstReplies[0], while: operation) { reader throws(DBusWireError) in
-            try reader.string()
-        }
-        if opensSession {
-            secretTransferSession = try read(firstReplies[1], while: operation) { reader throws(DBusWireError) in
-                try reader.skip("v")
-                return try reader.string()
-            }
-        }
+        let collection = try readAliasAndSession(firstReplies, opened: opensSession, while: operation)
         guard collection != "/", let session = secretTransferSession else { return nil }
         var unlocked: [String] = []
         for reply in firstReplies[(opensSession ? 2 : 1)...] {
