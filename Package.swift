@@ -1,8 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point inward: PortalTokenCore is pure; each adapter wraps one C library;
-// Composition is the one place that picks concrete adapters; Commands may not import any.
+// Dependencies point inward: PortalTokenCore is pure; each adapter wraps one outside thing;
+// Composition is the one place that picks concrete adapters; Commands imports none. The
+// dependencies below say so, but SwiftPM lets a target import any module the package has built,
+// so what holds the rule is a test: Tests/CommandsTests/DependencyRuleTests.swift.
 let package = Package(
     name: "portal-token",
     platforms: [.macOS(.v15)],
@@ -69,8 +71,8 @@ let package = Package(
         .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
         // Client mode: one bounded HTTP exchange with the agent over its Unix socket.
         .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
-        // What each command does, given Services: it may import no adapter module, so the
-        // compiler holds the dependency rule (docs/development.md, "Modules and the dependency rule").
+        // What each command does, given Services: it imports no adapter module (held by
+        // DependencyRuleTests; docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
         // The composition root: the one module that imports the adapters and fills Services.
         .target(
