@@ -40,7 +40,10 @@ struct AgentCommand: Command {
         a mistake naming its line (exit 2); then it asks the agent on --socket (default the
         main socket) for the last refusals it keeps in memory (GET /v1/refusals, served to the
         agent's own user alone), and says for each which rule of the file decides it now and
-        prints the rule that would admit it. The syntax: man portal-token-agent.rules.
+        prints the rule that would admit it. With --caller 'uid=N cgroup=PATH exe=PATH
+        user-namespace=same|other flatpak-info socket=main|restricted' (and --asks 'token ENV',
+        'git-get HOST', … as a grant names it) it judges that caller instead: exit 0 allowed,
+        1 refused. The syntax: man portal-token-agent.rules.
         Under systemd the agent does not see variables exported in a shell: put settings in
         ~/.config/portal-token/config (or use systemctl --user set-environment, or a drop-in).
         """
@@ -52,6 +55,9 @@ struct AgentCommand: Command {
     /// `--check-rules`: the file to check (nil: `--rules`, else the default), instead of serving.
     let checkRules: Bool
     let checkedFile: String?
+    /// `--caller` and `--asks`: a described caller to judge.
+    let describedCaller: String?
+    let describedRequest: String?
 
     init(arguments: ParsedArguments) throws(CLIError) {
         socketPath = arguments.value(.agentSocketPath)
@@ -59,8 +65,14 @@ struct AgentCommand: Command {
         rulesPath = arguments.value(.agentRules)
         checkRules = arguments.has(.checkRules)
         checkedFile = arguments.operands.first
-        if checkedFile != nil && !checkRules {
-            throw .usage("'agent' takes a FILE only with --check-rules", hint: "see 'portal-token agent --help'")
+        describedCaller = arguments.value(.checkedCaller)
+        describedRequest = arguments.value(.checkedRequest)
+        if (checkedFile != nil || describedCaller != nil) && !checkRules {
+            throw .usage(
+                "'agent' takes a FILE and --caller only with --check-rules", hint: "see 'portal-token agent --help'")
+        }
+        if describedRequest != nil && describedCaller == nil {
+            throw .usage("--asks describes what a --caller asks", hint: "give --caller too")
         }
         if let text = arguments.value(.idleExit) {
             guard let seconds = Int(text), seconds > 0, seconds <= 86_400 else {
@@ -151,9 +163,67 @@ final class AuditLogBox: @unchecked Sendable {
 
 /// `portal-token agent --check-rules [FILE]` (docs/agent.md, "Letting a sandbox in"): the rules
 /// file read as the agent reads it, then the agent's last refusals judged by it, each with the
-/// rule that would admit its caller.
+/// rule that would admit its caller; or, with `--caller`, a caller described on the command line.
 struct RulesCheck {
     let command: AgentCommand
+
+    /// Which rule decides for the described caller and what it asks (exit 0 when it is allowed,
+    /// 1 when it is refused), and the rule that would admit it.
+    func judge(_ description: String, asking request: String?, by policy: CallerPolicy, _ context: Context) throws {
+        var caller = CallerIdentity(uid: getuid(), gid: getgid(), pid: 0)
+        var socket = AgentRules.Socket.main
+        for field in description.split(whereSeparator: { $0 == " " || $0 == "," }) {
+            let parts = field.split(separator: "=", maxSplits: 1).map(String.init)
+            switch (parts[0], parts.count > 1 ? parts[1] : nil) {
+            case ("uid", let value?) where UInt32(value) != nil: caller.uid = UInt32(value)!
+            case ("gid", let value?) where UInt32(value) != nil: caller.gid = UInt32(value)!
+            case ("cgroup", let value?) where value.hasPrefix("/"): caller.cgroup = value
+            case ("exe", let value?) where value.hasPrefix("/"): caller.executable = value
+            case ("user-namespace", "same"?): caller.sameUserNamespace = true
+            case ("user-namespace", "other"?): caller.sameUserNamespace = false
+            case ("flatpak-info", nil): caller.hasFlatpakInfo = true
+            case ("socket", let value?) where AgentRules.Socket(rawValue: value) != nil:
+                socket = AgentRules.Socket(rawValue: value)!
+            default:
+                throw CLIError.usage(
+                    "--caller: '\(field.prefix(80))' is not uid=N, gid=N, cgroup=PATH, exe=PATH, "
+                        + "user-namespace=same|other, flatpak-info or socket=main|restricted")
+            }
+        }
+        let operation = try Self.operation(
+            request ?? "token " + ((try context.localAccountChoice())?.authEnvironmentID ?? "*"))
+        let decision = policy.decide(operation, for: caller, on: socket)
+        let streams = context.streams
+        streams.print("\(caller), asking \(operation) on the \(socket.rawValue) socket:")
+        guard !decision.allowed else { return streams.print("  allowed by \(decision.decidedBy) of \(policy.path)") }
+        streams.print("  refused by \(decision.decidedBy): \(decision.reason)")
+        switch policy.suggestion(for: operation, caller: caller, on: socket) {
+        case .success(let suggestion):
+            streams.print("  to admit it, \(suggestion.placement):")
+            streams.write(Array(suggestion.text.utf8), to: streams.output)
+        case .failure(let why):
+            streams.print("  no rule is suggested: \(why.reason)")
+        }
+        throw SilentExit(code: .notSignedIn)
+    }
+
+    /// What `--asks` names, in the words of the rules file's grants.
+    static func operation(_ text: String) throws(CLIError) -> AgentRules.Operation {
+        let words = text.split(separator: " ").map(String.init)
+        switch (words.first, words.count) {
+        case ("token", 2): return .token(environment: words[1])
+        case ("git-get", 2): return .gitGet(host: words[1].lowercased())
+        case ("docker-get", 2): return .dockerGet(registry: words[1].lowercased())
+        case ("status", 1): return .status
+        case ("list", 1): return .list
+        case ("write", 1): return .write
+        case ("proxy", 3) where words[2].hasPrefix("/"): return .proxy(method: words[1].uppercased(), path: words[2])
+        default:
+            throw .usage(
+                "--asks takes 'token ENV', 'git-get HOST', 'docker-get REGISTRY', 'status', 'list', 'write' "
+                    + "or 'proxy METHOD PATH'")
+        }
+    }
 
     func run(in context: Context) throws {
         let path = command.checkedFile ?? command.rulesPath
@@ -161,6 +231,9 @@ struct RulesCheck {
         var policy = try CallerPolicy.load(context, rulesPath: path)
         policy.path = CallerPolicy.path(context, rulesPath: path)
         let streams = context.streams
+        if let description = command.describedCaller {
+            return try judge(description, asking: command.describedRequest, by: policy, context)
+        }
         let names = policy.rules.rules.map(\.name)
         if context.services.fileExists(policy.path) {
             streams.print(

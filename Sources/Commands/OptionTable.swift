@@ -222,6 +222,15 @@ extension OptionSpec {
         "check-rules", excludes: ["idle-exit", "restricted-socket"],
         help: "check the rules file (FILE, else --rules or the default), and show for the agent's last "
             + "refusals what decides each and the rule that would admit it")
+    static let checkedCaller = OptionSpec(
+        "caller", value: "DESCRIPTION", excludes: ["idle-exit", "restricted-socket"],
+        help: "with --check-rules: a caller to judge instead of the last refusals, as "
+            + "'uid=N cgroup=PATH exe=PATH user-namespace=same|other flatpak-info socket=main|restricted'")
+    static let checkedRequest = OptionSpec(
+        "asks", value: "OPERATION", excludes: ["idle-exit", "restricted-socket"],
+        help: "with --caller: what it asks, as a rule grants it: 'token ENV[/END_USER]', 'git-get HOST', "
+            + "'docker-get REGISTRY', 'status', 'list', 'write' or 'proxy METHOD PATH' (default: token of "
+            + "the configured environment)")
     static let idleExit = OptionSpec(
         "idle-exit", value: "SECONDS", help: "stop once no client has been connected for SECONDS")
 
@@ -305,10 +314,14 @@ public enum OptionTable {
             positionals: [
                 PositionalSpec("FILE", optional: true, help: "with --check-rules, the rules file to check")
             ],
-            options: [.agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit, .checkRules],
+            options: [
+                .agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit, .checkRules, .checkedCaller,
+                .checkedRequest,
+            ],
             usage: [
                 "portal-token agent [--socket PATH] [--restricted-socket PATH] [--rules PATH] [--idle-exit SECONDS]",
                 "portal-token agent --check-rules [--socket PATH] [FILE]",
+                "portal-token agent --check-rules --caller DESCRIPTION [--asks OPERATION] [FILE]",
             ]),
         CommandSpec("version", VersionCommand.summary),
     ]

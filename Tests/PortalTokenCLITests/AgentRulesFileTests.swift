@@ -84,4 +84,36 @@ struct AgentRulesFileTests {
         chmod(directory, 0o700)
         try harness.start(arguments: ["--rules", path])
     }
+
+    @Test("--check-rules --caller says which rule decides for a described caller, and the rule that would admit it")
+    func describedCaller() throws {
+        let harness = try AgentHarness(start: false)
+        Self.writeBytes("rule ci\n    container docker:*\n    allow token prod\n", to: harness.rulesPath)
+        let container = String(repeating: "3f", count: 32)
+        let cgroup = "/system.slice/docker-\(container).scope"
+        func check(_ arguments: [String]) throws -> ProcessResult {
+            try ProcessRunner.run(
+                ProcessRunner.portalTokenPath, ["agent", "--check-rules", harness.rulesPath] + arguments,
+                environment: try harness.agentEnvironment(), timeout: 20)
+        }
+        let allowed = try check(["--caller", "cgroup=\(cgroup) user-namespace=other", "--asks", "token prod"])
+        #expect(allowed.exitCode == 0, "\(allowed.stdout) \(allowed.stderr)")
+        #expect(allowed.stdout.contains("container docker:3f3f3f3f3f3f"))
+        #expect(allowed.stdout.contains("allowed by rule ci of \(harness.rulesPath)"))
+
+        let refused = try check(["--caller", "cgroup=\(cgroup)", "--asks", "token staging"])
+        #expect(refused.exitCode == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stdout.contains("refused by rule ci"))
+        #expect(
+            refused.stdout.contains("container docker:\(container)\n    allow token staging\n"), "\(refused.stdout)")
+
+        // Outside any container the rule does not match: the default decides.
+        let outside = try check(["--caller", "user-namespace=other", "--asks", "git-get forge.example"])
+        #expect(outside.exitCode == 1 && outside.stdout.contains("refused by default"), "\(outside.stdout)")
+        let bad = try check(["--caller", "container=docker:1"])
+        #expect(bad.exitCode == 2 && bad.stderr.contains("--caller: 'container=docker:1' is not"), "\(bad.stderr)")
+        let alone = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["agent", "--asks", "status"], environment: try harness.agentEnvironment())
+        #expect(alone.exitCode == 2)
+    }
 }

@@ -45,7 +45,7 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit"
+_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit --caller --asks"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -65,7 +65,7 @@ _portal_token_command_options() {
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
         audit) printf '%s\n' --since --format ;;
-        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules ;;
+        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules --caller --asks ;;
     esac
 }
 
@@ -103,6 +103,8 @@ _portal_token_excluded() {
         --listen) [[ $2 == *" --socket "* ]] ;;
         --socket) [[ $2 == *" --listen "* ]] ;;
         --check-rules) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
+        --caller) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
+        --asks) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         *) return 1 ;;
     esac
 }

@@ -140,4 +140,6 @@ complete -c portal-token -n "__fish_seen_subcommand_from agent" -l restricted-so
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l rules -r -F -d 'The rules file (default $XDG_CONFIG_HOME/portal-token/agent.rules)'
 complete -c portal-token -n "__fish_seen_subcommand_from agent" -l idle-exit -x -d 'Stop once no client has been connected for SECONDS'
 complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt check-rules idle-exit restricted-socket" -l check-rules -d 'Check the rules file (FILE, else --rules or the default), and show for the agent\'s last refusals what decides each and the rule that would admit it'
+complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt caller idle-exit restricted-socket" -l caller -x -d 'With --check-rules: a caller to judge instead of the last refusals, as \'uid=N cgroup=PATH exe=PATH user-namespace=same|other flatpak-info socket=main|restricted\''
+complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt asks idle-exit restricted-socket" -l asks -x -d 'With --caller: what it asks, as a rule grants it: \'token ENV[/END_USER]\', \'git-get HOST\', \'docker-get REGISTRY\', \'status\', \'list\', \'write\' or \'proxy METHOD PATH\' (default: token of the configured environment)'
 # END GENERATED
