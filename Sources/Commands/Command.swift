@@ -12,12 +12,17 @@ protocol Command: SendableMetatype {
     /// credential (docs/audit.md, "When a line is written").
     static var auditOperation: AuditOperation? { get }
 
+    /// Whether it changes the agent's store in a way the agent serves no client (sign-in,
+    /// sign-out, migrate, unlock): in client mode it is refused, naming the agent.
+    static var isRefusedInClientMode: Bool { get }
+
     init(arguments: ParsedArguments) throws(CLIError)
     func run(in context: Context) throws
 }
 
 extension Command {
     static var auditOperation: AuditOperation? { nil }
+    static var isRefusedInClientMode: Bool { false }
 
     /// The command's entry in the option table.
     static var spec: CommandSpec? { OptionTable.command(named: name) }

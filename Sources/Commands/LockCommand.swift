@@ -55,6 +55,7 @@ struct LockCommand: Command {
 /// desktop to show the keyring's own dialog (docs/storage.md, "Unlocking from a terminal").
 struct UnlockCommand: Command {
     static let name = "unlock"
+    static let isRefusedInClientMode = true
     static let summary = "Unlock the keyring (or open the encrypted file) from this terminal"
     static let details = """
         For a session with no desktop to show the keyring's own dialog, over ssh say. With the

@@ -3,6 +3,7 @@ import PortalTokenCore
 
 struct MigrateCommand: Command {
     static let name = "migrate"
+    static let isRefusedInClientMode = true
     static let summary = "Move every item from the other store into the named one"
     static let details = """
         One store is in use at a time. When the other one also holds items (a file left from

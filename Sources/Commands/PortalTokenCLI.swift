@@ -134,6 +134,11 @@ public enum PortalTokenCLI {
         context.settingsError = settingsError
         context.audit = commandType.auditOperation.map(AuditDraft.init)
         invocation.context = context
+        if commandType.isRefusedInClientMode, let agent = try context.agent() {
+            throw CLIError(
+                "\(commandType.name) is not served through the agent at \(agent.socketPath)",
+                hint: "run it on the agent's host, or unset PORTAL_TOKEN_AGENT_SOCK", exitCode: .storage)
+        }
         do {
             try command.run(in: context)
         } catch let error as StoreError {

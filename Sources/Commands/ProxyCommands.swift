@@ -398,7 +398,9 @@ struct ProxyCommand: Command {
     }
 
     func run(in context: Context) throws {
-        let sessions = try PortalProxy.ProxySessions(context)
+        // In client mode it sends to the agent's proxy, which holds the session.
+        let upstream =
+            try context.agent().map(PortalProxy.Upstream.agent) ?? .portal(PortalProxy.ProxySessions(context))
         // Callers on a Unix socket are judged by the agent's rules file, on the kernel's word.
         var policy: CallerPolicy?
         if case .unixSocket = address {
@@ -420,7 +422,7 @@ struct ProxyCommand: Command {
             rules: ProxyRules(
                 listener: listener, credential: credential, methods: methods, pathPrefixes: pathPrefixes,
                 userAgent: PortalProxy.userAgent),
-            policy: policy, address: address, context: context, upstream: .portal(sessions))
+            policy: policy, address: address, context: context, upstream: upstream)
         if let port = server.port, let credential {
             var lines = Array(
                 """

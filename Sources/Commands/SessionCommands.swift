@@ -136,14 +136,9 @@ struct LogoutCommand: Command {
 
     init(arguments: ParsedArguments) throws(CLIError) {}
 
+    static let isRefusedInClientMode = true
+
     func run(in context: Context) throws {
-        // Signing out changes the agent's store; the agent serves no sign-out to its clients
-        // (docs/agent.md, "Client mode").
-        if let agent = try context.agent() {
-            throw CLIError(
-                "logout is not served through the agent at \(agent.socketPath)",
-                hint: "sign out on the agent's host, or unset PORTAL_TOKEN_AGENT_SOCK", exitCode: .storage)
-        }
         let account = try context.accountChoice()
         let environmentID = account.authEnvironmentID
         let sessions = try context.sessionService()

@@ -86,6 +86,7 @@ struct MethodsCommand: Command {
 struct LoginCommand: Command {
     static let name = "login"
     static let auditOperation: AuditOperation? = .login
+    static let isRefusedInClientMode = true
     static let summary = "Sign in to Portal with a magic link, Google or Apple, or adopt a token"
     static let details = """
         --with-token adopts a Client Session Token minted by your own backend, read from stdin
@@ -303,6 +304,7 @@ struct LoginCommand: Command {
 struct RedirectCommand: Command {
     static let name = "redirect"
     static let auditOperation: AuditOperation? = .redirect
+    static let isRefusedInClientMode = true
     static let summary = "Finish a sign-in from the URL the browser was sent back to"
     static let details = """
         With -, the URL is read from stdin, which keeps it off the process list. Given as
@@ -429,6 +431,7 @@ struct RedirectCommand: Command {
 struct VerifyTOTPCommand: Command {
     static let name = "verify-totp"
     static let auditOperation: AuditOperation? = .verifyTOTP
+    static let isRefusedInClientMode = true
     static let summary = "Finish a sign-in that waits for a two-factor code"
     static let details = """
         Completes the two-factor step a sign-in left waiting (for 10 minutes), such as after

@@ -188,4 +188,48 @@ struct AgentClientModeTests {
         // The agent's own user was served throughout.
         #expect(try harness.client(["token"]).stdout == token + "\n")
     }
+
+    @Test("what the agent serves no client is refused naming it; proxy --listen sends to the agent's proxy")
+    func refusedAndProxied() throws {
+        let harness = try AgentHarness(rules: Self.sandboxRules)
+        let token = try harness.signIn()
+        for arguments in [
+            ["login", "--with-token"], ["logout"], ["migrate", "--to", "file"], ["unlock"],
+            ["redirect", "https://app.example/done?code=1"], ["verify-totp", "123456"],
+        ] {
+            let result = try harness.sandboxed([ProcessRunner.portalTokenPath] + arguments, stdin: token + "\n")
+            #expect(result.exitCode == 4, "\(arguments): \(result.stdout) \(result.stderr)")
+            #expect(
+                result.stderr.contains("\(arguments[0]) is not served through the agent at \(harness.socket)"),
+                "\(arguments): \(result.stderr)")
+            #expect(!result.stderr.contains(token))
+        }
+        // The agent's session is untouched.
+        #expect(try harness.client(["token"]).stdout == token + "\n")
+
+        let proxy = try RunningProcess(
+            ProcessRunner.portalTokenPath, ["proxy", "--listen", "127.0.0.1:0"],
+            environment: harness.clientEnvironment())
+        defer { proxy.signal(SIGTERM) }
+        var lines: [String: String] = [:]
+        for _ in 0..<200 where lines["PORTAL_TOKEN_PROXY_CREDENTIAL"] == nil {
+            usleep(25_000)
+            for line in proxy.stdout.split(separator: "\n") {
+                let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+                if parts.count == 2 { lines[parts[0]] = parts[1] }
+            }
+        }
+        let url = try #require(lines["PORTAL_TOKEN_PROXY_URL"], "\(proxy.stdout) \(proxy.stderr)")
+        let credential = try #require(lines["PORTAL_TOKEN_PROXY_CREDENTIAL"])
+        let answer = try ProcessRunner.run(
+            "/usr/bin/curl",
+            [
+                "-sS", "--noproxy", "*", "--max-time", "20", "-H", "Portal-Token-Proxy: \(credential)",
+                "-H", "Accept: application/json", "-H", "Content-Type: application/json",
+                "-w", "\nstatus=%{http_code}\n", url + "/api/v3/clients/me",
+            ])
+        #expect(answer.stdout.contains("status=200"), "\(answer.stdout) \(answer.stderr) \(harness.log)")
+        #expect(!answer.stdout.contains(token))
+        #expect(harness.portal.requests(to: "/api/v3/clients/me").last?.bearerToken == token)
+    }
 }
