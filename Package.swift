@@ -15,62 +15,81 @@ let package = Package(
         // Its own declarations of the few types libsecret's calls take: libsecret is loaded with
         // dlopen when the keyring is first used, and building needs neither its headers nor GLib's
         // (see shim.h).
-        .systemLibrary(name: "CLibSecret"),
+        .systemLibrary(name: "CLibSecret", path: "Sources/CLibraries/CLibSecret"),
         // Headers only: libcurl itself is loaded with dlopen when a request is made (see shim.h).
         .systemLibrary(
-            name: "CCurl",
+            name: "CCurl", path: "Sources/CLibraries/CCurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .systemLibrary(
-            name: "CSodium",
+            name: "CSodium", path: "Sources/CLibraries/CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
         .systemLibrary(
-            name: "CKeyutils",
+            name: "CKeyutils", path: "Sources/CLibraries/CKeyutils",
             pkgConfig: "libkeyutils",
             providers: [.apt(["libkeyutils-dev"])]
         ),
         // sd-bus, for the tests only: an independent D-Bus client that calls the desktop handler as
-        // a launcher does (portal-token speaks D-Bus itself: Sources/SessionBus).
+        // a launcher does (portal-token speaks D-Bus itself: Sources/Adapters/SessionBus).
         .systemLibrary(
             name: "CSDBus", path: "Tests/CSDBus",
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
         // Headers only: the process hardening that needs a C call (prctl is variadic).
-        .systemLibrary(name: "CProcessHardening"),
+        .systemLibrary(name: "CProcessHardening", path: "Sources/CLibraries/CProcessHardening"),
         // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
         .systemLibrary(
-            name: "CQRencode",
+            name: "CQRencode", path: "Sources/CLibraries/CQRencode",
             providers: [.apt(["libqrencode-dev"])]
         ),
         // POSIX plumbing every module may use: bounded file reading, the monotonic clock, hex,
         // percent-coding, trimming, the environment, mkdir -p and the cross-process file lock.
-        .target(name: "Basics"),
+        .target(name: "Basics", path: "Sources/Core/Basics"),
         // libsodium's one wrapper (Sodium.swift): digests, the file's cipher and key derivation, and
         // random bytes, which are all the core takes of the system beside Basics.
-        .target(name: "PortalTokenCore", dependencies: ["Basics", "CSodium"]),
-        .target(name: "SecretServiceStore", dependencies: ["Basics", "PortalTokenCore", "CLibSecret"]),
-        .target(name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"]),
-        .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore"]),
-        .target(name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "KernelKeyring"]),
-        .target(name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl", "CPeerCredentials"]),
+        .target(name: "PortalTokenCore", dependencies: ["Basics", "CSodium"], path: "Sources/Core/PortalTokenCore"),
+        .target(
+            name: "SecretServiceStore", dependencies: ["Basics", "PortalTokenCore", "CLibSecret"],
+            path: "Sources/Adapters/SecretServiceStore"),
+        .target(
+            name: "KernelKeyring", dependencies: ["Basics", "PortalTokenCore", "CKeyutils"],
+            path: "Sources/Adapters/KernelKeyring"),
+        .target(name: "SessionBus", dependencies: ["Basics", "PortalTokenCore"], path: "Sources/Adapters/SessionBus"),
+        .target(
+            name: "EncryptedFileStore", dependencies: ["Basics", "PortalTokenCore", "KernelKeyring"],
+            path: "Sources/Adapters/EncryptedFileStore"),
+        .target(
+            name: "PortalHTTP", dependencies: ["Basics", "PortalTokenCore", "CCurl", "CPeerCredentials"],
+            path: "Sources/Adapters/PortalHTTP"),
         // KV version 2 of OpenBao or HashiCorp Vault as an item store, over the HTTPTransport port.
-        .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore"]),
-        .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"]),
+        .target(name: "VaultStore", dependencies: ["Basics", "PortalTokenCore"], path: "Sources/Adapters/VaultStore"),
+        .target(name: "HookRunner", dependencies: ["Basics", "PortalTokenCore"], path: "Sources/Adapters/HookRunner"),
         // The audit log as a file: appends, rotation, the fingerprint key.
-        .target(name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore"]),
-        .target(name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"]),
-        .target(name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"]),
+        .target(
+            name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore"], path: "Sources/Adapters/AuditFileLog"),
+        .target(
+            name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"],
+            path: "Sources/Adapters/TerminalQRCode"),
+        .target(
+            name: "LoopbackRedirectListener", dependencies: ["Basics", "PortalTokenCore"],
+            path: "Sources/Adapters/LoopbackRedirectListener"),
         // Headers only: pidfd_open and pidfd_send_signal, SO_PEERCRED's fields, SO_PEERPIDFD.
-        .systemLibrary(name: "CPeerCredentials"),
+        .systemLibrary(name: "CPeerCredentials", path: "Sources/CLibraries/CPeerCredentials"),
         // Who is on the other end of a Unix socket, from the kernel.
-        .target(name: "PeerCredentials", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
+        .target(
+            name: "PeerCredentials", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"],
+            path: "Sources/Adapters/PeerCredentials"),
         // A small, strict HTTP/1.1 server on listening sockets (the agent's Unix sockets).
-        .target(name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"]),
+        .target(
+            name: "LocalHTTPServer", dependencies: ["Basics", "PortalTokenCore"],
+            path: "Sources/Adapters/LocalHTTPServer"),
         // Client mode: one bounded HTTP exchange with the agent over its Unix socket.
-        .target(name: "AgentClient", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"]),
+        .target(
+            name: "AgentClient", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"],
+            path: "Sources/Adapters/AgentClient"),
         // What each command does, given Services: it imports no adapter module (held by
         // DependencyRuleTests; docs/development.md, "Modules and the dependency rule").
         .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
@@ -83,9 +102,11 @@ let package = Package(
                 "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
                 "AgentClient",
             ]),
-        .executableTarget(name: "portal-token", dependencies: ["Composition"]),
+        .executableTarget(name: "portal-token", dependencies: ["Composition"], path: "Sources/Programs/portal-token"),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
-        .executableTarget(name: "portal-token-docgen", dependencies: ["Commands", "PortalTokenCore"]),
+        .executableTarget(
+            name: "portal-token-docgen", dependencies: ["Commands", "PortalTokenCore"],
+            path: "Sources/Programs/portal-token-docgen"),
 
         .target(
             name: "PortalTokenTestSupport", dependencies: ["Basics", "PortalTokenCore", "CSDBus"],

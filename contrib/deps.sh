@@ -6,7 +6,7 @@
 # minimal Debian: man-db to read the man page, bash-completion to load the bash completion.
 set -euo pipefail
 build=(pkg-config gcc libc6-dev libcurl4-openssl-dev libsodium-dev libkeyutils-dev libqrencode-dev)
-# libsecret is loaded with dlopen and building needs none of its headers (Sources/CLibSecret/shim.h).
+# libsecret is loaded with dlopen and building needs none of its headers (Sources/CLibraries/CLibSecret/shim.h).
 runtime=(git libsecret-1-0 man-db bash-completion)
 keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # libsecret's headers: git's C helper is built against them, and a test compares CLibSecret's declarations with them.

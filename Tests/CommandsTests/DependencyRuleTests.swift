@@ -26,8 +26,25 @@ struct DependencyRuleTests {
         "portal-token": ["Composition"],
     ]
 
+    /// Sources/ by layer: each group folder holds modules; Commands and Composition are modules
+    /// of their own.
+    static let groups = ["Core", "Adapters", "CLibraries", "Programs"]
+    static let topLevelModules = ["Commands", "Composition"]
+
+    /// Every module of Sources, with its folder.
+    static func modules() throws -> [(name: String, directory: URL)] {
+        var found = topLevelModules.map { ($0, sources.appendingPathComponent($0)) }
+        for group in groups {
+            let folder = sources.appendingPathComponent(group)
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted() {
+                found.append((name, folder.appendingPathComponent(name)))
+            }
+        }
+        return found
+    }
+
     static func imports(of module: String) throws -> [(file: String, module: String)] {
-        let directory = sources.appendingPathComponent(module)
+        let directory = try #require(try modules().first { $0.name == module }?.directory, "no module \(module)")
         let files = try #require(FileManager.default.enumerator(atPath: directory.path)).compactMap { $0 as? String }
         var found: [(String, String)] = []
         for file in files where file.hasSuffix(".swift") {
@@ -62,8 +79,7 @@ struct DependencyRuleTests {
 
     @Test("no module of Sources imports sd-bus, which only the tests use as an independent D-Bus client")
     func noProductModuleImportsSDBus() throws {
-        let modules = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
-        for module in modules {
+        for (module, _) in try Self.modules() {
             for (file, imported) in try Self.imports(of: module) where imported == "CSDBus" {
                 Issue.record("\(file) imports CSDBus")
             }
@@ -72,9 +88,24 @@ struct DependencyRuleTests {
 
     @Test("every module of Sources is either an adapter or has a rule")
     func everyModuleIsKnown() throws {
-        let modules = try FileManager.default.contentsOfDirectory(atPath: Self.sources.path)
-        for module in modules where !Self.adapters.contains(module) && Self.allowed[module] == nil {
-            Issue.record("Sources/\(module) is neither an adapter nor covered by the dependency rule")
+        for (module, _) in try Self.modules() where !Self.adapters.contains(module) && Self.allowed[module] == nil {
+            Issue.record("Sources/…/\(module) is neither an adapter nor covered by the dependency rule")
+        }
+    }
+
+    @Test("Sources/ reads by layer: the core, the adapters and their C libraries, the commands, composition, programs")
+    func sourcesByLayer() throws {
+        let entries = Set(try FileManager.default.contentsOfDirectory(atPath: Self.sources.path))
+        #expect(entries == Set(Self.groups + Self.topLevelModules), "\(entries.sorted())")
+        let layer = { (group: String) in
+            Set(try FileManager.default.contentsOfDirectory(atPath: Self.sources.appendingPathComponent(group).path))
+        }
+        #expect(try layer("Core") == ["Basics", "PortalTokenCore"])
+        // Every adapter lives with the adapters, every C library with the C libraries.
+        for module in Self.adapters where module != "Composition" {
+            let group =
+                module.hasPrefix("C") && module.dropFirst().first?.isUppercase == true ? "CLibraries" : "Adapters"
+            #expect(try layer(group).contains(module), "\(module) is not in Sources/\(group)")
         }
     }
 }

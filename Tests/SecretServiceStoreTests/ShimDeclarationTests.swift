@@ -11,7 +11,7 @@ import Testing
 @Suite("CLibSecret's declarations")
 struct ShimDeclarationTests {
     static let shim = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../../Sources/CLibSecret/shim.h").standardized.path
+        .appendingPathComponent("../../Sources/CLibraries/CLibSecret/shim.h").standardized.path
 
     static let program = #"""
         #ifdef WITH_INSTALLED_HEADERS
