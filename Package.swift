@@ -46,7 +46,8 @@ let package = Package(
             providers: [.apt(["libqrencode-dev"])]
         ),
         // POSIX plumbing every module may use: bounded file reading, the monotonic clock, hex,
-        // percent-coding, trimming, the environment, mkdir -p and the cross-process file lock.
+        // percent-coding, trimming, the environment, mkdir -p, the cross-process file lock, the
+        // loopback TCP listening socket and the one way a program is started.
         .target(name: "Basics", path: "Sources/Core/Basics"),
         // libsodium's one wrapper (Sodium.swift): digests, the file's cipher and key derivation, and
         // random bytes, which are all the core takes of the system beside Basics.

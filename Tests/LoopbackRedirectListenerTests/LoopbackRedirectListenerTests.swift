@@ -304,7 +304,9 @@ struct LoopbackRedirectListenerTests {
         defer { close(answered) }
         let endless = try #require(Browser.connect(port: port))
         defer { close(endless) }
-        _ = "GET /favicon.ico HTTP/1.1\r\n\r\n".withCString { send(answered, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        _ = "GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".withCString {
+            send(answered, $0, strlen($0), Int32(MSG_NOSIGNAL))
+        }
         let trickler = Browser.Running { () -> Double? in
             let started = LoopbackRedirectListener.monotonicMilliseconds()
             var refusedAt: Double?
@@ -362,8 +364,10 @@ struct LoopbackRedirectListenerTests {
         let browser = Browser.Running { () -> [Browser.Answer?] in
             [
                 Browser.send(
-                    "POST /callback?token=g&login_type=GOOGLE HTTP/1.1\r\nContent-Length: 0\r\n\r\n", port: port),
-                Browser.send("HEAD /callback?token=g&login_type=GOOGLE HTTP/1.1\r\n\r\n", port: port),
+                    "POST /callback?token=g&login_type=GOOGLE HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n",
+                    port: port),
+                Browser.send(
+                    "HEAD /callback?token=g&login_type=GOOGLE HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", port: port),
                 Browser.send("GET http://evil.example/callback HTTP/1.1\r\n\r\n", port: port),
                 Browser.send("nonsense\r\n\r\n", port: port),
                 Browser.get("/callback?token=g&login_type=GOOGLE", port: port),
@@ -375,6 +379,30 @@ struct LoopbackRedirectListenerTests {
             return .finish(true, page: .signedIn)
         }
         #expect(try #require(browser.result()).map { $0?.status } == [405, 405, 400, 400, 200])
+        #expect(calls.withLock { $0 } == 1)
+    }
+
+    @Test("a request the strict reader refuses gets 400, reaches no handler, and waiting goes on")
+    func strictReader() throws {
+        let (listener, _) = try ListenerFixture.listener()
+        let port = listener.redirect.port
+        let target = "/callback?token=g&login_type=GOOGLE"
+        let browser = Browser.Running { () -> [Browser.Answer?] in
+            [
+                Browser.send("GET \(target) HTTP/1.1\r\n\r\n", port: port),
+                Browser.send("GET \(target) HTTP/1.1\nHost: 127.0.0.1\n\n", port: port),
+                Browser.send("GET \(target) HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n", port: port),
+                Browser.get(target, port: port),
+            ]
+        }
+        let calls = Mutex(0)
+        _ = try listener.wait { _ -> RedirectDecision<Bool> in
+            calls.withLock { $0 += 1 }
+            return .finish(true, page: .signedIn)
+        }
+        let answers = try #require(browser.result())
+        #expect(answers.map { $0?.status } == [400, 400, 400, 200])
+        #expect(answers[0]?.head.hasPrefix("HTTP/1.1 400 Bad Request\r\n") == true)
         #expect(calls.withLock { $0 } == 1)
     }
 

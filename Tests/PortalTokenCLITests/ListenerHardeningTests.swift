@@ -18,7 +18,9 @@ struct ListenerHardeningTests {
         defer { close(idle) }
         let trickle = try SimulatedBrowser.connect(port: port)
         defer { close(trickle) }
-        _ = "GET /favicon.ico HTTP/1.1\r\n\r\n".withCString { send(trickle, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        _ = "GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".withCString {
+            send(trickle, $0, strlen($0), Int32(MSG_NOSIGNAL))
+        }
         let stop = Mutex(false)
         let thread = Thread {
             while !stop.withLock({ $0 }) {

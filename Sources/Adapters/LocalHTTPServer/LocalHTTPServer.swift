@@ -232,6 +232,15 @@ public final class LocalHTTPServer<Peer>: @unchecked Sendable {
         }
     }
 
+    /// Runs `run` on a detached thread of its own, then `finished`; false when the system
+    /// refused a thread.
+    public func runInBackground(finished: @escaping @Sendable () -> Void) -> Bool {
+        DetachedThread.start(stackBytes: options.threadStackBytes) { [self] in
+            try? run()
+            finished()
+        }
+    }
+
     private func acceptOne(listenerIndex: Int) {
         // A listener at its cap with no connection to end leaves the client in its backlog.
         let room = state.withLock { state in

@@ -10,9 +10,12 @@ import PortalTokenCore
 /// - `127.0.0.1` binds IPv4 loopback only. `localhost` binds 127.0.0.1 and also `[::1]` where
 ///   the system has IPv6, because browsers may resolve `localhost` to either; if `[::1]` is
 ///   there but the port is taken on it, listening fails rather than let another program
-///   receive the grant. A redirect URL naming `[::1]` is not a loopback redirect here.
-/// - Every request on another path (`/favicon.ico`, a probe) gets 404 and waiting goes on; so
-///   does any method but GET. Requests are bounded (`maximumRequestBytes`), and many
+///   receive the grant. A redirect URL naming `[::1]` is not a loopback redirect here. The
+///   sockets are `LoopbackTCPListener`'s.
+/// - Requests are read by the agent's strict reader (`HTTPRequestParser`: docs/agent.md, "The
+///   HTTP subset"). Every request on another path (`/favicon.ico`, a probe) gets 404, any
+///   method but GET on the path 405, a malformed request 400 and a head past
+///   `maximumRequestBytes` 431; waiting goes on after each. Many
 ///   connections are served at once from one `poll` loop, each under its own deadline: one that
 ///   has not sent a whole request head within `requestDeadlineMilliseconds` of being accepted
 ///   is closed however busily it trickles bytes, and answering one never waits on its reader
@@ -68,17 +71,14 @@ public final class LoopbackRedirectListener: RedirectListening {
         self.redirect = redirect
         self.configuredRedirectURL = configuredRedirectURL
         self.options = options
-        let ipv4 = try Self.bind(family: AF_INET, address: "127.0.0.1", port: redirect.port)
-        listeners.append((ipv4, "127.0.0.1"))
-        if redirect.listensOnIPv6Loopback {
-            do {
-                let ipv6 = try Self.bind(family: AF_INET6, address: "::1", port: redirect.port)
-                listeners.append((ipv6, "::1"))
-            } catch .cannotListen(_, _, let number) where number == EADDRNOTAVAIL || number == EAFNOSUPPORT {
-                // No IPv6 loopback on this system: browsers will use 127.0.0.1.
+        for (address, ipv6) in [("127.0.0.1", false), ("::1", true)] where !ipv6 || redirect.listensOnIPv6Loopback {
+            do throws(SystemCallError) {
+                listeners.append((try LoopbackTCPListener.listen(port: redirect.port, ipv6: ipv6).descriptor, address))
             } catch {
+                // No IPv6 loopback on this system: browsers will use 127.0.0.1.
+                if ipv6, error.number == EADDRNOTAVAIL || error.number == EAFNOSUPPORT { continue }
                 close()
-                throw error
+                throw .cannotListen(address: address, port: redirect.port, errorNumber: error.number)
             }
         }
     }
@@ -176,15 +176,16 @@ public final class LoopbackRedirectListener: RedirectListening {
                     continue
                 case .closed:
                     finished.append(index)
-                case .tooLarge:
-                    respond(.tooLarge, on: connections[index].descriptor)
-                    progress(.ignoredRequest(status: RedirectPage.tooLarge.status))
+                case .invalid(let error):
+                    let page = error.status == 431 ? RedirectPage.tooLarge : .badRequest
+                    respond(page, on: connections[index].descriptor)
+                    progress(.ignoredRequest(status: page.status))
                     finished.append(index)
-                case .complete(var head):
+                case .complete(let request):
                     finished.append(index)
-                    let outcome = serve(head, on: connections[index].descriptor, progress: progress, handler: handler)
-                    zeroize(&head)
-                    if let result = outcome {
+                    if let result = serve(
+                        request, on: connections[index].descriptor, progress: progress, handler: handler)
+                    {
                         return result
                     }
                 }
@@ -213,7 +214,7 @@ public final class LoopbackRedirectListener: RedirectListening {
                     connections.append(
                         Connection(
                             descriptor: client, acceptedAt: now,
-                            capacity: options.maximumRequestBytes + Self.receiveChunkBytes))
+                            capacity: options.maximumRequestBytes + 1 + Self.receiveChunkBytes))
                 }
             }
         }
@@ -222,13 +223,17 @@ public final class LoopbackRedirectListener: RedirectListening {
     private enum Received {
         case more
         case closed
-        case tooLarge
-        case complete(head: [UInt8])
+        case invalid(HTTPRequestError)
+        case complete(HTTPServerRequest)
     }
 
     private static let receiveChunkBytes = 8192
 
+    /// Reads what arrived and the head so far. The reader refuses a head once it holds more than
+    /// one byte past `maximumRequestBytes`, so the buffer never grows past its capacity.
     private func receive(into connection: Connection) -> Received {
+        let limits = HTTPRequestLimits(
+            maximumRequestLineBytes: options.maximumRequestBytes, maximumHeadBytes: options.maximumRequestBytes)
         var chunk = [UInt8](repeating: 0, count: Self.receiveChunkBytes)
         defer { zeroize(&chunk) }
         while true {
@@ -238,53 +243,29 @@ public final class LoopbackRedirectListener: RedirectListening {
                 return errno == EAGAIN || errno == EWOULDBLOCK ? .more : .closed
             }
             if count == 0 { return .closed }
-            let searchFrom = max(0, connection.buffer.count - 3)
             connection.buffer += chunk[0..<count]
-            if let end = Self.headEnd(in: connection.buffer, from: searchFrom) {
-                return .complete(head: Array(connection.buffer[..<end]))
+            switch HTTPRequestParser.parseStreamingHead(connection.buffer[...], limits: limits) {
+            case .incomplete: continue
+            case .invalid(let error): return .invalid(error)
+            case .head(let request, _, _, _): return .complete(request)
             }
-            if connection.buffer.count > options.maximumRequestBytes { return .tooLarge }
         }
-    }
-
-    /// The end of the request head (`\r\n\r\n`, or a bare `\n\n`).
-    static func headEnd(in buffer: [UInt8], from start: Int) -> Int? {
-        var index = max(0, start)
-        while index + 1 < buffer.count {
-            if buffer[index] == 0x0A {
-                if buffer[index + 1] == 0x0A { return index }
-                if index + 2 < buffer.count, buffer[index + 1] == 0x0D, buffer[index + 2] == 0x0A { return index }
-            }
-            index += 1
-        }
-        return nil
     }
 
     /// Answers one complete request; returns the handler's result when it says to finish.
     private func serve<Result>(
-        _ head: [UInt8], on descriptor: Int32, progress: (RedirectListenerProgress) -> Void,
+        _ request: HTTPServerRequest, on descriptor: Int32, progress: (RedirectListenerProgress) -> Void,
         handler: (Secret) -> RedirectDecision<Result>
     ) -> Result? {
-        let lineEnd = head.firstIndex(of: 0x0A) ?? head.endIndex
-        var line = head[..<lineEnd]
-        if line.last == 0x0D { line = line.dropLast() }
-        let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2].starts(with: Array("HTTP/1.".utf8)), parts[1].first == UInt8(ascii: "/"),
-            let target = String(validating: parts[1], as: UTF8.self)
-        else {
-            respond(.badRequest, on: descriptor)
-            progress(.ignoredRequest(status: RedirectPage.badRequest.status))
-            return nil
-        }
         // Judge the path before the method, so that nothing but the redirect path ever hears
         // more than "not found".
-        let url = Secret(redirect.base + target)
+        let url = Secret(redirect.base + request.target)
         guard RedirectURL.matches(url.text, configured: configuredRedirectURL) else {
             respond(.notFound, on: descriptor)
             progress(.ignoredRequest(status: RedirectPage.notFound.status))
             return nil
         }
-        guard parts[0].elementsEqual("GET".utf8) else {
+        guard request.method == "GET" else {
             respond(.methodNotAllowed, on: descriptor)
             progress(.ignoredRequest(status: RedirectPage.methodNotAllowed.status))
             return nil
@@ -314,17 +295,15 @@ public final class LoopbackRedirectListener: RedirectListening {
             </body></html>
 
             """
-        let bodyBytes = Array(body.utf8)
-        let head =
-            "HTTP/1.1 \(page.status) \(Self.reason(page.status))\r\n"
-            + "Content-Type: text/html; charset=utf-8\r\n"
-            + "Content-Length: \(bodyBytes.count)\r\n"
-            + "Cache-Control: no-store\r\n"
-            + "Referrer-Policy: no-referrer\r\n"
-            + "X-Content-Type-Options: nosniff\r\n"
-            + "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n"
-            + "Connection: close\r\n\r\n"
-        let bytes = Array(head.utf8) + bodyBytes
+        let response = HTTPServerResponse(
+            status: page.status,
+            headers: [
+                HTTPHeader("Content-Type", "text/html; charset=utf-8"), HTTPHeader("Cache-Control", "no-store"),
+                HTTPHeader("Referrer-Policy", "no-referrer"), HTTPHeader("X-Content-Type-Options", "nosniff"),
+                HTTPHeader("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"),
+            ], body: Array(body.utf8))
+        let bytes =
+            response.head(bodyLength: response.body.count, chunked: false, keepAlive: false) + response.body
         var offset = 0
         // A page is a few hundred bytes, which the socket buffer takes at once; a reader that
         // will not take them is not waited on for long.
@@ -369,58 +348,6 @@ public final class LoopbackRedirectListener: RedirectListening {
             }
         }
         return output
-    }
-
-    private static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: return "OK"
-        case 400: return "Bad Request"
-        case 404: return "Not Found"
-        case 405: return "Method Not Allowed"
-        case 431: return "Request Header Fields Too Large"
-        default: return "Status"
-        }
-    }
-
-    // MARK: Sockets
-
-    private static func bind(family: Int32, address: String, port: UInt16) throws(RedirectListenerError) -> Int32 {
-        let descriptor = socket(
-            family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard descriptor >= 0 else { throw .cannotListen(address: address, port: port, errorNumber: errno) }
-        var yes: Int32 = 1
-        // Lets a new run bind while an earlier run's connections sit in TIME_WAIT.
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var result: Int32
-        if family == AF_INET6 {
-            setsockopt(descriptor, Int32(IPPROTO_IPV6), IPV6_V6ONLY, &yes, socklen_t(MemoryLayout<Int32>.size))
-            var socketAddress = sockaddr_in6()
-            socketAddress.sin6_family = sa_family_t(AF_INET6)
-            socketAddress.sin6_port = port.bigEndian
-            socketAddress.sin6_addr = in6addr_loopback
-            result = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                }
-            }
-        } else {
-            var socketAddress = sockaddr_in()
-            socketAddress.sin_family = sa_family_t(AF_INET)
-            socketAddress.sin_port = port.bigEndian
-            socketAddress.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            result = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    Glibc.bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
-        if result == 0 { result = listen(descriptor, 16) }
-        guard result == 0 else {
-            let number = errno
-            _ = Glibc.close(descriptor)
-            throw .cannotListen(address: address, port: port, errorNumber: number)
-        }
-        return descriptor
     }
 
     /// CLOCK_MONOTONIC in milliseconds: never moved by a wall-clock change.
