@@ -153,7 +153,7 @@ $path_hint
   5. For containers, sandboxes:  systemctl --user enable --now portal-token-agent.socket
                                  docker run -v \$XDG_RUNTIME_DIR/portal-token/agent-restricted.sock:/run/portal-token.sock ...
      It serves nothing there until a rule admits the caller: the refusal and 'portal-token agent
-     --check-rules' print that rule for $config_home/portal-token/agent.rules (then restart the agent).
+     --check-rules' print that rule for $config_home/portal-token/agent.rules (read again when it changes).
      The unit does not see variables exported in a shell: settings go in $config_home/portal-token/config.
   Manual: man portal-token, man portal-token-agent.rules (the rules), $prefix/share/doc/portal-token/
   Completions: open a new shell (zsh: fpath+=($data_home/zsh/site-functions))
