@@ -320,11 +320,10 @@ final class AgentRouter: Sendable {
         } catch {
             let failure = CLIError(error)
             context?.recordAudit(error: error, exitCode: failure.exitCode.rawValue)
-            var text = "portal-token: error: \(failure.message)\n"
-            if let hint = failure.hint { text += "hint: \(hint)\n" }
+            let response = HTTPServerResponse.failure(
+                Self.status(of: error), failure.message, hint: failure.hint, exit: failure.exitCode)
             return Answer(
-                status: Self.status(of: error), body: Array(text.utf8), contentType: Self.gitType,
-                exit: failure.exitCode)
+                status: response.status, body: response.body, contentType: Self.gitType, exit: failure.exitCode)
         }
     }
 
@@ -415,19 +414,11 @@ final class AgentRouter: Sendable {
         }
     }
 
-    /// An answer the agent makes itself, as the error funnel words one, with exit code 4 for a
-    /// refusal (the client cannot reach the store) and 2 for a malformed request.
+    /// An answer the agent makes itself, with exit code 4 for a refusal (the client cannot reach
+    /// the store) and 2 for a malformed request.
     static func refusal(_ status: Int, _ message: String, hint: String?, more: String = "") -> Reply {
         let exit: ExitCode = status == 400 || status == 404 || status == 405 ? .usage : .storage
-        var text = "portal-token: error: \(message)\n"
-        if let hint { text += "hint: \(hint)\n" }
-        text += more
-        let response = HTTPServerResponse(
-            status: status,
-            headers: [
-                HTTPHeader(exitHeader, String(exit.rawValue)), HTTPHeader("Content-Type", "text/plain; charset=utf-8"),
-            ], body: Array(text.utf8))
-        return Reply(response: response, refused: true)
+        return Reply(response: .failure(status, message, hint: hint, exit: exit, more: more), refused: true)
     }
 
     /// `a=b&c=d`, percent-decoded; a key given twice keeps its first value.
@@ -463,5 +454,19 @@ final class AgentRouter: Sendable {
         guard !text.isEmpty, let request = try? DockerCredentialHelper.request(for: text), let host = request.host
         else { return nil }
         return host.gitHost.lowercased()
+    }
+}
+
+extension HTTPServerResponse {
+    /// An answer the agent or the proxy makes itself, worded as the error funnel words one, with
+    /// the exit code a local run would have had (`Portal-Token-Exit`): a client in client mode
+    /// prints it and exits with that code.
+    static func failure(_ status: Int, _ message: String, hint: String? = nil, exit: ExitCode, more: String = "")
+        -> HTTPServerResponse
+    {
+        var response = HTTPServerResponse.text(
+            status, "portal-token: error: \(message)\n" + (hint.map { "hint: \($0)\n" } ?? "") + more)
+        response.headers.insert(HTTPHeader(AgentRouter.exitHeader, String(exit.rawValue)), at: 0)
+        return response
     }
 }

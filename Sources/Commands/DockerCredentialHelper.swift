@@ -209,8 +209,13 @@ enum DockerCredentialHelper {
     /// their trailing slash, so Docker Hub's key gets its slash back: Docker matches that one
     /// key as written, and every other key by its host.
     static func url(of credential: Credential) -> String {
-        var text = credential.protocolName + "://" + (credential.host?.gitHost ?? "")
-        if let path = credential.path, !path.isEmpty { text += "/" + path }
+        url(protocolName: credential.protocolName, host: credential.host?.gitHost, path: credential.path)
+    }
+
+    /// The same from the fields, as `list --format json` gives them.
+    static func url(protocolName: String, host: String?, path: String?) -> String {
+        var text = protocolName + "://" + (host ?? "")
+        if let path, !path.isEmpty { text += "/" + path }
         return text + "/" == dockerHubServerURL ? dockerHubServerURL : text
     }
 }

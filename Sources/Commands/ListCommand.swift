@@ -62,10 +62,8 @@ struct ListCommand: Command {
         let field = { (item: JSONValue, name: String) in shown(item[name]?.stringValue ?? "") }
         var lines: [String] = credentials.map { credential in
             let url = DockerCredentialHelper.url(
-                of: Credential(
-                    protocolName: credential["protocol"]?.stringValue ?? "",
-                    host: credential["host"]?.stringValue.map { CredentialHost(gitHost: $0) },
-                    path: credential["path"]?.stringValue, username: "", password: Secret("")))
+                protocolName: credential["protocol"]?.stringValue ?? "", host: credential["host"]?.stringValue,
+                path: credential["path"]?.stringValue)
             return "credential  \(shown(url))  \(field(credential, "username"))"
         }
         lines += sessions.map { session in

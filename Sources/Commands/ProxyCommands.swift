@@ -135,7 +135,7 @@ final class PortalProxy: @unchecked Sendable {
                             + RefusalAudit.unloggedNote(line.unwrittenRefusals))
                     for text in AgentRouter.logged(suggestion) { log?(text) }
                 }
-                var response = Self.ownAnswer(
+                var response = HTTPServerResponse.failure(
                     403, "the proxy refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
                     exit: .storage, more: suggestion)
                 response.headers.append(HTTPHeader(Self.decidedByHeader, decision.decidedBy))
@@ -149,7 +149,8 @@ final class PortalProxy: @unchecked Sendable {
             line.outcome = .refused
             line.status = status
             line.written = throttle(unmarked ? .unnamed : .named)
-            exchange.refuse(Self.ownAnswer(status, "the proxy refused the request: \(reason)", exit: .storage))
+            exchange.refuse(
+                HTTPServerResponse.failure(status, "the proxy refused the request: \(reason)", exit: .storage))
         case .forward(let proxied):
             // Past the rules and checks: a body that streams slowly keeps its connection.
             exchange.admit()
@@ -165,7 +166,7 @@ final class PortalProxy: @unchecked Sendable {
             guard sessions.allowsBearer(url) else {
                 line.status = 502
                 try? exchange.answer(
-                    Self.ownAnswer(
+                    HTTPServerResponse.failure(
                         502, "the proxy's configured API host may not receive the session token", exit: .usage))
                 return
             }
@@ -200,7 +201,7 @@ final class PortalProxy: @unchecked Sendable {
                 default: status = 502
                 }
                 line.status = status
-                try? exchange.answer(Self.ownAnswer(status, "the proxy: \(error.message)", exit: .network))
+                try? exchange.answer(HTTPServerResponse.failure(status, "the proxy: \(error.message)", exit: .network))
             }
             return
         }
@@ -238,19 +239,9 @@ final class PortalProxy: @unchecked Sendable {
         default: status = 500
         }
         let failure = CLIError(error)
-        try? exchange.answer(Self.ownAnswer(status, failure.message, hint: failure.hint, exit: failure.exitCode))
+        try? exchange.answer(
+            HTTPServerResponse.failure(status, failure.message, hint: failure.hint, exit: failure.exitCode))
         return status
-    }
-
-    /// An answer the proxy makes itself, worded as the error funnel words one, with the exit code
-    /// a local run would have had (`Portal-Token-Exit`): a client in client mode exits with it.
-    static func ownAnswer(_ status: Int, _ message: String, hint: String? = nil, exit: ExitCode, more: String = "")
-        -> HTTPServerResponse
-    {
-        var response = HTTPServerResponse.text(
-            status, "portal-token: error: \(message)\n" + (hint.map { "hint: \($0)\n" } ?? "") + more)
-        response.headers.append(HTTPHeader(AgentRouter.exitHeader, String(exit.rawValue)))
-        return response
     }
 
     /// The caller the listener knows: on a Unix socket the kernel's identity of it, as the

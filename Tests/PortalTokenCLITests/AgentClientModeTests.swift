@@ -185,6 +185,13 @@ struct AgentClientModeTests {
         let gone = try harness.sandboxed([tool, "token"])
         #expect(gone.exitCode == 4 && gone.stderr.contains("decided by default"), "\(gone.stderr)")
         #expect(harness.log.contains("it is gone, so the default alone decides"))
+
+        // A file another user could have written grants nothing, however generous.
+        try write(Self.sandboxRules)
+        chmod(rulesPath, 0o666)
+        let foreign = try harness.sandboxed([tool, "token"])
+        #expect(foreign.exitCode == 4 && foreign.stderr.contains("decided by default"), "\(foreign.stderr)")
+        #expect(harness.log.contains("others may write to it (mode 666)"), "\(harness.log)")
         // The agent's own user was served throughout.
         #expect(try harness.client(["token"]).stdout == token + "\n")
     }
