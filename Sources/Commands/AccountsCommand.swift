@@ -7,21 +7,27 @@ struct AccountsCommand: Command {
     static let name = "accounts"
     static let summary = "List the accounts signed in here and say which applies here; bind a directory to one"
     static let details = """
-        Without arguments: every account signed in on this machine (auth environment, end user,
-        API host), every directory bound to an account, and the account this directory uses
-        and why. A command picks its account by, in order: --env ID (with --end-user ID), or
-        PORTAL_AUTH_ENVIRONMENT_ID (with PORTAL_END_USER_ID); the account bound to this
-        directory or the nearest one above it; the config file's auth-environment-id (and
-        end-user), the named default; the one account signed in here; the one session stored.
-        Several, and none chosen, is exit 2 listing them. git's requests choose too: a
-        username in the request (credential.<url>.username) names the end user.
-        use ENV [END_USER] binds this directory, and every directory below it, to that account;
-        use --unset removes this directory's binding. Bindings live in portal-token's own
-        accounts file, never in the directory, so nothing a repository carries chooses an
-        account; changing one changes nothing for a shell elsewhere. --format json prints
-        {"accounts":[{"authEnvironmentId","endUserId","apiHost"}],"directories":[{"path",
-        "authEnvironmentId","endUserId"}],"here":{"authEnvironmentId","endUserId","chosenBy"}
-        or null,"hereError"}.
+        Without arguments: every account signed in on this machine (auth environment,
+        end user, API host), every directory bound to an account, and the account this
+        directory uses and why; never a token. A command picks its account by, in
+        order: --env ID (with --end-user ID), or PORTAL_AUTH_ENVIRONMENT_ID (with
+        PORTAL_END_USER_ID); the account bound to this directory or the nearest one
+        above it; the config file's auth-environment-id (and end-user), the named
+        default; the one account signed in here; the one session stored. Several, and
+        none chosen, is exit 2 listing them. git's requests choose too: a username in
+        the request (credential.<url>.username) names the end user.
+
+        use ENV [END_USER] binds this directory, and every directory below it, to that
+        account, signed in yet or not; use --unset removes this directory's binding.
+        Bindings live in portal-token's own accounts file, never in the directory, so
+        nothing a repository carries chooses an account; git runs portal-token in the
+        repository, so a binding chooses the account of its pushes and fetches too.
+        Changing one changes nothing for a shell elsewhere. Exit 4 when the accounts
+        file cannot be changed.
+
+        --format json prints {"accounts":[{"authEnvironmentId","endUserId","apiHost"}],
+        "directories":[{"path","authEnvironmentId","endUserId"}],"here":
+        {"authEnvironmentId","endUserId","chosenBy"} or null,"hereError"}.
         """
 
     let json: Bool

@@ -6,46 +6,68 @@ struct AgentCommand: Command {
     static let name = "agent"
     static let summary = "Serve the token and the credential store on a Unix socket, to containers and sandboxes"
     static let details = """
-        Runs in the foreground, serving HTTP/1.1 on $XDG_RUNTIME_DIR/portal-token/agent.sock and,
-        for forwarding into containers or over ssh, the read-only
-        $XDG_RUNTIME_DIR/portal-token/agent-restricted.sock (sockets 0600 in a 0700 directory).
-        Under systemd socket activation (portal-token-agent.socket) it serves the sockets it
-        was given. Each caller is identified by the kernel (uid, pid, user namespace, cgroup,
-        container, Flatpak app, systemd unit, executable), and the rules file
-        ($XDG_CONFIG_HOME/portal-token/agent.rules) decides what it may do. Without a rule, the
-        same user in the same user namespace, outside containers, may do everything on the main
-        socket; every other caller, and everything on the restricted socket, is refused.
+        Runs in the foreground, serving HTTP/1.1 on
+        $XDG_RUNTIME_DIR/portal-token/agent.sock and, for forwarding into containers or
+        over ssh, the read-only $XDG_RUNTIME_DIR/portal-token/agent-restricted.sock
+        (sockets 0600 in a 0700 directory). Under systemd socket activation
+        (portal-token-agent.socket) it serves the sockets it was given. Each caller is
+        identified by the kernel (uid, pid, user namespace, cgroup, container, Flatpak
+        app, systemd unit, executable), and the rules file
+        ($XDG_CONFIG_HOME/portal-token/agent.rules) decides what it may do. Without a
+        rule, the same user in the same user namespace, outside containers, may do
+        everything on the main socket; every other caller, and everything on the
+        restricted socket, is refused. The restricted socket never stores, erases or
+        locks, whatever a rule grants.
 
         Endpoints: GET /v1/token, /v1/status, /v1/exec-credential, /v1/list;
-        POST /v1/git/get|store|erase|capability (git's credential protocol as the body);
-        POST /v1/docker/get|store|erase|list (Docker's helper input as the body).
-        Any other path is proxied to the Portal API with the session token added, as
-        portal-token proxy does, for callers the rules allow (allow proxy; by default the
-        same user may use the client API paths under /api/v3/clients/me).
+        POST /v1/lock; POST /v1/git/get|store|erase|capability (git's credential
+        protocol as the body); POST /v1/docker/get|store|erase|list (Docker's helper
+        input as the body). Any other path is proxied to the Portal API with the session
+        token added, as portal-token proxy does, for callers the rules allow (allow
+        proxy; by default the same user may use the client API paths under
+        /api/v3/clients/me). The settings flags the agent is started with hold for every
+        request it serves.
+
         Clients: PORTAL_TOKEN_AGENT_SOCK=PATH (or --agent-socket PATH) makes get, store,
-        erase, token, exec, exec --proxy, exec-credential, api, refresh, status, list, lock
-        and the Docker helper use the agent (api, refresh and exec --proxy through its proxy),
-        each exchange bounded by agent-timeout-ms (10000); or curl --unix-socket PATH
-        http://localhost/v1/token.
+        erase, token, exec, exec --proxy, exec-credential, api, refresh, status, list,
+        lock, proxy and the Docker helper use the agent (api, refresh, proxy and
+        exec --proxy through its proxy), with the same output and exit codes; login,
+        redirect, verify-totp, logout, migrate and unlock are refused naming the agent
+        (exit 4). A socket whose listener is another uid is refused before anything is
+        sent (exit 4), as is an agent that cannot be reached or does not answer within
+        agent-timeout-ms (10000). Or: curl --unix-socket PATH http://localhost/v1/token.
 
-        Refusals (20 at once, then one every 6 seconds, the rest counted), and with --verbose
-        every request, are logged on stderr; a refusal ends its connection. SIGTERM or SIGINT
-        stop it; with --idle-exit it stops once no client has connected for that long. The rules
-        file is read again when it changes, before the next request it judges; a file with a
-        mistake keeps the rules read before in force and is logged once, naming its line. A
-        refusal's answer and log line carry the rule that would admit that caller to that
-        request alone.
+        Refusals (20 at once, then one every 6 seconds, the rest counted), and with
+        --verbose every request, are logged on stderr; a refusal ends its connection. A
+        refusal's answer and log line carry the rule that would admit that caller to
+        that request alone. The rules file is read again when it changes, before the
+        next request it judges; a file with a mistake keeps the rules read before in
+        force and is logged once, naming its line. SIGTERM, SIGINT or SIGHUP stop the
+        agent, and it removes the sockets it made. --idle-exit takes 1 to 86400 seconds.
 
-        --check-rules reads the rules file (FILE, else --rules, else the default) and reports
-        a mistake naming its line (exit 2); then it asks the agent on --socket (default the
-        main socket) for the last refusals it keeps in memory (GET /v1/refusals, served to the
-        agent's own user alone), and says for each which rule of the file decides it now and
-        prints the rule that would admit it. With --caller 'uid=N cgroup=PATH exe=PATH
-        user-namespace=same|other flatpak-info socket=main|restricted' (and --asks 'token ENV',
-        'git-get HOST', … as a grant names it) it judges that caller instead: exit 0 allowed,
-        1 refused. The syntax: man portal-token-agent.rules.
-        Under systemd the agent does not see variables exported in a shell: put settings in
-        ~/.config/portal-token/config (or use systemctl --user set-environment, or a drop-in).
+        It will not start (exit 2) with a rules file, or a directory holding it, that is
+        another user's or that others may write to, nor with a rules file that has a
+        line that is not UTF-8 or holds a control character (a tab aside, and a CR right
+        before the LF), or a rule with no condition (write any-caller for a rule that
+        applies to every caller): the error names the line. Nor will it start (exit 4)
+        in a socket directory another user owns or may write to; it replaces a socket
+        only when it is a stale one of the user's own. Under systemd the agent does not
+        see variables exported in a shell: put settings in ~/.config/portal-token/config
+        (or use systemctl --user set-environment, or a drop-in).
+
+        With --check-rules it serves nothing: it reads the rules file (FILE, else
+        --rules, else the default) as the agent does and reports a mistake naming its
+        line (exit 2); then it asks the agent on --socket (default the main socket) for
+        the refusals it keeps in memory (the last 32, from GET /v1/refusals, served to
+        the agent's own user alone), and says for each which rule of the file decides it
+        now and prints the rule that would admit it. No agent answering: it says so,
+        exit 0.
+
+        With --check-rules --caller it judges the caller described instead (its fields
+        separated by spaces or commas; gid=N is taken too; the uid is yours and the
+        socket main unless named), asking what --asks names: it prints the rule that
+        decides and, when refused, the rule that would admit it; exit 0 allowed,
+        1 refused. The rules file's syntax: man portal-token-agent.rules.
         """
 
     let socketPath: String?

@@ -6,14 +6,23 @@ struct AuditCommand: Command {
     static let summary = "Show what used your credentials, when and from where (the audit log)"
     static let details = """
         Reads the audit log, $XDG_STATE_HOME/portal-token/audit.jsonl
-        (~/.local/state/portal-token/audit.jsonl), and the file it was last rotated to,
-        oldest first: one row per credential event, with its time (UTC), operation, outcome,
-        host or auth environment, end user, token fingerprint and the program that asked.
-        The same fingerprint is the same token; a new sign-in gets a new one. The log holds
-        no token, password or command line.
-        --since DURATION shows only the last 90s, 30m, 24h, 7d (seconds, minutes, hours,
-        days). --format json prints the lines as they are stored.
-        The log is on unless 'audit-log = off' is in your own config file.
+        (~/.local/state/portal-token/audit.jsonl), and audit.jsonl.1, the file it was
+        last rotated to, oldest first: one row per credential event, with its time
+        (UTC), operation, outcome (with the HTTP status, and whether it ended the
+        session), host or auth environment, end user, token fingerprint, process ID and
+        the program that asked (the one that started portal-token, git or a shell say;
+        through the agent, the caller's executable, container, Flatpak app or unit, and
+        the socket). The same fingerprint is the same token; a new sign-in gets a new
+        one. The log holds no token, password or command line; a line that is not a JSON
+        object with a time is left out. With no events to show, it says so on stderr.
+
+        With --since, DURATION is a whole number followed by s, m, h or d (seconds,
+        minutes, hours, days). With --format json, the lines are printed as they are
+        stored, and nothing when there are none.
+
+        The log is on unless the line audit-log = off is in your own config file.
+        Exit 0; 2 for a wrong DURATION or with neither XDG_STATE_HOME nor HOME set, 4
+        when the log cannot be read.
         """
 
     let json: Bool

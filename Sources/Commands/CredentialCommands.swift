@@ -26,7 +26,9 @@ private func helper(_ context: Context) throws -> CredentialHelper {
 
 private let protocolDetails = """
     Reads git's credential protocol on stdin: key=value lines, ended by a blank
-    line or EOF (see gitcredentials(7)). Unknown keys are ignored.
+    line or EOF (see gitcredentials(7)). Unknown keys are ignored. A request for a
+    Portal origin concerns the Portal session, not the store: the session of the
+    end user its username names, else that of the account in use.
     """
 
 struct GetCommand: Command {
@@ -37,19 +39,31 @@ struct GetCommand: Command {
         protocolDetails + """
 
 
-            Prints username, password, and password_expiry_utc / oauth_refresh_token when
-            stored; prints nothing when no credential matches. A credential whose
-            password_expiry_utc has passed is never printed. Without a username, the most
-            recently stored match is printed.
+            Prints the matching credential's username, password, and password_expiry_utc
+            and oauth_refresh_token when stored; prints nothing, exit status 0, when no
+            credential matches. The request needs a protocol and a host (or path). Without
+            a username, the most recently stored match is printed. A credential whose
+            password_expiry_utc has passed is never printed.
 
-            git 2.46+: a request with capability[]=authtype also gets authtype and
-            credential when stored (a Portal host: authtype=Bearer, credential=<token>,
-            ephemeral=1 instead of a password); one with capability[]=state gets
+            git 2.46 and later: a request with capability[]=authtype also gets the stored
+            authtype and credential, each capability[] line before the values that depend
+            on it; a credential stored with only those is given to such requests alone. A
+            stored credential given to a request with capability[]=state also carries
             state[]=portal-token:served.
 
-            Script mode: when stdin is a terminal or carries no attribute at all
-            (portal-token get </dev/null), prints the signed-in session's token alone.
-            Scripts should use 'portal-token token', which never reads stdin.
+            A Portal origin gets the end user as username, the token as password and the
+            sliding expiry as password_expiry_utc; with capability[]=authtype, it gets
+            authtype=Bearer, credential=<token> and ephemeral=1 instead, and no password.
+            Not signed in (as the end user named, if any), it gets nothing, exit status 0,
+            as git expects of a helper.
+
+            Script mode: when stdin is a terminal or carries no attribute at all (end of
+            file or a lone blank line, as in portal-token get </dev/null), prints the
+            configured environment's session token alone on one line; with --format json,
+            {"authEnvironmentId", "endUserId", "expiresAt", "token"} instead, expiresAt in
+            RFC 3339. Exit status 1 when not signed in; 3, 4 and 5 as for token. Scripts
+            should use 'portal-token token', which never reads stdin: script mode cannot
+            tell a loop's input or a silent open pipe from a credential request.
             """
 
     let json: Bool
@@ -131,11 +145,19 @@ struct StoreCommand: Command {
         protocolDetails + """
 
 
-            Needs protocol, host (or path), username and password; replaces the credential
-            stored for the same protocol, host, path and username. password_expiry_utc and
-            oauth_refresh_token are kept with it. With capability[]=authtype, authtype and
-            credential are kept too (a username and password are then optional). A
-            credential marked ephemeral=1 is never stored.
+            Needs protocol, host (or path), username and password; a request lacking one is
+            ignored. Replaces the credential stored for the same protocol, host, path and
+            username; password_expiry_utc and oauth_refresh_token are kept with it. With
+            capability[]=authtype, authtype and credential are kept too (a username and
+            password are then optional). A credential marked ephemeral=1 is never stored.
+            When the request carries state[]=portal-token:served and the store already
+            holds exactly that credential (the one a get just served), nothing is written.
+
+            For a Portal origin, this is git's approve: the session's token, as password or
+            credential, ephemeral or not, slides the session's expiry. Another token (one
+            minted by the user's own backend) is adopted as the session of the end user
+            the username names, kept beside any other end user's session; marked
+            ephemeral=1, it is not adopted, and with no username it is exit status 2.
             """
 
     init(arguments: ParsedArguments) throws(CLIError) {}
@@ -183,9 +205,15 @@ struct EraseCommand: Command {
         protocolDetails + """
 
 
-            Removes every match. With a password (or credential) in the request, removes
-            only entries whose stored password (or credential) equals it. A pattern with no
-            protocol, host, path or username removes nothing.
+            Removes every stored credential that matches. With a password (or credential)
+            in the request, removes only entries whose stored password (or credential)
+            equals it. A pattern with no protocol, host, path or username removes nothing.
+
+            For a Portal origin: with the session's token as password or credential (as
+            git sends it after a 401), the session is invalidated: removed, the hook run
+            with reason unauthorized, exit status 3. Without a password or credential, the
+            session is removed and the hook does not run; with another one, nothing
+            changes.
             """
 
     init(arguments: ParsedArguments) throws(CLIError) {}

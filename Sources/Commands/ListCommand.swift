@@ -4,12 +4,16 @@ struct ListCommand: Command {
     static let name = "list"
     static let summary = "List stored credentials and Portal sessions (never a password or token)"
     static let details = """
-        Shows what the backend in use holds: each generic credential's protocol, host, path
-        and username, and every stored Portal session (auth environment, end user and
-        expires-at), whichever environment is configured. Never a password, token or other
-        secret. Exit 0, even when empty.
-        --format json prints {"credentials":[{"protocol","host","path","username"}],
-        "sessions":[{"authEnvironmentId","endUserId","expiresAt"}]}.
+        Shows what the backend in use holds, and no other store: each generic
+        credential's protocol, host, path and username, and every stored Portal
+        session (auth environment, end user and expires-at), whichever environment is
+        configured. Never a password, token or other secret. No network call: a
+        session is listed as stored, not judged (status says whether it is still
+        usable). Control characters in stored text are shown escaped; with nothing
+        stored, it prints "nothing is stored". Exit status 0, even when empty.
+
+        With --format json, prints {"credentials":[{"host","path","protocol",
+        "username"}],"sessions":[{"authEnvironmentId","endUserId","expiresAt"}]}.
         """
 
     let json: Bool

@@ -4,16 +4,24 @@ struct LockCommand: Command {
     static let name = "lock"
     static let summary = "Drop every cached key and session copy at once, the agent's too"
     static let details = """
-        Drops every entry portal-token keeps in the kernel keyring (the user's persistent
-        keyring, named portal-token:…): the encrypted file store's cached keys, the Portal session's
-        copies and sign-in results kept in memory, for every store and environment of this
-        user. A running agent drops the ones it keeps too: in client mode
-        (PORTAL_TOKEN_AGENT_SOCK) only the agent's, as a store or erase would be judged; else the
-        agent listening on $XDG_RUNTIME_DIR/portal-token/agent.sock, if its socket is there.
-        Nothing stored is changed: the next command reads the store again, so the encrypted file
-        asks for its passphrase. It does not lock the desktop keyring; lock that with the desktop
-        (or the screen lock). The caches also empty themselves: key-cache-timeout seconds after
-        their last use, key-cache-max seconds at most.
+        Drops every entry portal-token keeps in the kernel keyring (the user's
+        persistent keyring, named portal-token:…): the encrypted file store's cached
+        keys, the Portal session's copies and sign-in results kept in memory, for every
+        store and environment of this user. Afterwards this lists none:
+
+          keyctl session - sh -c 'keyctl show $(keyctl get_persistent @s)'
+
+        A running agent drops the ones it keeps too: in client mode
+        (PORTAL_TOKEN_AGENT_SOCK) only the agent's, judged as a store or erase is (so
+        the agent's restricted socket refuses it); else the agent listening on
+        $XDG_RUNTIME_DIR/portal-token/agent.sock, if its socket is there (one that does
+        not answer within 2 seconds is passed over).
+
+        Nothing stored is changed: the next command reads the store again, so the
+        encrypted file asks for its passphrase. It does not lock the desktop keyring;
+        lock that with the desktop (or the screen lock). The caches also empty
+        themselves: key-cache-timeout seconds after their last use, key-cache-max
+        seconds at most.
         """
 
     /// How long a local `lock` waits for an agent it found: the agent answers from memory.
@@ -58,15 +66,21 @@ struct UnlockCommand: Command {
     static let isRefusedInClientMode = true
     static let summary = "Unlock the keyring (or open the encrypted file) from this terminal"
     static let details = """
-        For a session with no desktop to show the keyring's own dialog, over ssh say. With the
-        Secret Service in use, asks for the default keyring's password on the terminal (echo
-        off) and gives it to the keyring, which checks it: gnome-keyring takes it; KWallet and
-        KeePassXC unlock only in their own window, and unlock says so (exit 4). A wrong
-        password is asked again, three tries in all. With the encrypted file in use, opens it:
-        the passphrase comes from its source or the terminal, and the key is kept for later
-        commands (key-cache-timeout). Already unlocked: says so, exit 0. Asking needs a
-        terminal where prompts are allowed (GIT_TERMINAL_PROMPT=0 and credential.interactive
-        rule them out): otherwise a locked keyring is exit 4.
+        For a session with no desktop to show the keyring's own dialog, over ssh say.
+        With the Secret Service in use, asks for the default keyring's password on the
+        terminal (echo off) and gives it to the keyring, which checks it; a wrong
+        password is asked again, three tries in all. gnome-keyring takes a password this
+        way; KWallet and KeePassXC unlock only in their own window, and unlock says so
+        (exit 4).
+
+        With the encrypted file in use, opens it: the passphrase comes from its source,
+        else the terminal, and the key is kept for later commands (key-cache-timeout),
+        as any read keeps it. A file that does not exist yet: says so, exit 0.
+
+        Already unlocked: says so, exit 0. Asking needs a terminal where prompts are
+        allowed (GIT_TERMINAL_PROMPT=0 and credential.interactive rule them out):
+        otherwise a locked keyring is exit 4, with nothing asked. In client mode
+        (PORTAL_TOKEN_AGENT_SOCK) unlock is refused naming the agent, exit 4.
         """
 
     init(arguments: ParsedArguments) throws(CLIError) {}

@@ -6,20 +6,32 @@ struct MigrateCommand: Command {
     static let isRefusedInClientMode = true
     static let summary = "Move every item from the other store into the named one"
     static let details = """
-        One store is in use at a time. When the other one also holds items (a file left from
-        a time without a keyring, say), migrate copies each git credential, Portal session and
-        waiting two-factor step into the store named by --to, from the store named by --from:
-        by default the file for --to secret-service or --to vault, and the keyring for --to
-        file (--from vault --to file moves a host off the Vault store); where that store already holds
-        an item of the same slot at least as new (by the items' modification times), the one
-        already there is kept. Only once everything is written is the other store moved aside: the
-        encrypted file is renamed to <file>.migrated-<UTC time> (it still opens with its
-        passphrase); keyring and Vault items are deleted, the older copy of a slot the destination
-        kept included, so one copy of each slot remains, the newest. Then the store named by --to
-        is the one in use: where the settings would choose another (auto picks the keyring while
-        one is registered), backend = <store> is written to the config file, and said. A
-        --backend flag or PORTAL_TOKEN_BACKEND naming another store is not changed: migrate
-        says so. Prints what it did on stderr.
+        One store is in use at a time, and lookups never mix two; status says when the
+        other one also holds items (a file left from a time without a keyring, say).
+        migrate copies each git credential, Portal session and waiting two-factor step
+        into the store named by --to, from the store named by --from: by default the
+        file for --to secret-service or --to vault, and the keyring for --to file
+        (--from vault --to file moves a host off the Vault store). Where the destination
+        already holds an item of the same slot at least as new (by the items'
+        modification and creation times), the one already there is kept.
+
+        Only once everything is written is the other store moved aside: the encrypted
+        file is renamed to <file>.migrated-<UTC time> (it still opens with its
+        passphrase); keyring and Vault items are deleted, the older copy of a slot the
+        destination kept included, so one copy of each slot remains, the newest. The
+        session copies cached in the kernel keyring are dropped.
+
+        Then the store named by --to is the one in use: where the settings would choose
+        another (auto picks the keyring while one is registered), backend = <store> is
+        written to the config file, and migrate says so in one line. A --backend flag or
+        PORTAL_TOKEN_BACKEND naming another store is left alone, with a warning. Prints
+        what it did on stderr: how many items it moved, how many newer ones it kept, and
+        where the other store went.
+
+        When the store to move from holds nothing, migrate says so: exit 0. With
+        --to secret-service and no Secret Service provider registered on the session bus
+        it is exit 4, and so is migrate in client mode (PORTAL_TOKEN_AGENT_SOCK),
+        refused naming the agent.
         """
 
     let destination: BackendChoice.Backend

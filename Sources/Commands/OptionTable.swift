@@ -128,15 +128,20 @@ public struct CommandSpec: Sendable {
 
     /// The usage line(s), without the leading "usage: ": as written, else each option in
     /// brackets, then the operands.
-    public var usage: String {
-        let lines =
-            forms ?? [
-                (["portal-token", name]
-                    + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
-                    + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")
-            ]
-        return lines.joined(separator: "\n       ")
+    public var usage: String { usageLines.joined(separator: "\n       ") }
+
+    /// One line per form of the command, each starting with "portal-token".
+    public var usageLines: [String] {
+        forms ?? [
+            (["portal-token", name]
+                + options.map { "[--" + $0.long + ($0.valueName.map { " " + $0 } ?? "") + "]" }
+                + positionals.map { $0.optional ? "[\($0.name)]" : $0.name }).joined(separator: " ")
+        ]
     }
+
+    /// The command's prose, which its help prints after the options and the man page's COMMANDS
+    /// entry after its summary.
+    public var details: String { PortalTokenCLI.commands.first { $0.name == name }?.details ?? "" }
 
     /// The "Options:" block of the command's help; empty when it takes none.
     var optionsText: String {

@@ -246,7 +246,10 @@ public enum PortalTokenCLI {
 struct VersionCommand: Command {
     static let name = "version"
     static let summary = "Print portal-token's version"
-    static let details = "The same line as portal-token --version: the name and the version."
+    static let details = """
+        The same line as portal-token --version: the name and the version. It reads no
+        setting, so it prints that line whatever the config file holds.
+        """
     static var line: String { "portal-token \(PortalTokenCLI.version)" }
 
     init(arguments: ParsedArguments) throws(CLIError) {}

@@ -318,25 +318,39 @@ struct ProxyCommand: Command {
     static let name = "proxy"
     static let summary = "Serve the Portal API on a local port or socket, adding the session token"
     static let details = """
-        A reverse proxy to the configured API host: a request to it goes to the same path on
-        the API host, with Authorization: Bearer and the session token added when the request
-        carries no Authorization of its own (one it carries passes untouched). The token never
-        leaves portal-token. Only the methods and path prefixes allowed (default: GET, HEAD,
-        POST, PUT, PATCH and DELETE under /api/v3/clients/me) are forwarded; redirects are
-        passed back, never followed; http_proxy and the like are ignored.
+        A reverse proxy to the configured API host, never an open one: a request to it
+        goes to the same path on the API host, with Authorization: Bearer and the
+        session token added when the request carries no Authorization of its own (one it
+        carries passes untouched). The token never leaves portal-token. Only the methods
+        and path prefixes allowed (default: GET, HEAD, POST, PUT, PATCH and DELETE under
+        /api/v3/clients/me) are forwarded, another method getting 405 and another path
+        403; a request in absolute form is refused, redirects are passed back, never
+        followed, and http_proxy and the like are ignored. Bodies stream in both
+        directions.
 
-        --listen 127.0.0.1:PORT (the default, PORT 0 for any free port) prints
-        PORTAL_API_HOST, PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER and
-        PORTAL_TOKEN_PROXY_CREDENTIAL lines on stdout. Every request must then carry Host
-        127.0.0.1:PORT (or localhost:PORT) and the header Portal-Token-Proxy with the
-        credential: without it the answer is 412, with another value 403. --socket PATH
-        serves on a Unix socket (0600, in a directory only you can write) instead, to
-        processes the rules file allows ($XDG_CONFIG_HOME/portal-token/agent.rules, the
-        agent's: allow proxy); by default your own user in your own user namespace, outside
-        containers, refused callers getting 403. The agent's sockets serve the same proxy.
+        A 401 from Portal ends the session (the on-session-invalidated hook runs once)
+        and is passed back; every accepted request slides the expiry, as api does. In
+        client mode (PORTAL_TOKEN_AGENT_SOCK) requests go on to the agent's own proxy,
+        which adds the token; the agent's sockets serve the same proxy.
 
-        A 401 from Portal ends the session (the on-session-invalidated hook runs once) and is
-        passed back; every accepted request slides the expiry, as api does. Runs until killed.
+        With --listen (the default), localhost:PORT or PORT alone names the same
+        loopback port; it prints PORTAL_API_HOST, PORTAL_TOKEN_PROXY_URL,
+        PORTAL_TOKEN_PROXY_HEADER and PORTAL_TOKEN_PROXY_CREDENTIAL lines on stdout.
+        Every request must then carry Host 127.0.0.1:PORT (or localhost:PORT), else 403,
+        and the header Portal-Token-Proxy with the credential: without it the answer is
+        412, with another value 403. It runs until killed.
+
+        With --socket, PATH is absolute; the socket is 0600, in a directory only you can
+        write, and serves the processes the rules file allows
+        ($XDG_CONFIG_HOME/portal-token/agent.rules, the agent's: allow proxy). Without a
+        rule, your own user in your own user namespace, outside containers, may send
+        what this proxy forwards; refused callers get 403. SIGTERM, SIGINT or SIGHUP
+        stop it after the requests in progress, and the socket is removed.
+
+        With --allow-path (repeatable), a path passes when it equals PREFIX or goes on
+        below it after a slash; paths with dot segments, empty segments, a semicolon or
+        encoded dots or slashes are refused whatever the prefixes. With --allow-method
+        (repeatable), METHOD is taken in any case, never CONNECT.
 
         """ + sessionSettings
 

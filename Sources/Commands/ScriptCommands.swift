@@ -30,9 +30,9 @@ enum SessionOutput {
 /// Follows a script command's own text, after the blank line that separates them.
 private let scriptSessionRules = """
     The session is read as script-mode get reads it: handed out with no network call
-    before its expiry, checked once with Portal after the 24-hour idle window, ended at
-    the 7-day cap. Exit 1 when not signed in, 3 when the session just ended, 4 when the
-    store cannot be read, 5 when Portal cannot be reached.
+    before its expiry, checked once with Portal after the 24-hour idle window, ended
+    at the 7-day cap. Exit status 1 when not signed in, 3 when the session just
+    ended, 4 when the store cannot be read, 5 when Portal cannot be reached.
 
     """ + sessionSettings
 
@@ -41,9 +41,12 @@ struct TokenCommand: Command {
     static let auditOperation: AuditOperation? = .token
     static let summary = "Print the Portal session token, for scripts (never reads stdin)"
     static let details = """
-        Prints the token alone on one line: TOKEN=$(portal-token token). With --format json,
-        prints {"token", "endUserId", "authEnvironmentId", "expiresAt"}. Never reads stdin, so
-        it is safe inside a 'while read' loop and on an open pipe.
+        Prints the configured environment's session token alone on one line:
+        TOKEN=$(portal-token token). With --format json, prints {"authEnvironmentId",
+        "endUserId", "expiresAt", "token"} instead, expiresAt in RFC 3339, as
+        script-mode get does. Never reads stdin, so it is safe inside a while read loop
+        and on an open pipe; scripts should prefer it to get.
+
 
         """ + scriptSessionRules
 
@@ -64,22 +67,32 @@ struct ExecCommand: Command {
     static let auditOperation: AuditOperation? = .exec
     static let summary = "Run a command with the session token in its environment"
     static let details = """
-        Replaces itself with COMMAND (found on PATH, as execvp does), whose environment gains
-        PORTAL_CLIENT_SESSION_TOKEN (or NAME with --token-var),
-        PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT (RFC 3339), PORTAL_AUTH_ENVIRONMENT_ID and
-        PORTAL_END_USER_ID (NAME cannot be one of those three, nor PATH). The token is never
-        in an argument. The exit code is COMMAND's;
-        127 when COMMAND is not found, 126 when it cannot be run (as env(1)).
-        Every word from COMMAND on is COMMAND's, with or without '--': settings flags
-        go before 'exec' (portal-token --env ID exec COMMAND).
+        Replaces itself (execvp) with COMMAND, found on PATH as the shell would find it,
+        whose environment gains PORTAL_CLIENT_SESSION_TOKEN (or NAME with --token-var),
+        PORTAL_CLIENT_SESSION_TOKEN_EXPIRES_AT (RFC 3339, when the session has an
+        expiry), PORTAL_AUTH_ENVIRONMENT_ID and PORTAL_END_USER_ID. NAME cannot be one
+        of the other three, nor PATH (exit status 2). The token is never in an argument.
+        COMMAND keeps portal-token's process ID, so signals reach it and the exit
+        status is COMMAND's: 127 when it is not found, 126 when it cannot be run, as
+        env(1) gives them.
 
-        With --proxy, COMMAND never gets the token. portal-token starts a proxy to the Portal
-        API on 127.0.0.1 for COMMAND alone (a random port and a random credential), runs
-        COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT, PORTAL_TOKEN_PROXY_URL,
-        PORTAL_TOKEN_PROXY_HEADER (Portal-Token-Proxy) and PORTAL_TOKEN_PROXY_CREDENTIAL in
-        its environment, and stops the proxy when COMMAND exits. Each request COMMAND sends
-        carries the header Portal-Token-Proxy: $PORTAL_TOKEN_PROXY_CREDENTIAL; the proxy adds
-        the bearer (see 'portal-token proxy --help'). SIGTERM and SIGHUP are passed on.
+        Every word from COMMAND on is COMMAND's, with or without '--': settings flags
+        go before exec (portal-token --env ID exec COMMAND). Descriptors portal-token
+        opened itself (a keyring connection, a lock) are closed in COMMAND; those it
+        was started with are passed on.
+
+        With --proxy, COMMAND never gets the token: portal-token starts a proxy to the
+        Portal API on 127.0.0.1 for COMMAND alone (any free port, a random credential),
+        runs COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT,
+        PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER (Portal-Token-Proxy),
+        PORTAL_TOKEN_PROXY_CREDENTIAL and PORTAL_AUTH_ENVIRONMENT_ID in its environment
+        (an inherited PORTAL_CLIENT_SESSION_TOKEN removed), and stops the proxy once
+        COMMAND has exited. Each request COMMAND sends carries the header
+        Portal-Token-Proxy: $PORTAL_TOKEN_PROXY_CREDENTIAL; the proxy adds the bearer
+        (see portal-token proxy --help). SIGTERM and SIGHUP are passed on; SIGINT and
+        SIGQUIT from the terminal reach COMMAND directly. The exit status is COMMAND's,
+        128 + N after signal N.
+
 
         """ + scriptSessionRules
 
@@ -203,10 +216,14 @@ struct ExecCredentialCommand: Command {
     static let summary = "Print the token as a Kubernetes ExecCredential (client-go credential plugin)"
     static let details = """
         Prints {"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
-        "status":{"token":…,"expirationTimestamp":…}}. Answers in v1beta1 when the apiVersion
-        in KUBERNETES_EXEC_INFO (set by kubectl and other client-go programs) asks for it.
-        In a kubeconfig: users[].user.exec with apiVersion, command: portal-token,
-        args: [exec-credential] and interactiveMode: Never.
+        "status":{"expirationTimestamp":…,"token":…}}, the expiry in RFC 3339 (left out
+        when the session has none). Answers in v1beta1 when the apiVersion in
+        KUBERNETES_EXEC_INFO (set by kubectl and other client-go programs) asks for it,
+        else in v1; a KUBERNETES_EXEC_INFO that is not JSON, or asks for another
+        apiVersion, is exit status 2. In a kubeconfig: users[].user.exec with
+        apiVersion, command: portal-token, args: [exec-credential] and
+        interactiveMode: Never.
+
 
         """ + scriptSessionRules
 

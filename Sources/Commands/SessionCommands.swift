@@ -5,19 +5,34 @@ import PortalTokenCore
 /// Follows a command's own text, after the blank line that separates them.
 let sessionSettings = """
 
-    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST
+    (PORTAL_API_HOST).
     """
 
 struct StatusCommand: Command {
     static let name = "status"
     static let summary = "Show the Portal session: end user, environment, backend and expiry"
     static let details = """
-        Never prints the token and makes no network call: it compares the stored record with
-        the clock. Exit 1 when not signed in, or when the session has passed its 7-day cap.
-        expires-at slides forward with every request Portal accepts; past it, the next use
-        asks Portal. Also shows a two-factor step waiting for verify-totp, the backend in use
-        and why, whether the other store also holds items (see migrate), and the setting that
-        rules prompts out, when one does (GIT_TERMINAL_PROMPT=0, credential.interactive).
+        Shows whether a session is stored, for which end user, the environment and
+        why it was chosen (a setting, the directory's binding, the named default, the
+        one remembered account, or the one stored session: see accounts), the backend
+        in use and why (the keyring as secret-service on PROVIDER), when the session
+        was issued, when it expires and its 7-day cap, a two-factor step waiting for
+        verify-totp, whether the other store also holds items (see migrate), and the
+        setting that rules prompts out, when one does (GIT_TERMINAL_PROMPT=0,
+        credential.interactive): then only what is stored answers.
+
+        Never prints the token and makes no network call: it compares the stored
+        record with the clock. expires-at slides forward with every request Portal
+        accepts; past it the next use asks Portal; past the 7-day cap the session has
+        ended. Exit 1 when not signed in or the session has ended.
+
+        --format json: signedIn, authEnvironmentId, authEnvironmentChosenBy, backend,
+        provider (the keyring's provider, or null), backendReason,
+        twoFactorStepWaiting and promptsRuledOutBy (the setting, or null); with a
+        session also endUserId, issuedAt, expiresAt and capAt (RFC 3339, or null),
+        ended and nextUseAsksPortal; twoFactorStep {endUserId, expiresAt} when a step
+        waits; otherStore when the other store holds items.
 
         """ + sessionSettings
 
@@ -128,9 +143,12 @@ struct LogoutCommand: Command {
     static let auditOperation: AuditOperation? = .logout
     static let summary = "Delete the stored Portal session (never runs the hook)"
     static let details = """
-        Also forgets what sign-ins left behind: a waiting two-factor step, and the memory of
-        redirects already exchanged, so a sign-in link opened again goes to Portal (which
-        refuses a spent one).
+        Deletes the chosen account's session: with --end-user ID, that end user's;
+        naming none, the one it would serve, and no other end user's. Also forgets what
+        sign-ins left behind, a waiting two-factor step and the memory of redirects
+        already exchanged, so a sign-in link opened again goes to Portal (which
+        refuses a spent one), and forgets the account; directories bound to it stay
+        bound. Exit 0 also when no session was stored.
 
         """ + sessionSettings
 
@@ -168,8 +186,10 @@ struct RefreshCommand: Command {
     static let auditOperation: AuditOperation? = .refresh
     static let summary = "Ask Portal whether the session is live, and slide its expiry"
     static let details = """
-        Sends one authenticated GET /api/v3/clients/me. On success the expiry slides; on a 401
-        the session ends, the on-session-invalidated hook runs, and the exit code is 3.
+        Sends one authenticated GET /api/v3/clients/me and says on stderr when the
+        session now expires. On success the expiry slides; on HTTP 401 the session
+        ends, the on-session-invalidated hook runs, and the exit status is 3; another
+        non-2xx status is exit 6. Exit 1 when not signed in.
 
         """ + sessionSettings
 
@@ -202,16 +222,25 @@ struct APICommand: Command {
     static let auditOperation: AuditOperation? = .api
     static let summary = "Send an authenticated request to the Portal API and print the response"
     static let details = """
-        PATH is a path such as /api/v3/clients/me (api/v3/clients/me is the same path, as
-        with gh api), or a URL on the configured API host; the session token goes to no other
-        origin. A space or control character in PATH is a
-        usage error: percent-encode it (%20); a -- before PATH ends the options. The response body goes to stdout, \
-        ending with a
-        newline. A non-2xx status is reported on stderr with exit 6; a 401 ends the session
-        (exit 3). The method is GET, or POST when --data is given. --data @FILE reads the
-        body from FILE (@- for stdin), at most 8 MiB; it must be JSON. -H (--header) adds a
-        header, and may be repeated; the headers portal-token sets itself (Authorization,
-        Host, Accept, Content-Type, Content-Length, User-Agent, X-Portal-Trace-Id) are refused.
+        PATH is a path such as /api/v3/clients/me (without its leading slash it is the
+        same path, as gh api takes it), or a URL on the configured API host; a URL on
+        any other origin is refused (exit 2) before a request is built, so the session
+        token goes to no other origin. In client mode (PORTAL_TOKEN_AGENT_SOCK) PATH
+        must be a path: the agent sends it to its own API host. A -- before PATH ends
+        the options; a space or control character in PATH is a usage error (exit 2):
+        percent-encode it (%20).
+
+        The response body goes to stdout, ending with a newline, as with gh api. A 2xx
+        answer slides the expiry; any other status is reported on stderr with exit 6;
+        HTTP 401 ends the session (exit 3).
+
+        -X: the method is uppercased; one that is not letters only is exit 2.
+
+        --data: the body must be JSON; from @FILE or @- it holds at most 8 MiB.
+
+        -H: may be repeated. The headers portal-token sets itself (Authorization,
+        Host, Accept, Content-Type, Content-Length, User-Agent, X-Portal-Trace-Id) are
+        refused (exit 2), as is a value with a line break or NUL.
 
         """ + sessionSettings
 

@@ -5,10 +5,20 @@ struct SetupGitCommand: Command {
     static let name = "setup-git"
     static let summary = "Make git use portal-token as its credential helper (or stop, with --unset)"
     static let details = """
-        Adds credential.helper portal-token to your global git config (git config --global
-        --add), after any helper already there, which it keeps; does nothing when it is there
-        already. --unset removes that one entry and no other helper. Says what it changed, on
-        stderr.
+        Adds credential.helper portal-token to your global git config (git config
+        --global --add), after any helper already there, which it keeps; does nothing
+        when the entry is there already. Says what it changed, on stderr. git asks its
+        helpers in order, so one listed earlier answers first: when it adds the entry
+        beside another helper, a hint says so (reordering is left to you), or, when a
+        plaintext store helper is in effect (git-credential-store, which writes every
+        password git approves to ~/.git-credentials), a warning names it, with the
+        command that removes it. That helper is kept too, as every other helper is.
+
+        With --unset, removes exactly that entry (git config --global --unset-all
+        credential.helper '^portal-token$') and no other helper.
+
+        Exit status 2, the global git config unchanged, when git cannot be run or git
+        config fails.
         """
 
     /// The value git runs as `git-credential-portal-token`.

@@ -4,17 +4,18 @@ import PortalTokenCore
 /// Follows a command's own text, after the blank line that separates them.
 private let redirectSettings = """
 
-    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
-    --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
-    (PORTAL_ACCOUNT_ABSTRACTED).
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST
+    (PORTAL_API_HOST), --redirect-url URL (PORTAL_REDIRECT_URL),
+    --account-abstracted true|false (PORTAL_ACCOUNT_ABSTRACTED).
     """
 
 private let loginSettings = """
 
-    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST),
-    --redirect-url URL (PORTAL_REDIRECT_URL), --account-abstracted true|false
-    (PORTAL_ACCOUNT_ABSTRACTED); for --email also PORTAL_MAGIC_LINK_FROM_EMAIL and
-    PORTAL_MAGIC_LINK_TEMPLATE_ID.
+    Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST
+    (PORTAL_API_HOST), --redirect-url URL (PORTAL_REDIRECT_URL),
+    --account-abstracted true|false (PORTAL_ACCOUNT_ABSTRACTED), --end-user ID
+    (PORTAL_END_USER_ID) for --with-token; for --email also
+    PORTAL_MAGIC_LINK_FROM_EMAIL and PORTAL_MAGIC_LINK_TEMPLATE_ID.
     """
 
 /// A browser opens a custom-scheme redirect URL through a launcher (xdg-open, gio open) that
@@ -48,10 +49,13 @@ struct MethodsCommand: Command {
     static let name = "methods"
     static let summary = "List the sign-in methods the auth environment allows"
     static let details = """
-        Asks Portal (GET /api/v3/auth/methods). Methods portal-token does not know are left
-        out. With --format json: {"allowedAuthMethods":[…],"autoCreateWallet":…}.
+        Asks Portal (GET /api/v3/auth/methods) and shows each method with the login
+        command that uses it, then whether Portal creates a wallet on sign-up
+        (autoCreateWallet). Methods portal-token does not know are left out. With
+        --format json: {"allowedAuthMethods":[…],"autoCreateWallet":…}.
 
-        Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST (PORTAL_API_HOST).
+        Settings: --env ID (PORTAL_AUTH_ENVIRONMENT_ID), --api-host HOST
+        (PORTAL_API_HOST).
         """
 
     let json: Bool
@@ -89,28 +93,57 @@ struct LoginCommand: Command {
     static let isRefusedInClientMode = true
     static let summary = "Sign in to Portal with a magic link, Google or Apple, or adopt a token"
     static let details = """
-        --with-token adopts a Client Session Token minted by your own backend, read from stdin
-        (never from an argument): one GET /api/v3/clients/me checks it (exit 6 and nothing
-        stored when Portal refuses it); the end user is --end-user, else the id Portal returns.
+        With --email, --google or --apple: needs --env and --redirect-url, completes a
+        two-factor step when the environment asks for one, and stores the session
+        before it reports success (exit 0).
 
-        --email sends a sign-in link to ADDRESS (trimmed and lowercased; it is never shown).
-        --google and --apple open the provider's page with xdg-open when a display is there,
-        or print its address on stderr (always with --no-browser).
+        With a loopback redirect URL (http://127.0.0.1:PORT/path or
+        http://localhost:PORT/path) login listens on that address and port only, for
+        that path only, and finishes the sign-in itself. The listener opens before
+        anything is sent, so a port in use (exit 2), like a store that cannot be read
+        (exit 4), fails before any email goes out or any grant exists. Other requests
+        on the port (such as /favicon.ico) get 404, an idle or slow connection is
+        closed after 10 seconds, and on a terminal a live line shows the time left. A
+        callback whose grant Portal refuses (any web page can send one) is reported on
+        stderr, and waiting goes on until the timeout. Ctrl-C (or SIGTERM) while
+        waiting stops at once with exit 130, the port released.
 
-        With a loopback redirect URL (http://127.0.0.1:PORT/path or http://localhost:PORT/path)
-        login listens on that address and port, for that path only, and finishes the sign-in
-        itself; it gives up after --timeout seconds (10 minutes for a link, 5 for Google and
-        Apple). A callback whose grant Portal refuses is reported, and waiting goes on.
-        With any other redirect URL the desktop handler, 'portal-token redirect', finishes
-        it. A browser opens a custom-scheme one through a launcher (xdg-open, gio open) that
-        holds it, grant included, in a command line other local users can read: unless /proc
-        is mounted with hidepid, login refuses it (exit 2) before anything is sent, and
-        PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK=true accepts the risk (with a warning). On a
-        terminal, a two-factor step shows the enrollment code when Portal sends one and asks
-        for the code, three tries at most.
+        With any other redirect URL the desktop handler, portal-token redirect,
+        finishes the sign-in, and login exits 0 once the link is sent or the page
+        opened. A browser opens a custom-scheme one through a launcher (xdg-open, gio
+        open) that holds it, grant included, in a command line other local users can
+        read: unless /proc is mounted with hidepid, login refuses it (exit 2) before
+        anything is sent, and redirect reads no URL;
+        PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK=true accepts the risk, and login then
+        warns on stderr.
 
-        Exit 0 once the session is stored; 1 when the browser never came back; 2 for a
-        custom-scheme redirect URL refused; 130 on Ctrl-C.
+        On a terminal where prompts are allowed, a two-factor step shows the
+        enrollment QR code and secret (first enrollment only) on the terminal itself,
+        never on stderr, then asks for the code with echo off, three tries at most. A
+        code that is not exactly six digits is refused before it is sent; a code
+        Portal refuses leaves the step usable. Otherwise the step waits for
+        verify-totp.
+
+        --email: ADDRESS is trimmed and lowercased, and never shown back; open the
+        link on this computer. Needs PORTAL_MAGIC_LINK_FROM_EMAIL and
+        PORTAL_MAGIC_LINK_TEMPLATE_ID. Portal limits links per address: a refusal is
+        exit 6, never retried.
+
+        --no-browser: the provider's address is printed on stderr, to be opened
+        elsewhere. Without it --google and --apple open the address with xdg-open when
+        DISPLAY or WAYLAND_DISPLAY is set, and print it otherwise (also when xdg-open
+        fails or a setting rules prompts out).
+
+        --timeout: how long the loopback listener waits for the browser; by default
+        600 seconds for a magic link (whose grant lives 15 minutes) and 300 for Google
+        and Apple, at most 3600. Giving up is exit 1.
+
+        --with-token adopts a Client Session Token minted by your own backend, read
+        from stdin, never from an argument (on a terminal it is asked for with echo
+        off, unless a setting rules prompts out: exit 2). One GET /api/v3/clients/me
+        checks it: a token Portal refuses is exit 6 and nothing is stored (the stored
+        session, if any, is left as it was). The end user is --end-user ID, else the
+        id that call returns; with neither, exit 6 and nothing stored.
 
         """ + loginSettings
 
@@ -307,21 +340,36 @@ struct RedirectCommand: Command {
     static let isRefusedInClientMode = true
     static let summary = "Finish a sign-in from the URL the browser was sent back to"
     static let details = """
-        With -, the URL is read from stdin, which keeps it off the process list. Given as
-        URL, it sits in this process's arguments, which any local user can read while it
-        runs; its grant works once, so prefer -. --dbus-activated is how the desktop
-        handler (io.portalhq.PortalToken.desktop) starts it: it takes the URL from the
-        session bus (org.freedesktop.Application.Open), never from the command line, answers
-        once the URL is checked, before the grant is exchanged (the exchange's outcome goes
-        to stderr and a notification), and leaves after 10 idle seconds; started by a
-        launcher that ignores DBusActivatable, it receives no URL and says so (exit 2).
+        Needs --env and --redirect-url. With -, the URL is read from stdin, which keeps
+        it off the process list. Given as URL, it sits in this process's arguments,
+        which any local user can read while it runs; its grant works once, so prefer -.
 
-        With a custom-scheme redirect URL configured, redirect reads no URL unless login
-        could accept one (/proc mounted with hidepid, or PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK
-        set to true): exit 2 otherwise. Exit 7 when the URL is not a sign-in redirect for this
-        configuration. A URL delivered again resolves to the session it produced, with
-        nothing sent, while that session is stored. On a terminal a two-factor step asks for
-        the code; without one the step waits for 'portal-token verify-totp'.
+        --dbus-activated: how the desktop x-scheme-handler starts it
+        (io.portalhq.PortalToken.desktop and io.portalhq.PortalToken.service, in
+        contrib/desktop): the session bus starts it and the launcher hands it the URL
+        in an org.freedesktop.Application.Open call, never on the command line; it
+        leaves after 10 idle seconds. It answers the call once the URL is checked,
+        before the grant is exchanged, so a launcher that was given the URL as an
+        argument (a Chromium-based browser runs xdg-open URL, which on GNOME runs gio
+        open URL) exits at once; the exchange's outcome goes to stderr (the session
+        bus's log) and a desktop notification. Those launchers still hold the URL,
+        readable by every local user, while they run: on a desktop, prefer a loopback
+        redirect URL. Started by a launcher that ignores DBusActivatable, it receives
+        no URL and says so, in a notification too (exit 2).
+
+        With a custom-scheme redirect URL configured, redirect reads no URL unless
+        login could accept one (/proc mounted with hidepid, or
+        PORTAL_TOKEN_ACCEPT_CUSTOM_SCHEME_RISK=true): exit 2 otherwise. Exit 7, with
+        nothing sent, when the URL is not a sign-in redirect for this configuration.
+
+        A URL delivered again, by any process, resolves to the session it produced with
+        nothing sent while that session is stored: the session record keeps a digest
+        of the grant, never the grant. When Portal accepted the grant but the
+        store refused the session (exit 4), the session waits in the kernel keyring
+        for 15 minutes, and delivering the same URL again finishes the write without a
+        second exchange. On a terminal a two-factor step is shown and asked for as by
+        login; without one the step waits in the store for verify-totp, and a desktop
+        notification says so.
 
         """ + redirectSettings
 
@@ -434,10 +482,14 @@ struct VerifyTOTPCommand: Command {
     static let isRefusedInClientMode = true
     static let summary = "Finish a sign-in that waits for a two-factor code"
     static let details = """
-        Completes the two-factor step a sign-in left waiting (for 10 minutes), such as after
-        the desktop handler. The code comes from CODE, else a prompt on the terminal (three
-        tries), else one line on stdin. A code that is not six digits is refused before it is
-        sent; a code Portal refuses leaves the step usable. Exit 1 when no step is waiting.
+        Completes the two-factor step a sign-in left waiting, such as after the desktop
+        handler; a step waits 10 minutes. The code comes from CODE, else a prompt on
+        the terminal (three tries), else one line on stdin; on a terminal where a
+        setting rules prompts out, CODE is needed (exit 2). A code that is not exactly
+        six digits is refused before it is sent (exit 2); a code Portal refuses leaves
+        the step usable (exit 6). When Portal accepted a code but the store refused the
+        session, verify-totp run again within 15 minutes finishes the write without a
+        new code. Exit 1 when no step is waiting, 6 when it expired.
 
         """ + redirectSettings
 

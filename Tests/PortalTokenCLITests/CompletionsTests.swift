@@ -225,9 +225,10 @@ struct CompletionsTests {
 
     // MARK: - Man page
 
-    /// The man page's source with roff's hyphen and break escapes resolved, by section.
+    /// The man page's source with roff's hyphen, break and font escapes resolved, by section.
     static func manSections() throws -> [String: [String]] {
         let text = try read(manPage)
+            .replacing(#/\\f[BIR]/#, with: "")
             .replacingOccurrences(of: "\\-", with: "-")
             .replacingOccurrences(of: "\\%", with: "")
             .replacingOccurrences(of: "\\:", with: "")

@@ -204,8 +204,15 @@ enum Fish {
 }
 
 enum Man {
+    /// Text as roff: backslashes and dashes escaped, and any character beyond ASCII by its code.
     static func escaped(_ text: String) -> String {
         text.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+            .unicodeScalars.map { scalar in
+                guard !scalar.isASCII else { return String(scalar) }
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                return "\\[u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex + "]"
+            }
+            .joined()
     }
 
     static func region() -> String {
@@ -232,5 +239,108 @@ extension Man {
     /// The EXIT STATUS list, from `ExitCode`.
     static func exitStatus() -> String {
         ExitCode.allCases.map { ".TP\n.B \($0.rawValue)\n" + escaped($0.explanation) + "\n" }.joined()
+    }
+}
+
+extension Man {
+    /// A command's usage line without the program name, the command word bold.
+    private static func form(_ line: String, name: String) -> (command: String, rest: String) {
+        let words = line.dropFirst("portal-token ".count)
+        let rest = words.hasPrefix(name) ? String(words.dropFirst(name.count)) : String(words)
+        return (name, rest.trimmingCharacters(in: .whitespaces))
+    }
+
+    /// A line of text as a roff text line: escaped, and never read as a request.
+    private static func textLine(_ line: String) -> String {
+        let text = escaped(line)
+        return text.hasPrefix(".") || text.hasPrefix("'") ? "\\&" + text : text
+    }
+
+    /// A usage line's operands as a roff text line: options bold, placeholders italic.
+    private static func usageLine(_ line: String) -> String {
+        textLine(line)
+            .replacing(#/(^|[\[ |])(\\-\\-[a-z][a-z\\-]*[a-z]|\\-[A-Za-z])\b/#) {
+                "\($0.output.1)\\fB\($0.output.2)\\fR"
+            }
+            .replacing(#/\b[A-Z][A-Z_]+\b/#) { "\\fI\($0.output)\\fR" }
+    }
+
+    /// Prose written as plain paragraphs (a blank line between, a line indented by two spaces
+    /// kept as it is) as roff paragraphs indented under the current tag.
+    static func paragraphs(_ text: String) -> String {
+        var out = ""
+        for paragraph in text.components(separatedBy: "\n\n") where !paragraph.isEmpty {
+            out += ".IP\n"
+            var literal = false
+            for line in paragraph.components(separatedBy: "\n") {
+                let indented = line.hasPrefix("  ")
+                if indented != literal { out += indented ? ".nf\n" : ".fi\n" }
+                literal = indented
+                out += textLine(indented ? String(line.dropFirst(2)) : line) + "\n"
+            }
+            if literal { out += ".fi\n" }
+        }
+        return out
+    }
+
+    /// The SYNOPSIS: every form of every command, from the option table.
+    static func synopsis() -> String {
+        OptionTable.commands.flatMap { spec in
+            spec.usageLines.map { line in
+                let (command, rest) = form(line, name: spec.name)
+                return ".SY \\%portal\\-token\n.RI [ SETTINGS ]\n.B \(escaped(command))\n"
+                    + (rest.isEmpty ? "" : usageLine(rest) + "\n") + ".YS\n"
+            }
+        }.joined()
+    }
+
+    /// The settings flags the SYNOPSIS's SETTINGS stands for.
+    static func settingsSynopsis() -> String {
+        OptionTable.settings.map { option in
+            let long = "\\-\\-" + escaped(option.long)
+            if !option.words.isEmpty && option.long != "api-host" {
+                return ".RB [ \(long) \" \" " + option.words.map(escaped).joined(separator: " | ") + " ]\n"
+            }
+            return ".OP \(long)" + (option.valueName.map { " " + escaped($0) } ?? "") + "\n"
+        }.joined()
+    }
+
+    /// The COMMANDS list: each command's forms, summary, details and options.
+    static func commands() -> String {
+        var out = ""
+        for spec in OptionTable.commands {
+            for (index, line) in spec.usageLines.enumerated() {
+                let (command, rest) = form(line, name: spec.name)
+                out +=
+                    (index == 0 ? ".TP\n" : ".TQ\n") + "\\fB\(escaped(command))\\fR"
+                    + (rest.isEmpty ? "" : " " + usageLine(rest)) + "\n"
+            }
+            out += textLine(spec.summary + ".") + "\n" + paragraphs(spec.details)
+            guard !spec.options.isEmpty else { continue }
+            out += ".RS\n"
+            for option in spec.options {
+                let spelling = (option.short.map { "-\($0), " } ?? "") + "--" + option.long
+                out +=
+                    ".TP\n.B \(escaped(spelling))" + (option.valueName.map { " \\fI\(escaped($0))\\fR" } ?? "")
+                    + "\n" + textLine(capitalizedFirst(option.help) + ".") + "\n"
+            }
+            out += ".RE\n"
+        }
+        return out + ".TP\n\\fBhelp\\fR [\\fICOMMAND\\fR]\nThe same as \\-\\-help.\n"
+    }
+}
+
+/// The command list of docs/commands.md.
+enum Markdown {
+    static func commands() -> String {
+        var out = "| command | what it does |\n|---|---|\n"
+        for spec in OptionTable.commands {
+            let forms = spec.usageLines.map { "`" + $0.dropFirst("portal-token ".count) + "`" }
+            out +=
+                "| " + forms.joined(separator: "<br>").replacingOccurrences(of: "|", with: "\\|") + " | "
+                + spec.summary + " |\n"
+        }
+        return out
+            + "| `help [COMMAND]`<br>`COMMAND --help`<br>`--version` | Show the help of a command, or the version |\n"
     }
 }
