@@ -448,15 +448,27 @@ public final class Context {
         return choice
     }
 
-    private var storeLockInUse: SessionFileLock?
+    private var keyringStoreLock: SessionFileLock?
+    private var fileStoreLock: (any SessionLock)?
 
-    /// The one cross-process lock around every write to either store (docs/storage.md, "The
-    /// store lock"), shared by everything in this run (it is reentrant within the process). A
+    /// The cross-process lock around every change to the store in use (docs/storage.md, "The
+    /// store lock"), shared by everything in this run (it is reentrant within the process).
+    func storeLock() throws -> any SessionLock { try storeLock(for: backendChoice().backend) }
+
+    /// The store lock of one backend: the encrypted file's own `<file>.lock`, which its writes
+    /// take too, so a write takes one lock; for the keyring and Vault, `sessions.lock`. A
     /// holder's every keyring call is bounded, so waiting for a few of them is bounded too.
-    func storeLock() throws -> SessionFileLock {
-        if let storeLockInUse { return storeLockInUse }
-        let lock = SessionFileLock(context: self, timeoutMilliseconds: max(4 * (try keyringTimeout), 1000))
-        storeLockInUse = lock
+    func storeLock(for backend: BackendChoice.Backend) throws -> any SessionLock {
+        let timeout = max(4 * (try keyringTimeout), 1000)
+        if backend == .file {
+            if let fileStoreLock { return fileStoreLock }
+            let lock = services.fileLock(try storeFilePath(), timeout)
+            fileStoreLock = lock
+            return lock
+        }
+        if let keyringStoreLock { return keyringStoreLock }
+        let lock = SessionFileLock(context: self, timeoutMilliseconds: timeout)
+        keyringStoreLock = lock
         return lock
     }
 
@@ -481,13 +493,13 @@ public final class Context {
             // `get` makes one connection; a bus that cannot be had leaves them to libsecret.
             let store = LockedItemStore(
                 services.keyringItems(try keyringTimeout, askPromptPermission) { [unowned self] in try? sessionBus() },
-                lock: try storeLock(), name: "secret-service store", trace: storeTrace)
+                lock: try storeLock(for: .secretService), name: "secret-service store", trace: storeTrace)
             keyringItemStore = store
             return store
         case .file:
             if let fileItemStore { return fileItemStore }
             let store = LockedItemStore(
-                services.fileItems(try fileStoreOptions()), lock: try storeLock(), name: "file store",
+                services.fileItems(try fileStoreOptions()), lock: try storeLock(for: .file), name: "file store",
                 trace: storeTrace)
             fileItemStore = store
             return store
@@ -501,7 +513,8 @@ public final class Context {
                 idle > 0 && maximum > 0
                 ? VaultLoginCache(cache: services.secretCache(), idleSeconds: idle, maximumSeconds: maximum) : nil
             let store = LockedItemStore(
-                services.vaultItems(try vaultOptions(), loginCache), lock: try storeLock(), name: "vault store",
+                services.vaultItems(try vaultOptions(), loginCache), lock: try storeLock(for: .vault),
+                name: "vault store",
                 trace: storeTrace)
             vaultItemStore = store
             return store
@@ -526,7 +539,7 @@ public final class Context {
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,
             keyCacheMaximumSeconds: try keyCacheMaximumSeconds,
-            lockTimeoutMilliseconds: try keyringTimeout, passphrase: source.passphrase(for:),
+            lock: try storeLock(for: .file), passphrase: source.passphrase(for:),
             warn: { streams.printError("portal-token: warning: \($0)") },
             created: { [weak self] in
                 // The one announcement of the fallback (docs/storage.md, "Backends and the auto

@@ -76,12 +76,15 @@ struct MigrateCommand: Command {
                 .unavailable, "no Secret Service provider is registered on the session bus",
                 hint: "start a keyring (gnome-keyring-daemon, KWallet or KeePassXC), or migrate --to file")
         }
-        let (outcome, aside) = try context.storeLock().withLock { () throws -> (ItemMigration.Outcome, String) in
-            let outcome = try ItemMigration.copy(from: context.items(source), to: context.items(destination))
-            // Everything is in the destination now: only then does the source go, with the older
-            // copies of slots the destination kept, so that no store in use serves a stale one.
-            let aside = try context.clear(source, removing: outcome.moved + outcome.superseded + outcome.differing)
-            return (outcome, aside)
+        // Under both stores' locks (one, when neither is the file): no write to either meanwhile.
+        let (outcome, aside) = try context.storeLock(for: source).withLock {
+            try context.storeLock(for: destination).withLock { () throws -> (ItemMigration.Outcome, String) in
+                let outcome = try ItemMigration.copy(from: context.items(source), to: context.items(destination))
+                // Everything is in the destination now: only then does the source go, with the older
+                // copies of slots the destination kept, so that no store in use serves a stale one.
+                let aside = try context.clear(source, removing: outcome.moved + outcome.superseded + outcome.differing)
+                return (outcome, aside)
+            }
         }
         // Both stores changed: no copy of either may be served, whatever it is named after.
         Sessions.dropEveryCopy(from: context.services.secretCache())
@@ -134,7 +137,7 @@ extension Context {
     func clear(_ backend: BackendChoice.Backend, removing items: [StoredItem]) throws -> String {
         switch backend {
         case .file:
-            let aside = try services.moveFileAside(try storeFilePath(), try keyringTimeout)
+            let aside = try services.moveFileAside(try storeFilePath(), try storeLock(for: .file))
             return "moved the encrypted file aside to \(aside)"
         case .secretService, .vault:
             let store = try self.items(backend)

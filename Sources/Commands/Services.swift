@@ -25,8 +25,11 @@ public struct Services {
     public var vaultItems: (VaultOptions, VaultLoginCache?) -> any ItemStore
     /// Whether a store file is there, in any state.
     public var fileExists: (_ path: String) -> Bool
+    /// The store file's lock (`<file>.lock`), the file backend's store lock: held around a whole
+    /// change, and taken again, reentrantly, by the file's own writes.
+    public var fileLock: (_ storePath: String, _ timeoutMilliseconds: Int) -> any SessionLock
     /// Renames a migrated store file aside under its lock; returns the new path.
-    public var moveFileAside: (_ path: String, _ lockTimeoutMilliseconds: Int) throws(StoreError) -> String
+    public var moveFileAside: (_ path: String, _ lock: any SessionLock) throws(StoreError) -> String
     /// The HTTP transport to Portal.
     public var transport: (HTTPTransportOptions) -> any HTTPTransport
     /// Short-lived secrets outside any store (the kernel keyring).
@@ -85,7 +88,8 @@ public struct Services {
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
         vaultItems: @escaping (VaultOptions, VaultLoginCache?) -> any ItemStore,
         fileExists: @escaping (String) -> Bool,
-        moveFileAside: @escaping (String, Int) throws(StoreError) -> String,
+        fileLock: @escaping (String, Int) -> any SessionLock,
+        moveFileAside: @escaping (String, any SessionLock) throws(StoreError) -> String,
         transport: @escaping (HTTPTransportOptions) -> any HTTPTransport,
         secretCache: @escaping () -> any SecretCache,
         hookLauncher: @escaping ([String: String]) -> any HookLauncher,
@@ -120,6 +124,7 @@ public struct Services {
         self.fileItems = fileItems
         self.vaultItems = vaultItems
         self.fileExists = fileExists
+        self.fileLock = fileLock
         self.moveFileAside = moveFileAside
         self.transport = transport
         self.secretCache = secretCache
@@ -179,8 +184,8 @@ public struct FileStoreOptions {
     public var keyCacheTimeoutSeconds: Int
     /// The longest a derived key stays there, however often it is used; 0 turns the cache off.
     public var keyCacheMaximumSeconds: Int
-    /// How long a write waits for another process's write.
-    public var lockTimeoutMilliseconds: Int
+    /// The file's lock (`Services.fileLock`), which the caller holds around a whole change.
+    public var lock: any SessionLock
     /// Asked only when a key must be derived; throws when there is none.
     public var passphrase: (PassphrasePurpose) throws(StoreError) -> Passphrase
     /// One line for each damaged file moved aside.

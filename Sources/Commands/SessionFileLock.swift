@@ -8,9 +8,11 @@ import PortalTokenCore
 /// held past the bound is a storage failure (exit 4), never a hang. It is reentrant within the
 /// process: a change made under the lock may call code that takes it again.
 ///
-/// `sessions.lock` guards each change to a stored session. `sign-in.lock` is held around a
-/// whole grant exchange or code check, request included, so the same redirect delivered twice
-/// at once is exchanged once; it is always taken before `sessions.lock`, never inside it.
+/// `sessions.lock` guards each change to the keyring or Vault store and to a session stored
+/// there (the encrypted file's store lock is its own `<file>.lock`, `StoreFileLock`).
+/// `sign-in.lock` is held around a whole grant exchange or code check, request included, so the
+/// same redirect delivered twice at once is exchanged once; it is always taken before the store
+/// lock, never inside it.
 ///
 /// The lock is only as good as its directory: another user who may rename the lock file (or the
 /// directory) away while it is held lets a second process take a lock of its own, and the hook

@@ -51,7 +51,7 @@ public enum Composition {
                 EncryptedFileStore(
                     path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
-                    lockTimeoutMilliseconds: options.lockTimeoutMilliseconds, passphrase: options.passphrase,
+                    lock: options.lock, passphrase: options.passphrase,
                     warn: options.warn, created: options.created, keyCache: options.keyCache)
             },
             vaultItems: { options, loginCache in
@@ -61,8 +61,9 @@ public enum Composition {
                     monotonicNow: { MonotonicClock.nanoseconds() / 1_000_000_000 }, loginCache: loginCache)
             },
             fileExists: { EncryptedFileStore.exists(at: $0) },
-            moveFileAside: { path, lockTimeout throws(StoreError) in
-                try EncryptedFileStore.moveAsideAfterMigration(path: path, lockTimeoutMilliseconds: lockTimeout)
+            fileLock: { StoreFileLock(path: $0, timeoutMilliseconds: $1) },
+            moveFileAside: { path, lock throws(StoreError) in
+                try EncryptedFileStore.moveAsideAfterMigration(path: path, lock: lock)
             },
             transport: { CurlTransport(options: $0) },
             secretCache: forAgent ? { AgentServing.secretCache } : { KernelKeyring() },

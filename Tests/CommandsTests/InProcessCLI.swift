@@ -81,6 +81,7 @@ final class InProcessCLI {
             fileItems: { _ in items },
             vaultItems: { _, _ in items },
             fileExists: { _ in false },
+            fileLock: { _, _ in UnsharedFileLock() },
             moveFileAside: { path, _ in path + ".migrated" },
             transport: { _ in transport },
             secretCache: { cache },
@@ -199,4 +200,10 @@ struct FakeKeyringDiagnosis: KeyringDiagnosis {
     func defaultCollection() throws(StoreError) -> (label: String, isLocked: Bool) {
         throw StoreError(.unavailable, "no Secret Service provider")
     }
+}
+
+/// The fake file store's lock: its items live in this process alone, so there is no other
+/// process to wait for; taking it again while held, as the real one allows, is allowed.
+final class UnsharedFileLock: SessionLock {
+    func withLock<Result>(_ body: () throws -> Result) throws -> Result { try body() }
 }

@@ -41,7 +41,7 @@ func makeStore(
 ) -> EncryptedFileStore {
     EncryptedFileStore(
         path: path, keyCacheTimeoutSeconds: keyCacheTimeoutSeconds,
-        lockTimeoutMilliseconds: lockTimeoutMilliseconds, kdfParameters: kdf,
+        lock: StoreFileLock(path: path, timeoutMilliseconds: lockTimeoutMilliseconds), kdfParameters: kdf,
         passphrase: { purpose throws(StoreError) in
             observer.asked(purpose)
             guard let passphrase else {

@@ -70,15 +70,15 @@ struct FileHardeningTests {
 
     @Test(
         """
-        the session lock, too: a symlink at its name is not followed, and anything but a regular file of the \
-        user's own is refused, each with a hint
+        the runtime directory's locks, too (sign-in.lock, which logout takes): a symlink at its name is not \
+        followed, and anything but a regular file of the user's own is refused, each with a hint
         """
     )
     func sessionLockSymlinkAndOwner() throws {
         let world = try FileBackendWorld()
         let runtime = world.home + "/runtime"
         #expect(mkdir(runtime, 0o700) == 0 && mkdir(runtime + "/portal-token", 0o700) == 0)
-        let lock = runtime + "/portal-token/sessions.lock"
+        let lock = runtime + "/portal-token/sign-in.lock"
         let target = world.home + "/planted-target"
         #expect(symlink(target, lock) == 0)
         let environment: [String: String?] = ["XDG_RUNTIME_DIR": runtime, "PORTAL_AUTH_ENVIRONMENT_ID": "env-local"]

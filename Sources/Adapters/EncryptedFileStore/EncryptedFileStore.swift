@@ -7,7 +7,8 @@ import PortalTokenCore
 /// derives from a passphrase (docs/file-format.md).
 ///
 /// - Reads need no lock: the file is only ever replaced by rename, so a reader sees a whole old
-///   or a whole new file. Writes take `<file>.lock`, re-read, change, and replace the file.
+///   or a whole new file. Writes take `<file>.lock` (`StoreFileLock`, which the caller may
+///   already hold), re-read, change, and replace the file.
 /// - Key derivation happens outside the lock, so 64 processes starting at once do not queue
 ///   behind each other's Argon2id.
 /// - The passphrase is asked for only when no cached key opens the file.
@@ -17,7 +18,7 @@ public final class EncryptedFileStore {
     public let path: String
     private let files: StoreFileSystem
     private let keyCache: KeyCache
-    private let lockTimeoutMilliseconds: Int
+    private let lock: any SessionLock
     private let kdfParameters: KDFParameters
     private let passphraseSource: (PassphrasePurpose) throws(StoreError) -> Passphrase
     private let warn: (String) -> Void
@@ -38,7 +39,8 @@ public final class EncryptedFileStore {
     ///   - keyCacheTimeoutSeconds: how long a derived key stays in the kernel keyring
     ///     unused (each use starts it again); 0 turns the cache off.
     ///   - keyCacheMaximumSeconds: the longest it stays there, however often it is used.
-    ///   - lockTimeoutMilliseconds: how long a write waits for another process's write.
+    ///   - lock: the file's lock, which the caller may hold around a whole change; by default
+    ///     one of the store's own that waits 3 s for another process's write.
     ///   - kdfParameters: the Argon2id cost new files get, and older files are raised to.
     ///   - passphrase: asked only when a key must be derived; throws when there is none.
     ///   - warn: receives one line for each damaged file moved aside.
@@ -48,7 +50,7 @@ public final class EncryptedFileStore {
     ///     agent's memory.
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,
-        lockTimeoutMilliseconds: Int = 3000,
+        lock: (any SessionLock)? = nil,
         kdfParameters: KDFParameters = .recommended,
         passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
         warn: @escaping (String) -> Void, created: @escaping () -> Void = {},
@@ -60,7 +62,7 @@ public final class EncryptedFileStore {
         files = StoreFileSystem(path: path)
         keyCache = KeyCache(
             timeoutSeconds: keyCacheTimeoutSeconds, maximumSeconds: keyCacheMaximumSeconds, cache: cache)
-        self.lockTimeoutMilliseconds = lockTimeoutMilliseconds
+        self.lock = lock ?? StoreFileLock(path: path, timeoutMilliseconds: 3000)
         self.kdfParameters = kdfParameters
         passphraseSource = passphrase
         self.warn = warn
@@ -76,13 +78,8 @@ public final class EncryptedFileStore {
     /// Renames the store file at `path` to `<name>.migrated-<UTC time>` under its lock, once
     /// `migrate` has written everything it held to the other store, and returns the new path.
     /// Nothing is deleted: the old file stays readable with its passphrase.
-    public static func moveAsideAfterMigration(path: String, lockTimeoutMilliseconds: Int) throws(StoreError)
-        -> String
-    {
-        let files = StoreFileSystem(path: path)
-        let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-        defer { lock.release() }
-        return try files.moveAside(as: "migrated")
+    public static func moveAsideAfterMigration(path: String, lock: any SessionLock) throws(StoreError) -> String {
+        try lock.withStoreLock { () throws(StoreError) in try StoreFileSystem(path: path).moveAside(as: "migrated") }
     }
 
     // MARK: Reading
@@ -93,9 +90,7 @@ public final class EncryptedFileStore {
             switch try open(contents) {
             case .payload(let payload, _): return payload
             case .damaged(let reason):
-                let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-                defer { lock.release() }
-                try moveAsideIfUnchanged(contents, reason: reason)
+                try lock.withStoreLock { () throws(StoreError) in try moveAsideIfUnchanged(contents, reason: reason) }
             }
         }
         throw raceError()
@@ -232,36 +227,35 @@ public final class EncryptedFileStore {
                 case .payload(_, let opened):
                     key = opened
                 case .damaged(let reason):
-                    let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-                    defer { lock.release() }
-                    try moveAsideIfUnchanged(seen, reason: reason)
+                    try lock.withStoreLock { () throws(StoreError) in try moveAsideIfUnchanged(seen, reason: reason) }
                     continue
                 }
             }
-            let lock = try files.lock(timeoutMilliseconds: lockTimeoutMilliseconds)
-            defer { lock.release() }
-            let current = try readFile()
-            // Another process created or re-keyed the file meanwhile: start over on what it wrote.
-            guard keyIdentity(of: current) == keyIdentity(of: seen) else { continue }
-            var payload = StorePayload.empty
-            if let current {
-                switch try open(current) {
-                case .payload(let opened, _): payload = opened
-                case .damaged(let reason):
-                    try moveAsideIfUnchanged(current, reason: reason)
-                    continue
+            let done = try lock.withStoreLock { () throws(StoreError) -> Bool in
+                let current = try readFile()
+                // Another process created or re-keyed the file meanwhile: start over on what it wrote.
+                guard keyIdentity(of: current) == keyIdentity(of: seen) else { return false }
+                var payload = StorePayload.empty
+                if let current {
+                    switch try open(current) {
+                    case .payload(let opened, _): payload = opened
+                    case .damaged(let reason):
+                        try moveAsideIfUnchanged(current, reason: reason)
+                        return false
+                    }
                 }
+                // A file of an earlier layout is rewritten as items by the first write of any kind.
+                guard change(&payload) || payload.isUpgraded else { return true }
+                files.removeAbandonedTemporaryFiles()
+                // A new file is keyed under the lock: it happens once, and a second process must
+                // not create a file of its own beside it.
+                let fileKey: UnlockedKey
+                if let key { fileKey = key } else { fileKey = try newKey() }
+                try write(payload, key: try strengthened(fileKey))
+                if current == nil { created() }
+                return true
             }
-            // A file of an earlier layout is rewritten as items by the first write of any kind.
-            guard change(&payload) || payload.isUpgraded else { return }
-            files.removeAbandonedTemporaryFiles()
-            // A new file is keyed under the lock: it happens once, and a second process must
-            // not create a file of its own beside it.
-            let fileKey: UnlockedKey
-            if let key { fileKey = key } else { fileKey = try newKey() }
-            try write(payload, key: try strengthened(fileKey))
-            if current == nil { created() }
-            return
+            if done { return }
         }
         throw raceError()
     }
