@@ -99,7 +99,7 @@ struct AccountsCommand: Command {
                 ]).serialized)
             return
         }
-        let shown = ListCommand.shown
+        let shown = { TerminalText.escaped($0) }
         if file.accounts.isEmpty { context.streams.print("no account is signed in on this machine") }
         for account in file.accounts {
             let mark =

@@ -59,7 +59,7 @@ struct DoctorCommand: Command {
         } else {
             for check in checks {
                 context.streams.print(
-                    "\(check.ok ? "ok     " : "problem") \(check.name): \(ListCommand.shown(check.detail))")
+                    "\(check.ok ? "ok     " : "problem") \(check.name): \(TerminalText.escaped(check.detail))")
                 if let hint = check.hint { context.streams.print("        hint: \(hint)") }
             }
         }

@@ -63,38 +63,20 @@ struct ListCommand: Command {
         let credentials = report["credentials"]?.arrayValue ?? []
         let sessions = report["sessions"]?.arrayValue ?? []
         guard !credentials.isEmpty || !sessions.isEmpty else { return "nothing is stored" }
-        let field = { (item: JSONValue, name: String) in shown(item[name]?.stringValue ?? "") }
+        let field = { (item: JSONValue, name: String) in TerminalText.escaped(item[name]?.stringValue ?? "") }
         var lines: [String] = credentials.map { credential in
             let url = DockerCredentialHelper.url(
                 protocolName: credential["protocol"]?.stringValue ?? "", host: credential["host"]?.stringValue,
                 path: credential["path"]?.stringValue)
-            return "credential  \(shown(url))  \(field(credential, "username"))"
+            return "credential  \(TerminalText.escaped(url))  \(field(credential, "username"))"
         }
         lines += sessions.map { session in
-            """
-            session     environment \(field(session, "authEnvironmentId"))  end user \
-            \(field(session, "endUserId"))  expires at \(session["expiresAt"]?.stringValue.map(shown) ?? "unknown")
-            """
+            let expiry = session["expiresAt"]?.stringValue.map { TerminalText.escaped($0) } ?? "unknown"
+            return """
+                session     environment \(field(session, "authEnvironmentId"))  end user \
+                \(field(session, "endUserId"))  expires at \(expiry)
+                """
         }
         return lines.joined(separator: "\n")
-    }
-
-    /// Stored text as it may reach a terminal: control characters escaped.
-    static func shown(_ text: String) -> String {
-        var result = ""
-        for scalar in text.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7f || (0x80...0x9f).contains(scalar.value) {
-                result += "\\x" + String(scalar.value, radix: 16, uppercase: false).leftPadded(to: 2)
-            } else {
-                result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
-    }
-}
-
-private extension String {
-    func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
