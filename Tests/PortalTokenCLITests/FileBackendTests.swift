@@ -116,8 +116,13 @@ struct FileBackendTests {
         #expect(!FileManager.default.fileExists(atPath: world.storePath))
     }
 
-    @Test("64 concurrent store processes of distinct credentials leave all 64 readable")
-    func concurrentStores() throws {
+    /// With `ownRuntimeDirectories`, each process has an XDG_RUNTIME_DIR of its own (as a
+    /// container given the host's data directory has): the file's lock is the one they share,
+    /// and no lock is made anywhere else.
+    @Test(
+        "64 concurrent store processes of distinct credentials leave all 64 readable, whatever their runtime directory",
+        arguments: [false, true])
+    func concurrentStores(ownRuntimeDirectories: Bool) throws {
         let world = try FileBackendWorld(keyCacheTimeout: 120)
         let count = 64
         let scratch = world.home + "/inputs"
@@ -130,7 +135,9 @@ struct FileBackendTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ProcessRunner.portalTokenPath)
             process.arguments = ["store", "--backend", "file"]
-            process.environment = world.environment()
+            let runtime = "\(scratch)/run-\(index)"
+            if ownRuntimeDirectories { #expect(mkdir(runtime, 0o700) == 0) }
+            process.environment = world.environment(ownRuntimeDirectories ? ["XDG_RUNTIME_DIR": runtime] : [:])
             process.standardInput = FileHandle(forReadingAtPath: input)
             let errorPath = "\(scratch)/\(index).err"
             _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
@@ -149,8 +156,13 @@ struct FileBackendTests {
             #expect(
                 got.stdout == "username=user-\(index)\npassword=password-\(index)\n",
                 "credential \(index): \(got.stderr)")
+            if ownRuntimeDirectories {
+                let made = try FileManager.default.contentsOfDirectory(atPath: "\(scratch)/run-\(index)")
+                #expect(made.isEmpty, "a store made \(made) in its runtime directory")
+            }
         }
         #expect(try world.storeDirectoryListing() == ["store", "store.lock"])
+        #expect(!FileManager.default.fileExists(atPath: world.home + "/.local/state/portal-token/sessions.lock"))
     }
 
     @Test("a writer killed with SIGKILL at any moment leaves the old file or the new one, never a torn one")
