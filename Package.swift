@@ -91,14 +91,19 @@ let package = Package(
         .target(
             name: "AgentClient", dependencies: ["Basics", "PortalTokenCore", "CPeerCredentials"],
             path: "Sources/Adapters/AgentClient"),
-        // What each command does, given Services: it imports no adapter module (held by
-        // DependencyRuleTests; docs/development.md, "Modules and the dependency rule").
-        .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore"]),
+        // The operations both front ends call (the CLI's commands and the agent's routes), with
+        // what they run in: the Context of settings and streams, and Services, the ports the
+        // composition root fills. It imports no adapter module.
+        .target(name: "Operations", dependencies: ["Basics", "PortalTokenCore"]),
+        // The front ends: the CLI's commands, which parse, call an operation and render its value,
+        // and the agent's router, which sends the same values as JSON. No adapter module either.
+        .target(name: "Commands", dependencies: ["Basics", "PortalTokenCore", "Operations"]),
         // The composition root: the one module that imports the adapters and fills Services.
         .target(
             name: "Composition",
             dependencies: [
-                "Basics", "PortalTokenCore", "Commands", "SecretServiceStore", "SessionBus", "EncryptedFileStore",
+                "Basics", "PortalTokenCore", "Operations", "Commands", "SecretServiceStore", "SessionBus",
+                "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener",
                 "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
                 "AgentClient",
@@ -106,7 +111,7 @@ let package = Package(
         .executableTarget(name: "portal-token", dependencies: ["Composition"], path: "Sources/Programs/portal-token"),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.
         .executableTarget(
-            name: "portal-token-docgen", dependencies: ["Commands", "PortalTokenCore"],
+            name: "portal-token-docgen", dependencies: ["Commands", "Operations", "PortalTokenCore"],
             path: "Sources/Programs/portal-token-docgen"),
 
         .target(
@@ -142,7 +147,7 @@ let package = Package(
         // locks and the session cache run for real): parsing, usage errors, output and exit codes.
         .testTarget(
             name: "CommandsTests",
-            dependencies: ["Commands", "PortalTokenCore", "PortalTokenTestSupport"],
+            dependencies: ["Commands", "Operations", "PortalTokenCore", "PortalTokenTestSupport"],
             // The expected help, completions and man page text, compared by SnapshotTests.
             exclude: ["Snapshots"]),
         // The binary in a real process: exit codes of a real process, signals, the real keyring, real git.

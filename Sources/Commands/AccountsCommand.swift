@@ -1,3 +1,4 @@
+import Operations
 import PortalTokenCore
 
 /// `portal-token accounts`: the accounts signed in here, the directories bound to one, and which
@@ -53,7 +54,7 @@ struct AccountsCommand: Command {
             binding = nil
             return
         }
-        guard operands.count >= 2, AgentRouter.isSafeWord(operands[1]) else {
+        guard operands.count >= 2, AgentConnection.isSafeWord(operands[1]) else {
             throw .usage(
                 "'accounts use' needs an auth environment ID", hint: "portal-token accounts use ENV [END_USER]")
         }

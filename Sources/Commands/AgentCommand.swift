@@ -1,5 +1,6 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 
 struct AgentCommand: Command {

@@ -1,18 +1,16 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 import Synchronization
 
 /// What the agent does with one request (docs/agent.md, "The protocol"): one table names each
 /// endpoint's method, the operation the rules judge, and the operation that answers, the very one
-/// the command of the same name calls (`GetCommand.answer`, `StatusCommand.report`, …). The
+/// the command of the same name calls (`CredentialGet`, `Status`, …). The
 /// operation's value goes back as the command's output, or as JSON for the client to render; an
 /// error goes back in the funnel's words with the exit code a local run would have had, in the
 /// `Portal-Token-Exit` header.
 final class AgentRouter: Sendable {
-    /// The header that carries the command's exit code.
-    static let exitHeader = "Portal-Token-Exit"
-
     let policy: CallerPolicy
     /// The environment every request's settings are read from: the agent's own, prompts ruled out.
     let environment: [String: String]
@@ -103,19 +101,19 @@ final class AgentRouter: Sendable {
                 method: "GET", audit: .execCredential, judged: { .success(.token(environment: $0.account)) }
             ) { request, context in
                 let info = request.query["apiVersion"].map { JSONValue.object(["apiVersion": .string($0)]).serialized }
-                let version = try ExecCredentialCommand.apiVersion(execInfo: info)
-                return Answer(body: ExecCredentialCommand.document(try context.usableSession(), apiVersion: version))
+                let version = try ExecCredential.apiVersion(execInfo: info)
+                return Answer(body: ExecCredential.document(try context.usableSession(), apiVersion: version))
             },
             "/v1/status": Route(method: "GET", judged: { _ in .success(.status) }) { _, context in
-                Answer(body: Array((JSONValue.object(try StatusCommand.report(context)).serialized + "\n").utf8))
+                Answer(body: Array((JSONValue.object(try Status.run(context)).serialized + "\n").utf8))
             },
             "/v1/list": Route(method: "GET", judged: { _ in .success(.list) }) { _, context in
-                Answer(body: Array((try ListCommand.report(context).serialized + "\n").utf8))
+                Answer(body: Array((try List.run(context).serialized + "\n").utf8))
             },
             // Judged as a write: dropping the agent's keys makes the next request ask the store
             // again, which only a caller that may change the store should be able to cause.
             "/v1/lock": Route(method: "POST", judged: { _ in .success(.write) }) { _, context in
-                context.services.secretCache().dropAll(withPrefix: SecretCacheNames.prefix)
+                Lock.run(context)
                 return Answer(body: Array(#"{"dropped":true}"#.utf8) + [0x0a])
             },
             // capability reveals nothing: any caller a rule or the default lets read at all.
@@ -126,21 +124,21 @@ final class AgentRouter: Sendable {
                 method: "POST", audit: .get, judged: { gitRequest(&$0, naming: { .gitGet(host: $0) }) }
             ) {
                 request, context in
-                let answer = try GetCommand.answer(to: try describe(request, context), context)
+                let answer = try CredentialGet.run(try describe(request, context), context)
                 return Answer(status: answer == nil ? 404 : 200, body: answer ?? [], contentType: gitType)
             },
             "/v1/git/store": Route(method: "POST", audit: .store, judged: { gitRequest(&$0, naming: nil) }) {
                 request, context in
-                try StoreCommand.perform(try describe(request, context), context)
+                try CredentialStore.run(try describe(request, context), context)
                 return Answer(body: [], contentType: gitType)
             },
             "/v1/git/erase": Route(method: "POST", audit: .erase, judged: { gitRequest(&$0, naming: nil) }) {
                 request, context in
-                try EraseCommand.perform(try describe(request, context), context)
+                try CredentialErase.run(try describe(request, context), context)
                 return Answer(body: [], contentType: gitType)
             },
         ]
-        for (word, audit) in DockerCredentialHelper.auditOperations {
+        for (word, audit) in DockerCredentials.auditOperations {
             routes["/v1/docker/" + word] = Route(
                 method: "POST", audit: audit,
                 judged: { request in
@@ -157,14 +155,14 @@ final class AgentRouter: Sendable {
             ) { request, context in
                 // Docker's conventions, as the helper keeps them: the error on stdout, one line, exit 1.
                 do {
-                    return Answer(body: try DockerCredentialHelper.perform(word, input: request.body, context))
+                    return Answer(body: try DockerCredentials.run(word, input: request.body, context))
                 } catch {
                     context.recordAudit(error: error, exitCode: 1)
-                    let failure = error as? DockerCredentialHelper.Failure
+                    let failure = error as? DockerCredentials.Failure
                     let message = failure?.message ?? TerminalText.escaped(CLIError(error).message)
                     return Answer(
                         status: failure.map { $0.isNotFound ? 404 : 400 } ?? status(of: error),
-                        body: Array((message + "\n").utf8), contentType: gitType, exit: DockerCredentialHelper.failed)
+                        body: Array((message + "\n").utf8), contentType: gitType, exit: DockerCredentials.failed)
                 }
             }
         }
@@ -256,10 +254,10 @@ final class AgentRouter: Sendable {
             return reply
         }
         let query = Self.query(request.query)
-        if let environmentID = query["env"], !Self.isSafeWord(environmentID) {
+        if let environmentID = query["env"], !AgentConnection.isSafeWord(environmentID) {
             return Self.refusal(400, "the env parameter holds characters an environment ID never has", hint: nil)
         }
-        if let endUserID = query["endUser"], !Self.isSafeWord(endUserID.filter { $0 != "@" && $0 != "+" }) {
+        if let endUserID = query["endUser"], !AgentConnection.isSafeWord(endUserID.filter { $0 != "@" && $0 != "+" }) {
             return Self.refusal(400, "the endUser parameter holds characters an end user ID never has", hint: nil)
         }
         let account =
@@ -285,7 +283,7 @@ final class AgentRouter: Sendable {
             response: HTTPServerResponse(
                 status: answer.status,
                 headers: [
-                    HTTPHeader(Self.exitHeader, String(answer.exit.rawValue)),
+                    HTTPHeader(AgentConnection.exitHeader, String(answer.exit.rawValue)),
                     HTTPHeader("Content-Type", answer.contentType), HTTPHeader("Cache-Control", "no-store"),
                 ], body: answer.body), refused: false)
     }
@@ -356,7 +354,7 @@ final class AgentRouter: Sendable {
             response: HTTPServerResponse(
                 status: 200,
                 headers: [
-                    HTTPHeader(Self.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
+                    HTTPHeader(AgentConnection.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
                     HTTPHeader("Cache-Control", "no-store"),
                 ], body: Array(body.utf8)), refused: false)
     }
@@ -437,21 +435,10 @@ final class AgentRouter: Sendable {
         return result
     }
 
-    /// Letters, digits and `-_.:/`: what environment IDs and API versions are made of.
-    static func isSafeWord(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= 256
-            && text.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || Array("-_.:/".utf8).contains(byte)
-            }
-    }
-
     /// The registry a Docker `get` names: its server URL's host.
     static func dockerRegistry(_ body: [UInt8]) -> String? {
         let text = String(decoding: body, as: UTF8.self).trimmingWhitespace
-        guard !text.isEmpty, let request = try? DockerCredentialHelper.request(for: text), let host = request.host
+        guard !text.isEmpty, let request = try? DockerCredentials.request(for: text), let host = request.host
         else { return nil }
         return host.gitHost.lowercased()
     }
@@ -466,7 +453,7 @@ extension HTTPServerResponse {
     {
         var response = HTTPServerResponse.text(
             status, "portal-token: error: \(message)\n" + (hint.map { "hint: \($0)\n" } ?? "") + more)
-        response.headers.insert(HTTPHeader(AgentRouter.exitHeader, String(exit.rawValue)), at: 0)
+        response.headers.insert(HTTPHeader(AgentConnection.exitHeader, String(exit.rawValue)), at: 0)
         return response
     }
 }

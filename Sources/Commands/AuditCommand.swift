@@ -1,4 +1,5 @@
 import Basics
+import Operations
 import PortalTokenCore
 
 struct AuditCommand: Command {

@@ -1,5 +1,6 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 import Synchronization
 
@@ -126,7 +127,7 @@ struct CallerPolicy: Sendable {
         } catch .foreignOwner(let uid) {
             throw CLIError.usage("cannot use the rules file \(path): it belongs to uid \(uid)")
         } catch {
-            throw CLIError.usage("cannot read the rules file \(path): \(PortalTokenCLI.describe(error))")
+            throw CLIError.usage("cannot read the rules file \(path): \(error.described())")
         }
         do {
             return try AgentRules.parse(bytes)

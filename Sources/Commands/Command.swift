@@ -1,3 +1,4 @@
+import Operations
 import PortalTokenCore
 
 /// A subcommand: its name and help, how it reads its arguments, and what it does.

@@ -1,4 +1,5 @@
 import Glibc
+import Operations
 import PortalTokenCore
 
 struct DoctorCommand: Command {
@@ -402,7 +403,7 @@ private struct Diagnosis {
         do {
             let base = try context.apiBase()
             let transport = try context.transport()
-            let request = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: PortalTokenCLI.version)
+            let request = PortalRequestBuilder(gate: PortalHostGate(apiBase: base), version: Release.version)
                 .request("GET", base.url(path: SessionService.validationPath))
             let response = try transport.send(request)
             return Check(name: "portal api", ok: true, detail: "\(base.url) answered HTTP \(response.status)")

@@ -1,3 +1,4 @@
+import Operations
 import PortalTokenCore
 
 struct ListCommand: Command {
@@ -31,31 +32,8 @@ struct ListCommand: Command {
                     try agent.fail(response)
                 }
                 return report
-            } ?? Self.report(context)
+            } ?? List.run(context)
         context.streams.print(json ? report.serialized : Self.text(report))
-    }
-
-    /// The operation, for this command and the agent's `GET /v1/list`: what `--format json` prints.
-    static func report(_ context: Context) throws -> JSONValue {
-        let credentials: [JSONValue] = try context.credentials().all().map { credential in
-            .object([
-                "protocol": .string(credential.protocolName), "username": .string(credential.username),
-                "host": credential.host.map { .string($0.gitHost) } ?? .null,
-                "path": credential.path.map { .string($0) } ?? .null,
-            ])
-        }
-        // Every stored Portal session, one per auth environment and end user, as stored: no
-        // network call and no expiry judgement (that is `status`'s).
-        let sessions: [JSONValue] = try SessionItems.all(in: context.items(context.backendChoice().backend))
-            .sorted { $0.authEnvironmentID < $1.authEnvironmentID }
-            .map { session in
-                .object([
-                    "authEnvironmentId": .string(session.authEnvironmentID),
-                    "endUserId": .string(session.endUserID),
-                    "expiresAt": session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null,
-                ])
-            }
-        return .object(["credentials": .array(credentials), "sessions": .array(sessions)])
     }
 
     /// The report as lines for a terminal, stored text escaped.
@@ -65,7 +43,7 @@ struct ListCommand: Command {
         guard !credentials.isEmpty || !sessions.isEmpty else { return "nothing is stored" }
         let field = { (item: JSONValue, name: String) in TerminalText.escaped(item[name]?.stringValue ?? "") }
         var lines: [String] = credentials.map { credential in
-            let url = DockerCredentialHelper.url(
+            let url = DockerCredentials.url(
                 protocolName: credential["protocol"]?.stringValue ?? "", host: credential["host"]?.stringValue,
                 path: credential["path"]?.stringValue)
             return "credential  \(TerminalText.escaped(url))  \(field(credential, "username"))"

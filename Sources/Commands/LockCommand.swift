@@ -1,3 +1,4 @@
+import Operations
 import PortalTokenCore
 
 struct LockCommand: Command {
@@ -39,7 +40,7 @@ struct LockCommand: Command {
                 "portal-token: the agent at \(agent.socketPath) dropped every cached key and session copy it kept; "
                     + "its next request reads the store again")
         }
-        context.services.secretCache().dropAll(withPrefix: SecretCacheNames.prefix)
+        Lock.run(context)
         let agentToo = dropAgentKeys(context)
         context.streams.printError(
             "portal-token: dropped every cached key and session copy\(agentToo ? ", the agent's too" : ""); "

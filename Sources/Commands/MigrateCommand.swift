@@ -1,4 +1,5 @@
 import Basics
+import Operations
 import PortalTokenCore
 
 struct MigrateCommand: Command {
@@ -148,27 +149,4 @@ extension Context {
         }
     }
 
-    /// A sentence for `status` when the store not in use also holds items, or nil. The file is
-    /// judged by its existence (opening it would need its passphrase); the keyring is asked
-    /// only when it is registered and not in use.
-    func otherStoreNotice() throws -> String? {
-        let inUse = try backendChoice().backend
-        let other = inUse.other
-        switch other {
-        case .file:
-            guard services.fileExists(try storeFilePath()) else { return nil }
-        case .secretService:
-            guard try secretServicePresence() == .provider,
-                let items = try? self.items(.secretService).search(ItemMigration.everything), !items.isEmpty
-            else { return nil }
-        case .vault:
-            // No store's other is the Vault store: its items are never left behind by a switch.
-            return nil
-        }
-        return
-            """
-            \(try storeDescription(other)) also holds items; 'portal-token migrate --to \
-            \(inUse.rawValue)' merges them
-            """
-    }
 }

@@ -1,3 +1,4 @@
+import Operations
 import PortalTokenCore
 
 /// The one table of commands and their options: the parser reads each command's arguments

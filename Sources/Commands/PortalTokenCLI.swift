@@ -1,11 +1,11 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 
 /// The entry point: reads the arguments, runs one command, and is the one error funnel that
 /// prints `portal-token: error: …` / `hint: …` and picks the exit code (docs/exit-codes.md, "Error messages").
 public enum PortalTokenCLI {
-    public static let version = "0.1.0"
 
     /// Every subcommand, in the order `--help` lists them.
     static let commands: [any Command.Type] = [
@@ -182,7 +182,7 @@ public enum PortalTokenCLI {
                 "cannot read the config file \(path): it is writable by other users (mode \(String(mode, radix: 8)))",
                 hint: "restrict it with 'chmod go-w \(path)'")
         } catch let failure as FileReading.Failure {
-            throw CLIError.usage("cannot read the config file \(path): \(describe(failure))")
+            throw CLIError.usage("cannot read the config file \(path): \(failure.described())")
         }
         // The audit log's settings come from the user's own file only (docs/audit.md, "Turning it
         // off"): when another file is in use, that one is read for them alone, and a file there that
@@ -198,14 +198,6 @@ public enum PortalTokenCLI {
         }
         return Settings(
             flags: flags, environment: environment, configFile: values, configPath: path, userConfigFile: userValues)
-    }
-
-    static func describe(_ failure: FileReading.Failure, limit: Int = FileReading.defaultLimit) -> String {
-        switch failure {
-        case .missing: return "no such file"
-        case .tooLarge: return "larger than \(limit >> 20) MiB"
-        default: return failure.reason
-        }
     }
 
     static var overview: String {
@@ -250,7 +242,7 @@ struct VersionCommand: Command {
         The same line as portal-token --version: the name and the version. It reads no
         setting, so it prints that line whatever the config file holds.
         """
-    static var line: String { "portal-token \(PortalTokenCLI.version)" }
+    static var line: String { "portal-token \(Release.version)" }
 
     init(arguments: ParsedArguments) throws(CLIError) {}
 

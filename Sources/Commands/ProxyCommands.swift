@@ -1,5 +1,6 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 import Synchronization
 
@@ -93,7 +94,7 @@ final class PortalProxy: @unchecked Sendable {
     static let decidedByHeader = "Portal-Token-Decided-By"
 
     /// The value the proxy puts before a client's own `User-Agent`.
-    static var userAgent: String { "portal-token/\(PortalTokenCLI.version)" }
+    static var userAgent: String { "portal-token/\(Release.version)" }
 
     func handle(
         _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ caller: CallerIdentity?,
@@ -305,13 +306,6 @@ final class SessionEndMark: Sendable {
         let result = Result { try body() }
         return (result, ended.exchange(false, ordering: .sequentiallyConsistent))
     }
-}
-
-/// The variables `exec --proxy` gives its command (docs/proxy.md, "exec --proxy").
-enum ProxyEnvironment {
-    static let credential = "PORTAL_TOKEN_PROXY_CREDENTIAL"
-    static let header = "PORTAL_TOKEN_PROXY_HEADER"
-    static let url = "PORTAL_TOKEN_PROXY_URL"
 }
 
 struct ProxyCommand: Command {

@@ -1,30 +1,18 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 
 /// How scripts and tools receive the session token: `token`, script-mode `get`, `exec` and
 /// `exec-credential` all read the session the same way (docs/sessions.md, "The commands that read the session"), so one
 /// place renders it.
-enum SessionOutput {
-    /// The `get --format json` / `token --format json` object: token, endUserId,
-    /// authEnvironmentId and an RFC 3339 expiresAt.
-    static func json(_ session: PortalSession) -> String {
-        var members: [String: JSONValue] = [
-            "token": .string(session.token.text),
-            "endUserId": .string(session.endUserID),
-            "authEnvironmentId": .string(session.authEnvironmentID),
-        ]
-        members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
-        return JSONValue.object(members).serialized
-    }
-
+enum TokenOutput {
     /// Prints the token alone on one line, or the JSON object, and wipes the buffer.
     static func printToken(_ session: PortalSession, json asJSON: Bool, _ context: Context) {
-        var bytes = Array(((asJSON ? json(session) : session.token.text) + "\n").utf8)
+        var bytes = Array(((asJSON ? SessionOutput.json(session) : session.token.text) + "\n").utf8)
         context.streams.write(bytes, to: context.streams.output)
         zeroize(&bytes)
     }
-
 }
 
 /// Follows a script command's own text, after the blank line that separates them.
@@ -58,7 +46,7 @@ struct TokenCommand: Command {
 
     func run(in context: Context) throws {
         let session = try context.usableSession()
-        SessionOutput.printToken(session, json: json, context)
+        TokenOutput.printToken(session, json: json, context)
     }
 }
 
@@ -227,42 +215,15 @@ struct ExecCredentialCommand: Command {
 
         """ + scriptSessionRules
 
-    static let apiGroup = "client.authentication.k8s.io"
-    static let versions = ["v1", "v1beta1"]
-
     init(arguments: ParsedArguments) throws(CLIError) {}
 
-    /// The apiVersion to answer in: KUBERNETES_EXEC_INFO's `apiVersion`, else v1.
-    static func apiVersion(execInfo: String?) throws(CLIError) -> String {
-        guard let execInfo, !execInfo.trimmingWhitespace.isEmpty else { return "\(apiGroup)/v1" }
-        guard let info = try? JSONValue.parse(execInfo) else {
-            throw .usage("KUBERNETES_EXEC_INFO is not JSON")
-        }
-        guard let requested = info["apiVersion"]?.stringValue else { return "\(apiGroup)/v1" }
-        guard versions.contains(where: { "\(apiGroup)/\($0)" == requested }) else {
-            throw .usage(
-                "KUBERNETES_EXEC_INFO asks for \(requested.prefix(80)), which portal-token does not speak",
-                hint: "use apiVersion \(apiGroup)/v1 or \(apiGroup)/v1beta1 in the kubeconfig")
-        }
-        return requested
-    }
-
     func run(in context: Context) throws {
-        let apiVersion = try Self.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
-        var bytes = Self.document(try context.usableSession(), apiVersion: apiVersion)
+        let apiVersion = try ExecCredential.apiVersion(execInfo: context.environment["KUBERNETES_EXEC_INFO"])
+        var bytes = ExecCredential.document(try context.usableSession(), apiVersion: apiVersion)
         context.streams.write(bytes, to: context.streams.output)
         zeroize(&bytes)
     }
 
-    /// What it prints, which the agent's `GET /v1/exec-credential` answers too.
-    static func document(_ session: PortalSession, apiVersion: String) -> [UInt8] {
-        var status: [String: JSONValue] = ["token": .string(session.token.text)]
-        if let expiresAt = session.expiresAt { status["expirationTimestamp"] = .string(RFC3339.format(expiresAt)) }
-        let credential = JSONValue.object([
-            "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"), "status": .object(status),
-        ])
-        return Array((credential.serialized + "\n").utf8)
-    }
 }
 
 /// `login --with-token`: adopts a token minted by the user's own backend, read from stdin so it

@@ -1,5 +1,6 @@
 import Basics
 import Glibc
+import Operations
 import PortalTokenCore
 
 /// Follows a command's own text, after the blank line that separates them.
@@ -44,51 +45,9 @@ struct StatusCommand: Command {
 
     func run(in context: Context) throws {
         // In client mode the report is the agent's, rendered here as a local run renders its own.
-        let report = try context.agent().map { try $0.statusReport(context) } ?? Self.report(context)
+        let report = try context.agent().map { try $0.statusReport(context) } ?? Status.run(context)
         context.streams.print(json ? JSONValue.object(report).serialized : Self.text(report))
         if report["signedIn"]?.boolValue != true { throw SilentExit(code: .notSignedIn) }
-    }
-
-    /// The operation, for this command and the agent's `GET /v1/status`: what `--format json`
-    /// prints.
-    static func report(_ context: Context) throws -> [String: JSONValue] {
-        let account = try context.accountChoice()
-        let environmentID = account.authEnvironmentID
-        let choice = try context.backendChoice()
-        // The keyring names the program behind it (docs/storage.md, "Providers").
-        let provider = choice.backend == .secretService ? context.secretServiceProvider() : nil
-        let session = try context.sessionService().restore()
-        let now = context.now()
-        let decision = session?.decision(at: now)
-        let step = try context.twoFactorSteps().loadStep(authEnvironmentID: environmentID)
-            .flatMap { $0.isExpired(at: now) ? nil : $0 }
-        let otherStore = try context.otherStoreNotice()
-        var members: [String: JSONValue] = [
-            "signedIn": .bool(session != nil && decision != .expired),
-            "authEnvironmentId": .string(environmentID),
-            "authEnvironmentChosenBy": .string(account.reason),
-            "backend": .string(choice.backend.rawValue),
-            "provider": provider.map { .string($0.name) } ?? .null,
-            "backendReason": .string(choice.reason),
-            "twoFactorStepWaiting": .bool(step != nil),
-            // What a prompt-free caller should know: only what is stored answers (Prompting.swift).
-            "promptsRuledOutBy": context.promptsRuledOutBy().map { .string($0) } ?? .null,
-        ]
-        if let step {
-            members["twoFactorStep"] = .object([
-                "endUserId": .string(step.endUserID), "expiresAt": .string(RFC3339.format(step.expiresAt)),
-            ])
-        }
-        if let session {
-            members["endUserId"] = .string(session.endUserID)
-            members["issuedAt"] = session.issuedAt.map { .string(RFC3339.format($0)) } ?? .null
-            members["expiresAt"] = session.expiresAt.map { .string(RFC3339.format($0)) } ?? .null
-            members["capAt"] = session.capAt.map { .string(RFC3339.format($0)) } ?? .null
-            members["ended"] = .bool(decision == .expired)
-            members["nextUseAsksPortal"] = .bool(decision == .checkWithPortal)
-        }
-        if let otherStore { members["otherStore"] = .string(otherStore) }
-        return members
     }
 
     /// The report as lines for a terminal. Every value comes from Portal, a store, the settings
@@ -336,7 +295,7 @@ struct APICommand: Command {
         _ apiBase: PortalAPIBase, marker: HTTPHeader, body: [UInt8]?, _ context: Context
     ) throws -> HTTPResponse {
         guard let url = apiBase.resolve(path) else { throw SessionError.foreignOrigin }
-        let requests = PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version)
+        let requests = PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: Release.version)
         let request = requests.request(method, url, body: body, extraHeaders: headers + [marker])
         let response: HTTPResponse
         do {
@@ -369,7 +328,7 @@ struct APICommand: Command {
                 throw CLIError.usage(
                     """
                     cannot read the request body from stdin: \
-                    \(PortalTokenCLI.describe(FileReading.Failure.tooLarge, limit: Self.maximumBodyBytes))
+                    \(FileReading.Failure.tooLarge.described(limit: Self.maximumBodyBytes))
                     """
                 )
             }
@@ -381,7 +340,7 @@ struct APICommand: Command {
                 throw CLIError.usage(
                     """
                     cannot read the request body from \(file): \
-                    \(PortalTokenCLI.describe(error, limit: Self.maximumBodyBytes))
+                    \(error.described(limit: Self.maximumBodyBytes))
                     """
                 )
             }
@@ -409,9 +368,4 @@ private func rejection(_ response: HTTPResponse, method: String, path: String, a
             exitCode: .sessionEnded)
     }
     return CLIError("Portal answered HTTP \(response.status) to \(method) \(path)", exitCode: .rejected)
-}
-
-/// An exit code with nothing more to say: the command already printed what the user needs.
-struct SilentExit: Error {
-    let code: ExitCode
 }

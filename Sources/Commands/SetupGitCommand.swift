@@ -1,4 +1,5 @@
 import Glibc
+import Operations
 import PortalTokenCore
 
 struct SetupGitCommand: Command {

@@ -1,4 +1,5 @@
 import Glibc
+import Operations
 import PortalTokenCore
 
 /// Follows a command's own text, after the blank line that separates them.

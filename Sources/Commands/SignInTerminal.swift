@@ -1,4 +1,5 @@
 import Glibc
+import Operations
 import PortalTokenCore
 
 /// The live line `login` shows on a terminal while it waits for the browser: where it listens

@@ -4,6 +4,7 @@ import Glibc
 import KernelKeyring
 import LocalHTTPServer
 import PeerCredentials
+import Operations
 import PortalTokenCore
 
 /// The agent's sockets, server and signals (docs/agent.md, "The sockets"): the glue between the

@@ -9,6 +9,7 @@ import HookRunner
 import KernelKeyring
 import LoopbackRedirectListener
 import PortalHTTP
+import Operations
 import PortalTokenCore
 import SecretServiceStore
 import SessionBus

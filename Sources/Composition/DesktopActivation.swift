@@ -1,6 +1,7 @@
 import Basics
 import Commands
 import Glibc
+import Operations
 import PortalTokenCore
 import SessionBus
 

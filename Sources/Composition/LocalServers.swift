@@ -3,6 +3,7 @@ import Commands
 import Glibc
 import LocalHTTPServer
 import PeerCredentials
+import Operations
 import PortalTokenCore
 import Synchronization
 

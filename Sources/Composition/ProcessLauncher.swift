@@ -1,5 +1,6 @@
 import Glibc
 import Basics
+import Operations
 import PortalTokenCore
 
 /// Starts programs through `ChildProcess`: every child gets portal-token's environment (the

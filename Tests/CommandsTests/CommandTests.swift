@@ -1,4 +1,5 @@
 @testable import Commands
+@testable import Operations
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing
@@ -378,7 +379,7 @@ struct CommandTests {
     func version() throws {
         let result = try InProcessCLI().run(["--version"])
         #expect(result.exitCode == 0 && result.stderr.isEmpty)
-        #expect(result.stdout == "portal-token \(PortalTokenCLI.version)\n")
+        #expect(result.stdout == "portal-token \(Release.version)\n")
         // `version` is a command too, and prints the same line whatever the config file holds.
         let command = try InProcessCLI().run(["version"], environment: ["PORTAL_TOKEN_CONFIG": "/nonexistent/config"])
         #expect(command.exitCode == 0 && command.stderr.isEmpty, "\(command.stderr)")

@@ -21,15 +21,16 @@ struct DependencyRuleTests {
     static let allowed: [String: Set<String>] = [
         "Basics": [],
         "PortalTokenCore": ["Basics", "CSodium"],
-        "Commands": ["Basics", "PortalTokenCore"],
-        "portal-token-docgen": ["Commands", "PortalTokenCore"],
+        "Operations": ["Basics", "PortalTokenCore"],
+        "Commands": ["Basics", "PortalTokenCore", "Operations"],
+        "portal-token-docgen": ["Commands", "Operations", "PortalTokenCore"],
         "portal-token": ["Composition"],
     ]
 
-    /// Sources/ by layer: each group folder holds modules; Commands and Composition are modules
-    /// of their own.
+    /// Sources/ by layer: each group folder holds modules; Operations, Commands and Composition
+    /// are modules of their own.
     static let groups = ["Core", "Adapters", "CLibraries", "Programs"]
-    static let topLevelModules = ["Commands", "Composition"]
+    static let topLevelModules = ["Operations", "Commands", "Composition"]
 
     /// Every module of Sources, with its folder.
     static func modules() throws -> [(name: String, directory: URL)] {

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 @testable import Commands
+@testable import Operations
 import PortalTokenCore
 import PortalTokenTestSupport
 

@@ -5,6 +5,7 @@ import PortalTokenTestSupport
 import Testing
 
 @testable import Commands
+@testable import Operations
 
 /// The account a sign-in signed in is remembered, so that a new shell with no Portal variables
 /// acts for it; several are never chosen between behind the user's back (docs/sessions.md,

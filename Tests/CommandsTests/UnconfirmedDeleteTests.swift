@@ -1,4 +1,5 @@
 @testable import Commands
+@testable import Operations
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing

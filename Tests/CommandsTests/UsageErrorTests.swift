@@ -1,5 +1,6 @@
 import Foundation
 @testable import Commands
+@testable import Operations
 import PortalTokenCore
 import PortalTokenTestSupport
 import Testing

@@ -1,4 +1,5 @@
 import Commands
+import Operations
 import PortalTokenCore
 
 /// The command list the shells offer: every command, then `help`.

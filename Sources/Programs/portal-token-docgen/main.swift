@@ -1,5 +1,6 @@
 import Foundation
 import Commands
+import Operations
 
 // Writes the generated regions of the shell completions, the man page and docs/commands.md from
 // the option table and each command's summary and details.

@@ -19,7 +19,7 @@ public struct StandardStreams: Sendable {
     public static let requestLimit = 1 << 20
 
     /// What `readRequest` makes room for before it reads: more than any request git sends.
-    static let usualRequestBytes = 16 * 1024
+    package static let usualRequestBytes = 16 * 1024
 
     /// Reads the credential-protocol request: up to the first blank line (`\n` or `\r\n`), or EOF.
     /// It stops at the blank line so that a caller who keeps stdin open is not waited on. Past

@@ -6,13 +6,15 @@ import PortalTokenCore
 /// served from what is stored or cached never pays for the question.
 extension Context {
     /// How long `git config` may take to say whether `credential.interactive` rules prompts out.
-    static let gitConfigTimeoutMilliseconds = 2000
+    package static let gitConfigTimeoutMilliseconds = 2000
 
     /// `promptPermission` for a store to ask just before it would prompt, and only then.
-    var askPromptPermission: () -> PromptPermission { { [weak self] in self?.promptPermission() ?? .noTerminal } }
+    package var askPromptPermission: () -> PromptPermission {
+        { [weak self] in self?.promptPermission() ?? .noTerminal }
+    }
 
     /// Nobody to ask without a terminal; else allowed, unless a setting rules prompts out.
-    func promptPermission() -> PromptPermission {
+    package func promptPermission() -> PromptPermission {
         guard streams.inputIsTerminal || streams.errorIsTerminal else { return .noTerminal }
         return promptsRuledOutBy().map { .ruledOut(by: $0) } ?? .allowed
     }
@@ -21,7 +23,7 @@ extension Context {
     /// once per run. The environment is read first (`GIT_TERMINAL_PROMPT`, then git's `-c`
     /// settings in `GIT_CONFIG_PARAMETERS`); only when neither says so is git asked, once, for
     /// `credential.interactive` as it applies to this run's URL.
-    func promptsRuledOutBy() -> String? {
+    package func promptsRuledOutBy() -> String? {
         if let decidedPromptRuling { return decidedPromptRuling }
         let ruling =
             PromptRules.terminalPromptRuling(environment) ?? PromptRules.commandLineRuling(environment)

@@ -1,3 +1,4 @@
+import Basics
 import PortalTokenCore
 
 /// An error on its way to the one funnel that prints it and picks the exit code.
@@ -20,7 +21,7 @@ public struct CLIError: Error, Sendable {
 
 extension CLIError {
     /// The single mapping from every error type the commands throw to message and exit code.
-    init(_ error: any Error) {
+    package init(_ error: any Error) {
         switch error {
         case let error as CLIError:
             self = error
@@ -72,4 +73,21 @@ extension CLIError {
                 exitCode: .internalError)
         }
     }
+}
+
+extension FileReading.Failure {
+    /// The failure as an error message words it.
+    package func described(limit: Int = FileReading.defaultLimit) -> String {
+        switch self {
+        case .missing: return "no such file"
+        case .tooLarge: return "larger than \(limit >> 20) MiB"
+        default: return reason
+        }
+    }
+}
+
+/// An exit code with nothing more to say: the command already printed what the user needs.
+package struct SilentExit: Error {
+    package let code: ExitCode
+    package init(code: ExitCode) { self.code = code }
 }

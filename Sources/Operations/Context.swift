@@ -7,31 +7,31 @@ import PortalTokenCore
 /// session service, the sign-in service. Every adapter comes from `services`; nothing here names
 /// one (docs/development.md, "Modules and the dependency rule").
 public final class Context {
-    static let defaultKeyringTimeoutMilliseconds = 3000
+    package static let defaultKeyringTimeoutMilliseconds = 3000
     /// gpg-agent's default-cache-ttl is 10 minutes; a run of git commands over a quarter of an
     /// hour should ask once.
-    static let defaultKeyCacheTimeoutSeconds = 900
+    package static let defaultKeyCacheTimeoutSeconds = 900
     /// gpg-agent's max-cache-ttl is 2 hours: however busy, the user unlocks again after that.
-    static let defaultKeyCacheMaximumSeconds = 7200
-    static let maximumKeyCacheTimeoutSeconds = 30 * 24 * 3600
+    package static let defaultKeyCacheMaximumSeconds = 7200
+    package static let maximumKeyCacheTimeoutSeconds = 30 * 24 * 3600
 
-    let streams: StandardStreams
-    let environment: [String: String]
-    let settings: Settings
-    let services: Services
+    package let streams: StandardStreams
+    package let environment: [String: String]
+    package let settings: Settings
+    package let services: Services
     /// The name the binary was started under, for messages.
-    let programName: String
+    package let programName: String
     /// Why the config file could not be used, for `doctor`, which runs on without it.
-    var settingsError: (any Error)?
+    package var settingsError: (any Error)?
     /// The URL git's `credential.<url>.interactive` is matched against: the credential
     /// request's, once one is read; else the Portal API's (Prompting.swift).
-    var promptURL: String?
+    package var promptURL: String?
     /// Whether a setting rules every prompt out, once asked (Prompting.swift).
-    var decidedPromptRuling: String??
+    package var decidedPromptRuling: String??
     /// This run's audit line, for a command that records one (AuditRecording.swift).
-    var audit: AuditDraft?
+    package var audit: AuditDraft?
 
-    init(
+    package init(
         streams: StandardStreams, environment: [String: String], settings: Settings, programName: String,
         services: Services
     ) {
@@ -43,21 +43,21 @@ public final class Context {
     }
 
     /// Whether `--verbose` or `PORTAL_TOKEN_TRACE` asked for the debug trace.
-    var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
+    package var isTracing: Bool { ((try? settings.bool(.trace)) ?? nil) ?? false }
 
     /// The debug trace, on stderr: a line per step, every secret left out by the callers (they
     /// pass paths, statuses, end users and reasons, never a value).
-    var trace: @Sendable (String) -> Void {
+    package var trace: @Sendable (String) -> Void {
         guard isTracing else { return { _ in } }
         let streams = self.streams
         return { streams.printError("portal-token: trace: \($0)") }
     }
 
-    func now() -> Int64 { services.now() }
+    package func now() -> Int64 { services.now() }
 
     // MARK: Settings
 
-    static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
+    package static func requestedBackend(_ settings: Settings) throws(CLIError) -> RequestedBackend {
         guard let text = settings.value(.backend) else { return .auto }
         guard let backend = RequestedBackend(rawValue: text) else {
             throw .usage(
@@ -69,16 +69,16 @@ public final class Context {
 
     /// "did you mean …?" for a word that is not a backend's name: a store's common name
     /// (`keyring`) or a near misspelling; nil when nothing is close. The word is never echoed.
-    static func backendHint(for word: String, among names: [String]) -> String? {
+    package static func backendHint(for word: String, among names: [String]) -> String? {
         let meant = RequestedBackend.commonlyCalled(word)?.rawValue ?? Suggestion.nearest(to: word, among: names)
         return meant.flatMap { names.contains($0) ? "did you mean '\($0)'?" : nil }
     }
 
-    var keyringTimeout: Int {
+    package var keyringTimeout: Int {
         get throws { try settings.milliseconds(.keyringTimeout, default: Self.defaultKeyringTimeoutMilliseconds) }
     }
 
-    var keyCacheTimeoutSeconds: Int {
+    package var keyCacheTimeoutSeconds: Int {
         get throws {
             try settings.seconds(
                 .keyCacheTimeout, default: Self.defaultKeyCacheTimeoutSeconds,
@@ -89,16 +89,16 @@ public final class Context {
     /// A Vault session copy is served this long after the server last confirmed it: long enough
     /// for a burst of git commands or a script loop, short enough that a session another host
     /// ended is seen within seconds.
-    static let defaultVaultCacheSeconds = 10
+    package static let defaultVaultCacheSeconds = 10
 
-    var vaultCacheSeconds: Int {
+    package var vaultCacheSeconds: Int {
         get throws {
             try settings.seconds(
                 .vaultCacheSeconds, default: Self.defaultVaultCacheSeconds, maximum: Self.maximumKeyCacheTimeoutSeconds)
         }
     }
 
-    var keyCacheMaximumSeconds: Int {
+    package var keyCacheMaximumSeconds: Int {
         get throws {
             try settings.seconds(
                 .keyCacheMax, default: Self.defaultKeyCacheMaximumSeconds, maximum: Self.maximumKeyCacheTimeoutSeconds)
@@ -107,7 +107,7 @@ public final class Context {
 
     /// `PORTAL_TOKEN_FILE`, else `$XDG_DATA_HOME/portal-token/store` (docs/settings.md, "The
     /// encrypted file store").
-    func storeFilePath() throws(CLIError) -> String {
+    package func storeFilePath() throws(CLIError) -> String {
         if let path = settings.value(.storeFile) { return path }
         if environment["XDG_DATA_HOME"]?.hasPrefix("/") != true, environment["HOME"]?.isEmpty ?? true {
             throw .usage(
@@ -119,17 +119,17 @@ public final class Context {
 
     /// XDG base directories (XDG Base Directory Specification): the variable when it holds an
     /// absolute path, otherwise the default under `HOME`.
-    func xdgDirectory(_ variable: String, default relative: String) -> String {
+    package func xdgDirectory(_ variable: String, default relative: String) -> String {
         if let value = environment[variable], value.hasPrefix("/") { return value }
         return (environment["HOME"] ?? "") + "/" + relative
     }
 
     /// The auth environment every Portal-session command acts in (`accountChoice`).
-    func authEnvironmentID() throws -> String { try accountChoice().authEnvironmentID }
+    package func authEnvironmentID() throws -> String { try accountChoice().authEnvironmentID }
 
     /// The Portal API base URL from the api-host setting, else the API host the chosen account
     /// signed in on (docs/portal-api.md, "Base URL").
-    func apiBase() throws -> PortalAPIBase {
+    package func apiBase() throws -> PortalAPIBase {
         let configured = settings.value(.apiHost)
         let host = try configured ?? accountChoice().apiHost ?? PortalAPIBase.defaultHost
         do {
@@ -145,14 +145,14 @@ public final class Context {
 
     /// Which account a command acts for, and why: what `status` and `accounts` say
     /// (docs/sessions.md, "Choosing an account").
-    struct AccountChoice {
-        var authEnvironmentID: String
+    package struct AccountChoice {
+        package var authEnvironmentID: String
         /// The end user, where one is named or bound; nil: the environment's session (its newest),
         /// which is the one end user's wherever one is signed in to it.
-        var endUserID: String?
+        package var endUserID: String?
         /// The API host it signed in on, used where no api-host setting names one.
-        var apiHost: String?
-        var reason: String
+        package var apiHost: String?
+        package var reason: String
     }
 
     private var chosenAccount: AccountChoice?
@@ -163,7 +163,7 @@ public final class Context {
     /// config file's auth-environment-id (and end-user), the named default; the one account
     /// remembered here; the one session stored. Several, and none chosen, is a usage error that
     /// lists them. Nothing here is global state one shell changes for another.
-    func accountChoice() throws -> AccountChoice {
+    package func accountChoice() throws -> AccountChoice {
         if let chosenAccount { return chosenAccount }
         guard let choice = try chooseAccount(readingStores: true) else {
             throw CLIError.usage(
@@ -177,7 +177,7 @@ public final class Context {
 
     /// The choice the settings, this directory and the accounts file make, reading no store: what a
     /// client of the agent asks it for; nil leaves the choice to the agent.
-    func localAccountChoice() throws -> AccountChoice? { try chooseAccount(readingStores: false) }
+    package func localAccountChoice() throws -> AccountChoice? { try chooseAccount(readingStores: false) }
 
     /// The choice as far as the settings, this directory and the accounts file make it; without
     /// `readingStores`, nil where only the stored sessions could decide.
@@ -259,14 +259,14 @@ public final class Context {
             authEnvironmentID: authEnvironmentID, endUserID: nil, apiHost: remembered.first?.apiHost, reason: reason)
     }
 
-    static func describe(_ account: RememberedAccount) -> String {
+    package static func describe(_ account: RememberedAccount) -> String {
         "'\(account.authEnvironmentID)' (end user \(account.endUserID)\(account.apiHost.map { " on \($0)" } ?? ""))"
     }
 
     /// The Portal API's URL as the settings and the accounts file name it, reading no store:
     /// what a store's own prompt asks git about (`credential.interactive` for this URL), while
     /// that store is being opened.
-    func apiURLReadingNoStore() -> String? {
+    package func apiURLReadingNoStore() -> String? {
         let host =
             settings.value(.apiHost) ?? chosenAccount?.apiHost ?? rememberedAPIHost() ?? PortalAPIBase.defaultHost
         return (try? PortalAPIBase(apiHost: host))?.url
@@ -279,11 +279,13 @@ public final class Context {
 
     /// portal-token's record of the accounts signed in here: written by every sign-in, never a
     /// secret, beside the config file (docs/sessions.md, "Remembered accounts").
-    var accountsPath: String { xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/accounts.json" }
+    package var accountsPath: String {
+        xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/accounts.json"
+    }
 
     /// The accounts file; empty when it does not exist. A damaged or foreign file is a usage
     /// error naming it, and is left as it is.
-    func rememberedAccounts() throws(CLIError) -> RememberedAccounts {
+    package func rememberedAccounts() throws(CLIError) -> RememberedAccounts {
         let bytes: [UInt8]
         do {
             bytes = try FileReading.contents(of: accountsPath, limit: 1 << 20, ownOnly: true)
@@ -291,7 +293,7 @@ public final class Context {
             return RememberedAccounts()
         } catch {
             throw .usage(
-                "cannot use the accounts file \(accountsPath): \(PortalTokenCLI.describe(error))",
+                "cannot use the accounts file \(accountsPath): \(error.described())",
                 hint: "name the auth environment with --env ID, or remove the file and sign in again")
         }
         do {
@@ -305,7 +307,7 @@ public final class Context {
 
     /// Records the account a sign-in (or an adopted token) just stored, with the API host
     /// configured for it. A record that cannot be written is a warning: the sign-in itself stands.
-    func rememberAccount(_ session: PortalSession) {
+    package func rememberAccount(_ session: PortalSession) {
         let account = RememberedAccount(
             authEnvironmentID: session.authEnvironmentID, endUserID: session.endUserID,
             apiHost: settings.value(.apiHost) ?? (try? accountChoice())?.apiHost)
@@ -325,7 +327,7 @@ public final class Context {
 
     /// Forgets the account of `endUserID` in `authEnvironmentID` (after a logout; every one of
     /// the environment with none named).
-    func forgetAccount(_ authEnvironmentID: String, endUserID: String?) {
+    package func forgetAccount(_ authEnvironmentID: String, endUserID: String?) {
         updateAccounts("forget the account") { $0.forgetting(authEnvironmentID, endUserID: endUserID) }
     }
 
@@ -337,7 +339,7 @@ public final class Context {
     }
 
     /// Changes the accounts file under its lock, atomically; returns why it could not, or nil.
-    func changeAccounts(_ change: (RememberedAccounts) -> RememberedAccounts) -> String? {
+    package func changeAccounts(_ change: (RememberedAccounts) -> RememberedAccounts) -> String? {
         let path = accountsPath
         do {
             try Directories.createParent(of: path)
@@ -369,7 +371,7 @@ public final class Context {
 
     /// The working directory, as the kernel names it (canonical: no symbolic link in it); nil
     /// when it cannot be had (removed meanwhile).
-    static func currentDirectory() -> String? {
+    package static func currentDirectory() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         guard getcwd(&buffer, buffer.count) != nil else { return nil }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -378,7 +380,7 @@ public final class Context {
     /// Whether a credential-protocol request is answered from the Portal session
     /// (docs/sessions.md, "Portal origins in the credential protocol") rather than from generic
     /// storage: the core's routing, with this run's API host.
-    func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
+    package func isPortalOrigin(_ request: CredentialRequest) throws(CLIError) -> Bool {
         do {
             // The API host the account signed in on, where the accounts file alone says which
             // account (routing reads no store: most requests are for other hosts).
@@ -395,7 +397,7 @@ public final class Context {
 
     /// The session bus, connected once per run, bounded like the keyring; nil when there is none
     /// (no address, no socket: known at once, docs/storage.md, "Backends and the auto decision").
-    func sessionBus() throws -> (any SessionBusConnection)? {
+    package func sessionBus() throws -> (any SessionBusConnection)? {
         if let connectedSessionBus { return connectedSessionBus }
         let bus = try services.connectSessionBus(try keyringTimeout)
         connectedSessionBus = .some(bus)
@@ -404,7 +406,7 @@ public final class Context {
 
     /// What the session bus shows of the Secret Service: no bus, no provider, or a provider.
     /// The bus daemon answers, never the keyring, so a stalled keyring reads as present.
-    func secretServicePresence() throws -> SecretServicePresence {
+    package func secretServicePresence() throws -> SecretServicePresence {
         guard let bus = try sessionBus() else { return .noBus }
         return try bus.hasSecretServiceProvider() ? .provider : .noProvider
     }
@@ -417,7 +419,7 @@ public final class Context {
     /// Which program provides the Secret Service on the session bus, when the bus can say; nil
     /// with no bus or no provider, or when asking fails (only `doctor` and `status` ask, and a
     /// name is all they want).
-    func secretServiceProvider() -> SecretServiceProvider? {
+    package func secretServiceProvider() -> SecretServiceProvider? {
         guard let bus = try? sessionBus() else { return nil }
         return try? bus.secretServiceProvider()
     }
@@ -426,7 +428,7 @@ public final class Context {
     /// given, names its provider: that program's
     /// dialog may be what is waiting (docs/storage.md, "Providers"). Asked only then, of the bus
     /// daemon, within the bound.
-    func namingTheProvider(_ error: StoreError) -> StoreError {
+    package func namingTheProvider(_ error: StoreError) -> StoreError {
         guard error.kind == .locked || error.kind == .timedOut || error.namesProvider,
             decidedBackend?.backend == .secretService,
             let provider = secretServiceProvider()
@@ -436,7 +438,7 @@ public final class Context {
         return named
     }
 
-    func backendChoice() throws -> BackendChoice {
+    package func backendChoice() throws -> BackendChoice {
         if let decidedBackend { return decidedBackend }
         let requested = try Self.requestedBackend(settings)
         let presence = requested == .auto ? try secretServicePresence() : nil
@@ -453,12 +455,12 @@ public final class Context {
 
     /// The cross-process lock around every change to the store in use (docs/storage.md, "The
     /// store lock"), shared by everything in this run (it is reentrant within the process).
-    func storeLock() throws -> any SessionLock { try storeLock(for: backendChoice().backend) }
+    package func storeLock() throws -> any SessionLock { try storeLock(for: backendChoice().backend) }
 
     /// The store lock of one backend: the encrypted file's own `<file>.lock`, which its writes
     /// take too, so a write takes one lock; for the keyring and Vault, `sessions.lock`. A
     /// holder's every keyring call is bounded, so waiting for a few of them is bounded too.
-    func storeLock(for backend: BackendChoice.Backend) throws -> any SessionLock {
+    package func storeLock(for backend: BackendChoice.Backend) throws -> any SessionLock {
         let timeout = max(4 * (try keyringTimeout), 1000)
         if backend == .file {
             if let fileStoreLock { return fileStoreLock }
@@ -485,7 +487,7 @@ public final class Context {
 
     /// One backend's items, every write under the store lock; one store per backend and run, so
     /// git credentials and the Portal session share one unlock.
-    func items(_ backend: BackendChoice.Backend) throws -> any ItemStore {
+    package func items(_ backend: BackendChoice.Backend) throws -> any ItemStore {
         switch backend {
         case .secretService:
             if let keyringItemStore { return keyringItemStore }
@@ -522,7 +524,7 @@ public final class Context {
     }
 
     /// The Vault store's server, trust, layout and token source (docs/settings.md, "The Vault store").
-    func vaultOptions() throws(CLIError) -> VaultOptions {
+    package func vaultOptions() throws(CLIError) -> VaultOptions {
         do {
             return try VaultOptions(settings: settings, home: environment["HOME"])
         } catch {
@@ -551,13 +553,15 @@ public final class Context {
     }
 
     /// git credentials: in the backend in use, and only it.
-    func credentials() throws -> CredentialItems { CredentialItems(try items(backendChoice().backend)) }
+    package func credentials() throws -> CredentialItems { CredentialItems(try items(backendChoice().backend)) }
 
     /// Where a waiting two-factor step is kept: beside the session, in the backend in use.
-    func twoFactorSteps() throws -> TwoFactorStepItems { TwoFactorStepItems(try items(backendChoice().backend)) }
+    package func twoFactorSteps() throws -> TwoFactorStepItems {
+        TwoFactorStepItems(try items(backendChoice().backend))
+    }
 
     /// Whether a backend may hold anything: the file exists; the keyring is registered on the bus.
-    func storeExists(_ backend: BackendChoice.Backend) throws -> Bool {
+    package func storeExists(_ backend: BackendChoice.Backend) throws -> Bool {
         switch backend {
         case .file: return services.fileExists(try storeFilePath())
         case .secretService: return try secretServicePresence() == .provider
@@ -566,7 +570,7 @@ public final class Context {
     }
 
     /// The store in words, for messages.
-    func storeDescription(_ backend: BackendChoice.Backend) throws -> String {
+    package func storeDescription(_ backend: BackendChoice.Backend) throws -> String {
         switch backend {
         case .file: return "the encrypted file store at \(try storeFilePath())"
         case .secretService: return "the Secret Service"
@@ -583,7 +587,7 @@ public final class Context {
     /// asked for (docs/storage.md, "The session cache"). The file by its canonical path (resolved
     /// when asked, so a file created meanwhile keeps its name); the keyring by the ID of the bus
     /// it is on, asked of the bus once per run (a bus that cannot say leaves the session uncached).
-    func cacheStoreName(_ backend: BackendChoice.Backend, filePath: String) throws(StoreError) -> String {
+    package func cacheStoreName(_ backend: BackendChoice.Backend, filePath: String) throws(StoreError) -> String {
         switch backend {
         case .file:
             return "file\u{0}" + CanonicalPath.of(filePath)
@@ -625,7 +629,7 @@ public final class Context {
     /// Other hosts change the Vault store's sessions, so its copy is served only
     /// `vaultCacheSeconds` after the server last confirmed it, then asked of the server again
     /// (docs/storage.md, "Vault / OpenBao").
-    func sessions() throws -> Sessions {
+    package func sessions() throws -> Sessions {
         // A cached session from the keyring is served only once the keyring says it is unlocked:
         // that question goes out now, beside `auto`'s, so both cost one round trip.
         if decidedBackend == nil, [.auto, .secretService].contains(try Self.requestedBackend(settings)) {
@@ -665,7 +669,7 @@ public final class Context {
     /// One bounded read of the default collection's `Locked` property on the session bus, without
     /// libsecret: what a cached keyring answer costs before it is served. A locked collection is
     /// asked to unlock with no prompt first, as every read of it is.
-    func confirmKeyringUnlocked() throws(StoreError) {
+    package func confirmKeyringUnlocked() throws(StoreError) {
         let bus = try busForKeyringChecks()
         if try bus.isDefaultCollectionLocked(), try !bus.unlockDefaultCollectionWithoutPrompt() {
             throw StoreError(.locked, "the default keyring is locked", hint: StoreError.keyringLockedHint)
@@ -677,7 +681,7 @@ public final class Context {
     /// runs, each time this process is the one that removed the session.
     /// The chosen account's session; `endUserID` names another end user of its environment (a
     /// git request's `username`, as `credential.<url>.username` gives it).
-    func sessionService(endUserID: String? = nil, ended: (() -> Void)? = nil) throws -> SessionService {
+    package func sessionService(endUserID: String? = nil, ended: (() -> Void)? = nil) throws -> SessionService {
         try checkPortalSettings()
         let apiBase = try apiBase()
         try refuseOwnProxy(apiBase)
@@ -687,7 +691,7 @@ public final class Context {
             authEnvironmentID: account.authEnvironmentID, endUserID: endUserID ?? account.endUserID, apiBase: apiBase,
             store: try sessions(),
             lock: try storeLock(), transport: try transport(),
-            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version),
+            requests: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: Release.version),
             sessionEnded: { event in
                 ended?()
                 hook.run(event)
@@ -699,7 +703,7 @@ public final class Context {
     /// gives its command and `proxy --listen` prints: the session token never goes to the proxy's
     /// own address, and commands under the proxy use the proxy, not the session (docs/proxy.md,
     /// "portal-token under the proxy"). The proxy answers to 127.0.0.1 and localhost alike.
-    func refuseOwnProxy(_ apiBase: PortalAPIBase) throws(CLIError) {
+    package func refuseOwnProxy(_ apiBase: PortalAPIBase) throws(CLIError) {
         guard isOwnProxy(apiBase) else { return }
         throw CLIError(
             """
@@ -714,7 +718,7 @@ public final class Context {
     }
 
     /// Whether the API host is the proxy PORTAL_TOKEN_PROXY_URL names.
-    func isOwnProxy(_ apiBase: PortalAPIBase) -> Bool {
+    package func isOwnProxy(_ apiBase: PortalAPIBase) -> Bool {
         guard let proxyURL = environment[ProxyEnvironment.url], let proxy = PortalEndpoint(configured: proxyURL),
             let api = PortalEndpoint(configured: apiBase.url)
         else { return false }
@@ -728,7 +732,7 @@ public final class Context {
     /// The header that admits a request to the proxy the API host is (`exec --proxy` and
     /// `proxy --listen` give its name and value), when both are set: `api` sends through the proxy
     /// with it, and with no bearer of its own.
-    func ownProxyMarker(_ apiBase: PortalAPIBase) -> HTTPHeader? {
+    package func ownProxyMarker(_ apiBase: PortalAPIBase) -> HTTPHeader? {
         guard isOwnProxy(apiBase), let name = environment[ProxyEnvironment.header], !name.isEmpty,
             let value = environment[ProxyEnvironment.credential], !value.isEmpty
         else { return nil }
@@ -736,7 +740,7 @@ public final class Context {
     }
 
     /// The HTTP transport with the configured bounds; every request named in the trace when it is on.
-    func transport() throws -> any HTTPTransport {
+    package func transport() throws -> any HTTPTransport {
         let transport = services.transport(try HTTPTransportOptions(settings: settings))
         return isTracing ? TracingTransport(transport, trace: trace) : transport
     }
@@ -745,18 +749,18 @@ public final class Context {
 
     /// The Client Auth client for a sign-in configuration (docs/portal-api.md, "The Client Auth
     /// endpoints").
-    func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
+    package func clientAuthClient(configuration: ClientAuthConfiguration) throws -> ClientAuthClient {
         let apiBase = try apiBase()
         try refuseOwnProxy(apiBase)
         let api = ClientAuthAPI(
             configuration: configuration, apiBase: apiBase,
-            builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: PortalTokenCLI.version))
+            builder: PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: Release.version))
         return ClientAuthClient(api: api, transport: try transport())
     }
 
     /// Held around a whole grant exchange or code check, the request included: long enough to
     /// wait for another process's exchange to finish, bounded like every other lock.
-    func signInLock() throws -> SessionFileLock {
+    package func signInLock() throws -> SessionFileLock {
         let http = try HTTPTransportOptions(settings: settings)
         let wait = http.connectTimeoutMilliseconds + http.totalTimeoutMilliseconds + 4 * (try keyringTimeout)
         return SessionFileLock(context: self, timeoutMilliseconds: wait, name: "sign-in.lock")
@@ -765,10 +769,17 @@ public final class Context {
     /// Completing a sign-in for the configured environment: its client, the session and step
     /// stores of the backend in use, the locks, and the kernel keyring for results that could
     /// not be written.
-    func signInService(configuration: ClientAuthConfiguration) throws -> SignInService {
+    package func signInService(configuration: ClientAuthConfiguration) throws -> SignInService {
         SignInService(
             configuration: configuration, client: try clientAuthClient(configuration: configuration),
             sessions: try sessions(), steps: try twoFactorSteps(), sessionLock: try storeLock(),
             signInLock: try signInLock(), memory: services.secretCache(), now: now, trace: trace)
     }
+}
+
+/// The variables `exec --proxy` gives its command (docs/proxy.md, "exec --proxy").
+package enum ProxyEnvironment {
+    package static let credential = "PORTAL_TOKEN_PROXY_CREDENTIAL"
+    package static let header = "PORTAL_TOKEN_PROXY_HEADER"
+    package static let url = "PORTAL_TOKEN_PROXY_URL"
 }

@@ -6,26 +6,26 @@ import Synchronization
 /// (Sessions tells), the host a credential request named, Portal's answer. The error funnel
 /// writes it once the command's outcome is known, so each command only adds what it alone
 /// knows (docs/audit.md, "When a line is written").
-final class AuditDraft {
-    var operation: AuditOperation
+package final class AuditDraft {
+    package var operation: AuditOperation
     /// The outcome when the command knows better than its error or its success would say.
-    var outcome: AuditOutcome?
+    package var outcome: AuditOutcome?
     /// The last session read or written: its environment, end user and token.
-    var session: PortalSession?
-    var protocolName: String?
-    var host: String?
-    var method: String?
-    var httpStatus: Int?
-    var program: String?
-    var endedSession = false
+    package var session: PortalSession?
+    package var protocolName: String?
+    package var host: String?
+    package var method: String?
+    package var httpStatus: Int?
+    package var program: String?
+    package var endedSession = false
     /// Who asked, where the kernel names it: the agent's caller at the other end of its socket.
-    var caller: AuditCaller?
-    var isRecorded = false
+    package var caller: AuditCaller?
+    package var isRecorded = false
     /// Whether the event concerns the Portal session, so the configured environment is named
     /// even when no session was found; false for the credentials of other hosts.
-    var concernsPortalSession: Bool
+    package var concernsPortalSession: Bool
 
-    init(_ operation: AuditOperation) {
+    package init(_ operation: AuditOperation) {
         self.operation = operation
         switch operation {
         case .dockerGet, .dockerStore, .dockerErase, .dockerList: concernsPortalSession = false
@@ -34,13 +34,13 @@ final class AuditDraft {
     }
 
     /// A credential-protocol or Docker request: its protocol and host, never its path or username.
-    func describe(_ request: CredentialRequest) {
+    package func describe(_ request: CredentialRequest) {
         protocolName = request.protocolName
         host = request.host?.gitHost
     }
 
     /// What a command that returned normally did.
-    var successOutcome: AuditOutcome {
+    package var successOutcome: AuditOutcome {
         switch operation {
         case .store, .dockerStore: return .stored
         case .erase, .dockerErase: return .erased
@@ -51,7 +51,7 @@ final class AuditDraft {
     }
 
     /// What an error means for the log.
-    static func outcome(of error: any Error) -> AuditOutcome {
+    package static func outcome(of error: any Error) -> AuditOutcome {
         switch error {
         case SessionError.notSignedIn: return .notSignedIn
         case SessionError.ended(.expired, _): return .expired
@@ -75,7 +75,7 @@ extension Context {
     /// `$XDG_STATE_HOME/portal-token/audit.jsonl`; nil when it is off, or when neither
     /// XDG_STATE_HOME nor HOME says where it would be.
     /// `forReading` opens it even when it is off, to show what it holds.
-    func auditLog(forReading: Bool = false) -> (any AuditLog)? {
+    package func auditLog(forReading: Bool = false) -> (any AuditLog)? {
         guard forReading || (try? settings.auditLogEnabled()) ?? true else { return nil }
         let stateHome: String
         if let value = environment["XDG_STATE_HOME"], value.hasPrefix("/") {
@@ -99,7 +99,7 @@ extension Context {
 
     /// Writes this run's line, once: from `error`, or from success when there is none. `exitCode`
     /// nil leaves it out (`exec`, which writes before COMMAND replaces it).
-    func recordAudit(error: (any Error)?, exitCode: Int32?) {
+    package func recordAudit(error: (any Error)?, exitCode: Int32?) {
         guard let draft = audit, !draft.isRecorded else { return }
         draft.isRecorded = true
         // In client mode the agent writes the line, naming the caller as the kernel does
@@ -130,15 +130,15 @@ extension Context {
 
 /// The refusals this process writes a line for, in its audit log and on stderr: one throttle for
 /// the agent's endpoints and the proxy alike (docs/audit.md, "Refusals").
-enum RefusalAudit {
+package enum RefusalAudit {
     private static let throttle = Mutex(RefusalThrottle())
 
-    static func admit(_ kind: RefusalThrottle.Kind) -> RefusalThrottle.Verdict {
+    package static func admit(_ kind: RefusalThrottle.Kind) -> RefusalThrottle.Verdict {
         throttle.withLock { $0.admit(kind, at: MonotonicClock.milliseconds()) }
     }
 
     /// What a log line on stderr adds for the refusals before it that were not logged.
-    static func unloggedNote(_ unwritten: Int) -> String {
+    package static func unloggedNote(_ unwritten: Int) -> String {
         unwritten > 0 ? " (\(unwritten) refusals before it not logged)" : ""
     }
 }

@@ -19,15 +19,15 @@ import PortalTokenCore
 /// runs twice. So the directory must be the user's own and writable by no one else, as the store
 /// directory must (`PrivateDirectory`), and the runtime directory holding it must let no one else
 /// rename it (docs/storage.md, "The store lock").
-final class SessionFileLock: SessionLock {
-    let path: String
-    let directory: String
+package final class SessionFileLock: SessionLock {
+    package let path: String
+    package let directory: String
     /// `XDG_RUNTIME_DIR` when the lock is kept there.
-    let runtimeDirectory: String?
-    let timeoutMilliseconds: Int
+    package let runtimeDirectory: String?
+    package let timeoutMilliseconds: Int
     private var depth = 0
 
-    init(context: Context, timeoutMilliseconds: Int, name: String = "sessions.lock") {
+    package init(context: Context, timeoutMilliseconds: Int, name: String = "sessions.lock") {
         if let runtime = context.environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), access(runtime, W_OK) == 0 {
             runtimeDirectory = runtime
             directory = runtime + "/portal-token"
@@ -39,7 +39,7 @@ final class SessionFileLock: SessionLock {
         self.timeoutMilliseconds = timeoutMilliseconds
     }
 
-    func withLock<Result>(_ body: () throws -> Result) throws -> Result {
+    package func withLock<Result>(_ body: () throws -> Result) throws -> Result {
         if depth > 0 {
             depth += 1
             defer { depth -= 1 }

@@ -15,26 +15,34 @@ import PortalTokenCore
 /// With none of them, the store cannot be opened: exit 4 and a hint that lists them (and the
 /// setting that ruled the prompt out, if one did). The passphrase itself never reaches a
 /// message; only where it came from does.
-struct PassphraseSource {
-    static let environmentVariable = "PORTAL_TOKEN_PASSPHRASE"
-    static let systemdCredentialName = "portal-token.passphrase"
+package struct PassphraseSource {
+    package static let environmentVariable = "PORTAL_TOKEN_PASSPHRASE"
+    package static let systemdCredentialName = "portal-token.passphrase"
     /// Longer than any passphrase a person types or a password manager generates.
-    static let maximumLength = 4096
+    package static let maximumLength = 4096
 
-    let settings: Settings
-    let environment: [String: String]
-    let streams: StandardStreams
+    package let settings: Settings
+    package let environment: [String: String]
+    package let streams: StandardStreams
     /// The store file, for the prompt.
-    let storePath: String
+    package let storePath: String
     /// Whether the prompt may be shown; asked only when no other source has the passphrase.
-    let promptPermission: () -> PromptPermission
+    package let promptPermission: () -> PromptPermission
+
+    package init(
+        settings: Settings, environment: [String: String], streams: StandardStreams, storePath: String,
+        promptPermission: @escaping () -> PromptPermission
+    ) {
+        (self.settings, self.environment, self.streams) = (settings, environment, streams)
+        (self.storePath, self.promptPermission) = (storePath, promptPermission)
+    }
 
     /// The sources that need nobody at a terminal: the file, the variable, the systemd credential.
-    static let unattendedSourcesHint =
+    package static let unattendedSourcesHint =
         "set PORTAL_TOKEN_PASSPHRASE_FILE to a file holding it (or passphrase-file in the config file), "
         + "or PORTAL_TOKEN_PASSPHRASE, or pass the systemd credential \(systemdCredentialName)"
 
-    func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
+    package func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
         if let path = settings.value(.passphraseFile) {
             return try contents(of: path, origin: "\(settings.origin(of: .passphraseFile)) (\(path))")
         }
@@ -111,17 +119,17 @@ struct PassphraseSource {
 /// terminal restored even when the user presses Ctrl-C. Also where a sign-in shows what only
 /// the person at the terminal may see (a two-factor enrollment), never stderr, which may be a
 /// log file.
-struct TerminalPrompt {
+package struct TerminalPrompt {
     private let descriptor: Int32
 
-    init?() {
+    package init?() {
         descriptor = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)
         if descriptor < 0 { return nil }
     }
 
-    func close() { _ = Glibc.close(descriptor) }
+    package func close() { _ = Glibc.close(descriptor) }
 
-    func ask(for purpose: PassphrasePurpose, storePath: String) throws(StoreError) -> Passphrase {
+    package func ask(for purpose: PassphrasePurpose, storePath: String) throws(StoreError) -> Passphrase {
         defer { close() }
         let origin = "the terminal"
         switch purpose {
@@ -146,18 +154,18 @@ struct TerminalPrompt {
         }
     }
 
-    func say(_ text: String) {
+    package func say(_ text: String) {
         var bytes = Array(text.utf8)
         _ = write(descriptor, &bytes, bytes.count)
     }
 
     /// Writes a secret to the terminal (a QR code, an enrollment secret) and wipes the copy.
-    func show(_ secret: Secret) {
+    package func show(_ secret: Secret) {
         secret.withBytes { bytes in _ = write(descriptor, bytes.baseAddress, bytes.count) }
     }
 
     /// One line typed with echo off, without its line ending.
-    func read(prompt: String) -> Secret {
+    package func read(prompt: String) -> Secret {
         var saved = termios()
         let isTerminal = tcgetattr(descriptor, &saved) == 0
         if isTerminal {
@@ -200,7 +208,7 @@ private final class TerminalRestore: @unchecked Sendable {
     nonisolated(unsafe) static var descriptor: Int32 = -1
     nonisolated(unsafe) static var settings = termios()
 
-    func save(descriptor: Int32, settings: termios) {
+    package func save(descriptor: Int32, settings: termios) {
         Self.settings = settings
         Self.descriptor = descriptor
         for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] {
@@ -214,7 +222,7 @@ private final class TerminalRestore: @unchecked Sendable {
         }
     }
 
-    func clear() {
+    package func clear() {
         Self.descriptor = -1
         for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT] { Glibc.signal(signal, SIG_DFL) }
     }

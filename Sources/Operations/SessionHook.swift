@@ -9,11 +9,14 @@ import PortalTokenCore
 /// A configured path must be absolute or start with `~/` (docs/security.md, "Hardening rules"): a relative one
 /// would run whatever file of that name the current directory holds, such as one planted in a
 /// cloned repository. It is a configuration error, found before the command does anything.
-struct SessionHook {
-    let context: Context
+package struct SessionHook {
+    package let context: Context
+
+    package init(context: Context) { self.context = context }
 
     /// The configured path made absolute; nil when none is configured.
-    static func configuredPath(_ settings: Settings, environment: [String: String]) throws(CLIError) -> String? {
+    package static func configuredPath(_ settings: Settings, environment: [String: String]) throws(CLIError) -> String?
+    {
         guard let value = settings.value(.onSessionInvalidated), !value.isEmpty else { return nil }
         if value.hasPrefix("/") { return value }
         if value.hasPrefix("~/"), let home = environment["HOME"], home.hasPrefix("/") {
@@ -32,7 +35,7 @@ struct SessionHook {
         )
     }
 
-    var executable: String? {
+    package var executable: String? {
         if let configured = try? Self.configuredPath(context.settings, environment: context.environment) {
             return configured
         }
@@ -45,7 +48,7 @@ struct SessionHook {
         return lstat(path, &information) == 0 ? path : nil
     }
 
-    func run(_ event: SessionEndedEvent) {
+    package func run(_ event: SessionEndedEvent) {
         // This process removed the session: its audit line says so (docs/audit.md, "Fields").
         context.audit?.endedSession = true
         guard let executable else { return }
@@ -67,7 +70,7 @@ extension Context {
     /// The settings only the Portal session and sign-in read (account abstraction, the hook
     /// path), checked when they are about to be used: a git request for another host never fails
     /// on them, and a Portal command refuses a wrong value before it does anything.
-    func checkPortalSettings() throws {
+    package func checkPortalSettings() throws {
         _ = try settings.bool(.accountAbstracted)
         _ = try SessionHook.configuredPath(settings, environment: environment)
     }

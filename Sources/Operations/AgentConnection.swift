@@ -5,24 +5,26 @@ import PortalTokenCore
 /// `--agent-socket`, the commands that read or write storage ask the agent instead, so a
 /// container with no bus, no keyring and no kernel keyring works. What the agent answers is
 /// what the local command would have printed, and its exit code is the client's.
-struct AgentConnection {
+package struct AgentConnection {
     /// The bound on one exchange by default (`agent-timeout-ms`): a stalled agent is an error in
     /// the few seconds git's callers wait, and the agent's own bounds on the keyring and on Portal
     /// fit within it.
-    static let defaultTimeoutMilliseconds = 10_000
+    package static let defaultTimeoutMilliseconds = 10_000
+    /// The header of the agent's answers that carries the command's exit code.
+    package static let exitHeader = "Portal-Token-Exit"
 
-    let socketPath: String
-    let timeoutMilliseconds: Int
-    let streams: StandardStreams
-    let services: Services
+    package let socketPath: String
+    package let timeoutMilliseconds: Int
+    package let streams: StandardStreams
+    package let services: Services
 
     /// One request; an agent that cannot be reached is a storage failure (exit 4), at once when
     /// nothing listens, within the bound when it does not answer.
-    func call(_ method: String, _ target: String, body: [UInt8]? = nil) throws -> HTTPResponse {
+    package func call(_ method: String, _ target: String, body: [UInt8]? = nil) throws -> HTTPResponse {
         try exchange(HTTPRequest(method: method, url: target, body: body))
     }
 
-    func exchange(_ request: HTTPRequest) throws -> HTTPResponse {
+    package func exchange(_ request: HTTPRequest) throws -> HTTPResponse {
         do {
             return try services.agentExchange(socketPath, request, timeoutMilliseconds)
         } catch {
@@ -36,7 +38,7 @@ struct AgentConnection {
 
     /// Prints an answer as the local command would have: on success its body on stdout;
     /// otherwise what the agent said on stderr, and its exit code.
-    func relay(_ response: HTTPResponse) throws {
+    package func relay(_ response: HTTPResponse) throws {
         if response.status == 200 || (response.status == 404 && isQuietMiss(response)) {
             var body = response.body
             streams.write(body, to: streams.output)
@@ -53,22 +55,23 @@ struct AgentConnection {
     }
 
     /// What the agent said went wrong, on stderr, and its exit code (4 when it gave none).
-    func fail(_ response: HTTPResponse) throws -> Never {
+    package func fail(_ response: HTTPResponse) throws -> Never {
         let text = String(decoding: response.body, as: UTF8.self)
         for line in text.split(separator: "\n") { streams.printError(String(line)) }
         if text.isEmpty { streams.printError("portal-token: error: the agent answered HTTP \(response.status)") }
         throw SilentExit(code: exitCode(response) ?? .storage)
     }
 
-    func exitCode(_ response: HTTPResponse) -> ExitCode? {
-        response.headers.value(for: AgentRouter.exitHeader).flatMap(Int32.init).flatMap(ExitCode.init(rawValue:))
+    package func exitCode(_ response: HTTPResponse) -> ExitCode? {
+        response.headers.value(for: AgentConnection.exitHeader).flatMap(Int32.init).flatMap(ExitCode.init(rawValue:))
     }
 
     /// A request to the Portal API through the agent's own proxy (any path outside `/v1`): the
     /// agent adds the bearer, slides the expiry, and on a 401 ends the session and runs the hook
     /// once. An answer the agent made itself (it carries the exit code) is its error, relayed;
     /// every other is Portal's, for the caller to judge.
-    func portal(_ method: String, _ path: String, body: [UInt8]?, headers: [HTTPHeader]) throws -> HTTPResponse {
+    package func portal(_ method: String, _ path: String, body: [UInt8]?, headers: [HTTPHeader]) throws -> HTTPResponse
+    {
         var request = HTTPRequest(method: method, url: path, body: body)
         // The header policy every request to Portal keeps (PortalRequestBuilder's).
         request.headers =
@@ -80,7 +83,7 @@ struct AgentConnection {
 
     /// The agent's status report (`GET /v1/status`), as `status --format json` prints it: of the
     /// account the client chose where it chose one.
-    func statusReport(_ context: Context) throws -> [String: JSONValue] {
+    package func statusReport(_ context: Context) throws -> [String: JSONValue] {
         let target = try "/v1/status" + accountQuery(context)
         let response = try call("GET", target)
         guard response.status == 200, case .object(let report)? = try? JSONValue.parse(response.body) else {
@@ -91,8 +94,9 @@ struct AgentConnection {
 
     /// The session the agent serves: whose, and until when; not signed in is the error a local
     /// run gives (exit 1).
-    func sessionStatus(_ context: Context) throws -> (authEnvironmentID: String, endUserID: String, expiresAt: String?)
-    {
+    package func sessionStatus(_ context: Context) throws -> (
+        authEnvironmentID: String, endUserID: String, expiresAt: String?
+    ) {
         let report = try statusReport(context)
         let environmentID = report["authEnvironmentId"]?.stringValue ?? ""
         guard report["signedIn"]?.boolValue == true, let endUserID = report["endUserId"]?.stringValue else {
@@ -101,12 +105,23 @@ struct AgentConnection {
         return (environmentID, endUserID, report["expiresAt"]?.stringValue)
     }
 
+    /// Letters, digits and `-_.:/`: what environment IDs and API versions are made of.
+    package static func isSafeWord(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 256
+            && text.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || Array("-_.:/".utf8).contains(byte)
+            }
+    }
+
     /// `?env=…&endUser=…`: the client's own choice of account where it makes one (its settings,
     /// its directory, its accounts file), else nothing, and the agent's choice holds.
-    func accountQuery(_ context: Context) throws -> String {
+    package func accountQuery(_ context: Context) throws -> String {
         let encode = { (value: String) in
             PercentCoding.encode(value) { byte in
-                AgentRouter.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
+                Self.isSafeWord(String(decoding: [byte], as: UTF8.self)) && byte != UInt8(ascii: ":")
                     && byte != UInt8(ascii: "/")
             }
         }
@@ -122,7 +137,7 @@ struct AgentConnection {
 
     /// The session as the agent hands it out (`GET /v1/token`): the token, end user,
     /// environment and expiry; the agent has already slid, checked or ended it.
-    func usableSession(_ context: Context) throws -> PortalSession {
+    package func usableSession(_ context: Context) throws -> PortalSession {
         let target = try "/v1/token" + accountQuery(context)
         let response = try call("GET", target)
         guard response.status == 200 else { try fail(response) }
@@ -145,7 +160,7 @@ struct AgentConnection {
 
 extension Context {
     /// The agent this run goes through, nil when it uses the local stores.
-    func agent() throws(SettingError) -> AgentConnection? {
+    package func agent() throws(SettingError) -> AgentConnection? {
         guard let path = settings.value(.agentSocket), !path.isEmpty else { return nil }
         return AgentConnection(
             socketPath: path,
@@ -156,7 +171,7 @@ extension Context {
 
     /// The session for `token`, `exec`, `exec-credential` and script-mode `get`: from the
     /// agent in client mode, else from the store (docs/sessions.md, "The commands that read the session").
-    func usableSession() throws -> PortalSession {
+    package func usableSession() throws -> PortalSession {
         if let agent = try agent() { return try agent.usableSession(self) }
         return try sessionService().usableSession()
     }
