@@ -300,8 +300,8 @@ final class AgentRouter: Sendable {
         if let endUserID = request.query["endUser"], let flag = Setting.endUser.flag { flags[flag] = endUserID }
         var context: Context?
         do {
-            let settings = try PortalTokenCLI.loadSettings(flags: flags, environment: environment)
-            try PortalTokenCLI.checkSettingValues(settings)
+            let settings = try Settings.load(flags: flags, environment: environment)
+            try settings.checkValues()
             let made = Context(
                 streams: services.streams, environment: environment, settings: settings,
                 programName: "portal-token", services: services.services)

@@ -53,8 +53,8 @@ enum DockerCredentialHelper {
         guard ["get", "store", "erase", "list"].contains(operation) else {
             throw DockerCredentials.Failure(message: "Usage: \(programName) <store|get|erase|list|version>")
         }
-        let settings = try PortalTokenCLI.loadSettings(flags: [:], environment: environment)
-        try PortalTokenCLI.checkSettingValues(settings)
+        let settings = try Settings.load(flags: [:], environment: environment)
+        try settings.checkValues()
         let context = Context(
             streams: streams, environment: environment, settings: settings, programName: programName,
             services: services)

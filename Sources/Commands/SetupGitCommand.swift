@@ -23,7 +23,6 @@ struct SetupGitCommand: Command {
         """
 
     /// The value git runs as `git-credential-portal-token`.
-    static let helperValue = "portal-token"
 
     let unset: Bool
 
@@ -34,9 +33,9 @@ struct SetupGitCommand: Command {
     func run(in context: Context) throws {
         let helpers = try Self.git(context, ["config", "--global", "--get-all", "credential.helper"], allowing: [1])
             .output.split(separator: "\n").map(String.init)
-        let others = helpers.filter { $0 != Self.helperValue }
+        let others = helpers.filter { $0 != GitHelpers.portalToken }
         if unset {
-            guard helpers.contains(Self.helperValue) else {
+            guard helpers.contains(GitHelpers.portalToken) else {
                 context.streams.printError(
                     "portal-token: your global git config does not use portal-token; nothing changed")
                 return
@@ -48,48 +47,23 @@ struct SetupGitCommand: Command {
                     + Self.kept(others))
             return
         }
-        guard !helpers.contains(Self.helperValue) else {
+        guard !helpers.contains(GitHelpers.portalToken) else {
             context.streams.printError(
                 "portal-token: git already uses portal-token as a credential helper; nothing changed")
             return
         }
-        _ = try Self.git(context, ["config", "--global", "--add", "credential.helper", Self.helperValue])
+        _ = try Self.git(context, ["config", "--global", "--add", "credential.helper", GitHelpers.portalToken])
         context.streams.printError(
             "portal-token: added credential.helper portal-token to your global git config"
                 + Self.kept(others))
-        if let plaintext = Self.plaintextHelper(among: helpers) {
+        if let plaintext = GitHelpers.plaintext(among: helpers) {
             context.streams.printError(
-                "portal-token: warning: \(Self.plaintextWarning(plaintext))")
-            context.streams.printError("hint: \(Self.plaintextHint)")
+                "portal-token: warning: \(GitHelpers.plaintextWarning(plaintext))")
+            context.streams.printError("hint: \(GitHelpers.plaintextHint)")
         } else if !others.isEmpty {
             context.streams.printError("hint: git asks its helpers in order, so a helper listed earlier answers first")
         }
     }
-
-    /// The first helper in effect that keeps passwords in a plaintext file: git's `store`
-    /// (git-credential-store, ~/.git-credentials unless --file names another), given by name or
-    /// path. An empty value resets the list, so only the helpers after the last one count, as
-    /// git reads them (gitcredentials(7)).
-    static func plaintextHelper(among helpers: [String]) -> String? {
-        let inEffect = helpers.lastIndex(of: "").map { helpers[helpers.index(after: $0)...] } ?? helpers[...]
-        return inEffect.first { helper in
-            let program = helper.split(separator: " ", maxSplits: 1).first.map(String.init) ?? ""
-            return program == "store" || program.hasSuffix("/git-credential-store")
-                || program == "git-credential-store"
-        }
-    }
-
-    static func plaintextWarning(_ helper: String) -> String {
-        """
-        credential.helper '\(helper.prefix(80))' keeps every password git approves in a plaintext file \
-        (~/.git-credentials), beside portal-token's copy, and git asks it first when it is listed first
-        """
-    }
-
-    static let plaintextHint = """
-        remove it with: git config --global --unset-all credential.helper '^store'; then delete \
-        ~/.git-credentials once what it holds is stored again (git asks, and portal-token keeps it)
-        """
 
     private static func kept(_ others: [String]) -> String {
         switch others.count {
