@@ -155,24 +155,10 @@ struct RefreshCommand: Command {
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
-        context.audit?.method = "GET"
-        if let agent = try context.agent() {
-            // The agent's proxy sends it with the session, slides the expiry, or ends the session.
-            let response = try agent.portal("GET", SessionService.validationPath, body: nil, headers: [])
-            guard response.isSuccess else {
-                throw rejection(response, method: "GET", path: SessionService.validationPath, agent: agent)
-            }
-            let status = try agent.sessionStatus(context)
-            context.streams.printError(
-                "portal-token: the session of \(TerminalText.escaped(status.endUserID)) is live; it expires at "
-                    + TerminalText.escaped(status.expiresAt ?? "unknown"))
-            return
-        }
-        let (session, response) = try context.sessionService().refresh()
-        context.audit?.httpStatus = response.status
-        guard response.isSuccess else { throw rejection(response, method: "GET", path: SessionService.validationPath) }
-        let expiry = session.expiresAt.map(RFC3339.format) ?? "unknown"
-        context.streams.printError("portal-token: the session of \(session.endUserID) is live; it expires at \(expiry)")
+        let live = try Refresh.run(context)
+        context.streams.printError(
+            "portal-token: the session of \(TerminalText.escaped(live.endUserID)) is live; it expires at "
+                + TerminalText.escaped(live.expiresAt ?? "unknown"))
     }
 }
 
@@ -259,61 +245,17 @@ struct APICommand: Command {
     }
 
     func run(in context: Context) throws {
-        let body = try data.map { try readBody($0, context) }
-        context.audit?.method = method
-        let response: HTTPResponse
-        if let agent = try context.agent() {
-            // The agent sends it to its own API host: a path is all it takes.
-            guard path.hasPrefix("/") else {
-                throw CLIError.usage(
-                    "through the agent at \(agent.socketPath), api takes a path such as /api/v3/clients/me, not a URL",
-                    hint: "the agent sends the request to its own API host")
-            }
-            response = try agent.portal(method, path, body: body, headers: headers)
-            if response.status == 401 { throw rejection(response, method: method, path: pathForMessages, agent: agent) }
-        } else if case let apiBase = try context.apiBase(), let marker = context.ownProxyMarker(apiBase) {
-            response = try throughProxy(apiBase, marker: marker, body: body, context)
-        } else {
-            response = try context.sessionService().api(method: method, path: path, body: body, headers: headers)
-        }
-        context.audit?.httpStatus = response.status
+        let request = Api.Request(
+            method: method, path: path, body: try data.map { try readBody($0, context) }, headers: headers)
+        let response = try Api.run(request, context)
         context.streams.write(response.body, to: context.streams.output)
         // Like gh api: the output ends with a newline, so a shell prompt starts on its own line.
         if let last = response.body.last, last != UInt8(ascii: "\n") {
             context.streams.write([UInt8(ascii: "\n")], to: context.streams.output)
         }
         guard response.isSuccess else {
-            throw rejection(response, method: method, path: pathForMessages)
+            throw Api.rejection(response, method: method, path: request.pathForMessages)
         }
-    }
-
-    /// Under `exec --proxy` (or a shell that took `proxy --listen`'s lines), the request goes to the
-    /// proxy with its header and no bearer: the session stays with the proxy, which adds the
-    /// token, slides the expiry, and ends the session on a 401 (docs/proxy.md, "portal-token
-    /// under the proxy").
-    private func throughProxy(
-        _ apiBase: PortalAPIBase, marker: HTTPHeader, body: [UInt8]?, _ context: Context
-    ) throws -> HTTPResponse {
-        guard let url = apiBase.resolve(path) else { throw SessionError.foreignOrigin }
-        let requests = PortalRequestBuilder(gate: PortalHostGate(apiBase: apiBase), version: Release.version)
-        let request = requests.request(method, url, body: body, extraHeaders: headers + [marker])
-        let response: HTTPResponse
-        do {
-            response = try context.transport().send(request)
-        } catch let error as HTTPError {
-            throw SessionError.network(error)
-        }
-        if response.status == 401 {
-            throw CLIError(
-                "Portal answered HTTP 401 to \(method) \(pathForMessages) through the proxy: the session has ended",
-                hint: "the proxy ended the session and ran the hook; sign in again", exitCode: .sessionEnded)
-        }
-        return response
-    }
-
-    /// The path without its query, for messages: a query may carry something private.
-    private var pathForMessages: String {
-        String(path.prefix { $0 != "?" && $0 != "#" })
     }
 
     /// The most a request body may hold, from a file or from stdin: an endless stream
@@ -353,19 +295,4 @@ struct APICommand: Command {
         }
         return bytes
     }
-}
-
-/// A non-2xx answer from Portal: exit 6, naming the status and the request, never the body. A
-/// 401 through the agent is the end of its session, which the agent has ended (exit 3).
-private func rejection(_ response: HTTPResponse, method: String, path: String, agent: AgentConnection? = nil)
-    -> CLIError
-{
-    if response.status == 401, let agent {
-        return CLIError(
-            "Portal answered HTTP 401 to \(method) \(path) through the agent at \(agent.socketPath): "
-                + "the session has ended",
-            hint: "the agent ended the session and ran its hook; sign in again on the agent's host",
-            exitCode: .sessionEnded)
-    }
-    return CLIError("Portal answered HTTP \(response.status) to \(method) \(path)", exitCode: .rejected)
 }
