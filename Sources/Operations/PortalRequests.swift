@@ -70,7 +70,8 @@ package enum Api {
         }
         if response.status == 401 {
             throw CLIError(
-                "Portal answered HTTP 401 to \(method) \(request.pathForMessages) through the proxy: the session has ended",
+                "Portal answered HTTP 401 to \(method) \(request.pathForMessages) through the proxy: "
+                    + "the session has ended",
                 hint: "the proxy ended the session and ran the hook; sign in again", exitCode: .sessionEnded)
         }
         return response
