@@ -382,21 +382,13 @@ final class AgentRouter: Sendable {
                 "portal-token agent: refused \(request.method) \(request.path) on the \(socket.rawValue) socket "
                     + "for \(caller) (\(decision.decidedBy): \(decision.reason))" + RefusalAudit.unloggedNote(unwritten)
             )
-            for line in Self.logged(suggestion) { log(line) }
+            for line in CallerPolicy.logged(suggestion) { log(line) }
         }
         var reply = Self.refusal(
             403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
             hint: Self.refusalHint(decision.decidedBy), more: suggestion)
         reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
         return reply
-    }
-
-    /// A refusal's suggestion as the agent logs it, one line each: the first marked as the
-    /// agent's, the rule's own lines as they go in the file.
-    static func logged(_ suggestion: String) -> [String] {
-        let lines = suggestion.split(separator: "\n").map(String.init)
-        guard let first = lines.first else { return [] }
-        return ["portal-token agent: " + first.dropFirst("hint: ".count)] + lines.dropFirst()
     }
 
     /// What a refused caller can do about it, by what refused it.
@@ -441,19 +433,5 @@ final class AgentRouter: Sendable {
         guard !text.isEmpty, let request = try? DockerCredentials.request(for: text), let host = request.host
         else { return nil }
         return host.gitHost.lowercased()
-    }
-}
-
-extension HTTPServerResponse {
-    /// An answer the agent or the proxy makes itself, worded as the error funnel words one, with
-    /// the exit code a local run would have had (`Portal-Token-Exit`): a client in client mode
-    /// prints it and exits with that code.
-    static func failure(_ status: Int, _ message: String, hint: String? = nil, exit: ExitCode, more: String = "")
-        -> HTTPServerResponse
-    {
-        var response = HTTPServerResponse.text(
-            status, "portal-token: error: \(message)\n" + (hint.map { "hint: \($0)\n" } ?? "") + more)
-        response.headers.insert(HTTPHeader(AgentConnection.exitHeader, String(exit.rawValue)), at: 0)
-        return response
     }
 }

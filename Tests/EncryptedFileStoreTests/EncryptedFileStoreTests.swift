@@ -457,7 +457,9 @@ struct EncryptedFileItemTests {
     func timesAndSequence() throws {
         let directory = try TemporaryDirectory()
         let store = makeStore(directory.storePath, kdf: cheapKDF)
-        let started = Int64(Date().timeIntervalSince1970)
+        // The store's own clock, time(2): the coarse realtime clock, which can read a few
+        // milliseconds behind Date() and so a second earlier across a second's boundary.
+        let started = Int64(time(nil))
         try store.replace([], with: item(["n": "1"], secret: "1"))
         try store.replace([], with: item(["n": "2"], secret: "2"))
         let found = try makeStore(directory.storePath, kdf: cheapKDF).search([[StoredItem.schemaAttribute: Self.schema]]

@@ -1,31 +1,30 @@
 import Basics
 import Glibc
-import Operations
 import PortalTokenCore
 import Synchronization
 
 /// The rules file applied to the callers of a Unix socket: the agent's sockets and
 /// `portal-token proxy --socket` (docs/agent.md, "The rules file"). One file and one evaluator,
 /// `AgentRules`, decide for both, on the caller's kernel identity.
-struct CallerPolicy: Sendable {
-    static let rulesFileName = "agent.rules"
+package struct CallerPolicy: Sendable {
+    package static let rulesFileName = "agent.rules"
 
     /// The rules in force: the file's, read again when it changes.
-    let live: LiveRules
-    var rules: AgentRules { live.current() }
+    package let live: LiveRules
+    package var rules: AgentRules { live.current() }
     /// This process's uid: the default serves it alone.
-    let agentUID: UInt32
+    package let agentUID: UInt32
     /// Where this process runs: a caller in the same container is served as this process's own.
-    let agentPlacement: CgroupPlacement
+    package let agentPlacement: CgroupPlacement
     /// What the default lets this process's own user send through a proxy: the client API,
     /// or what `portal-token proxy --allow-method` and `--allow-path` chose.
-    var defaultProxy: AgentRules.Grant = .proxy(methods: [], prefixes: [])
+    package var defaultProxy: AgentRules.Grant = .proxy(methods: [], prefixes: [])
     /// The rules file these rules came from (it may not exist: then there are none).
-    var path: String = ""
+    package var path: String = ""
     /// The last refusals, for `agent --check-rules` (`GET /v1/refusals`).
-    let recent = RecentRefusals()
+    package let recent = RecentRefusals()
 
-    func decide(_ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket)
+    package func decide(_ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket)
         -> AgentRules.Decision
     {
         rules.decide(
@@ -38,7 +37,9 @@ struct CallerPolicy: Sendable {
     /// write, or that sits in a directory others may write (they could put another file in its
     /// place), is refused, since it decides who gets the token.
     /// `report` hears of a changed file read again, or refused for a mistake.
-    static func load(_ context: Context, rulesPath: String?, report: @escaping @Sendable (String) -> Void = { _ in })
+    package static func load(
+        _ context: Context, rulesPath: String?, report: @escaping @Sendable (String) -> Void = { _ in }
+    )
         throws -> CallerPolicy
     {
         let placement = CgroupPlacement(
@@ -55,20 +56,22 @@ struct CallerPolicy: Sendable {
     }
 
     /// `rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`.
-    static func path(_ context: Context, rulesPath: String?) -> String {
+    package static func path(_ context: Context, rulesPath: String?) -> String {
         rulesPath ?? context.xdgDirectory("XDG_CONFIG_HOME", default: ".config") + "/portal-token/" + Self.rulesFileName
     }
 
     /// What a refused caller is told, and the agent logs, beside the refusal: the rule that would
     /// admit it, in the file's syntax, or why none can.
-    func suggestion(for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket)
+    package func suggestion(for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket)
         -> Result<AgentRules.Suggestion, AgentRules.SuggestionUnavailable>
     {
         rules.suggestion(for: operation, caller: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
     }
 
     /// The lines of a refusal's body after its hint: the rule that would admit the caller.
-    func suggestionLines(for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket)
+    package func suggestionLines(
+        for operation: AgentRules.Operation, caller: CallerIdentity, on socket: AgentRules.Socket
+    )
         -> String
     {
         switch suggestion(for: operation, caller: caller, on: socket) {
@@ -81,7 +84,7 @@ struct CallerPolicy: Sendable {
     }
 
     /// Keeps a refusal for `agent --check-rules`.
-    func remember(
+    package func remember(
         _ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket,
         decidedBy: String, time: Int64
     ) {
@@ -91,13 +94,13 @@ struct CallerPolicy: Sendable {
 
     /// Whether `caller` is the agent's own user by the default (no rules): the one caller that
     /// may read the refusals the agent keeps.
-    func isOwnUser(_ caller: CallerIdentity, on socket: AgentRules.Socket) -> Bool {
+    package func isOwnUser(_ caller: CallerIdentity, on socket: AgentRules.Socket) -> Bool {
         AgentRules().decide(.write, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement)
             .allowed
     }
 
     /// The rules of the file at `path`; none when it is missing, unless it is `required`.
-    static func loadRules(path: String, required: Bool) throws -> AgentRules {
+    package static func loadRules(path: String, required: Bool) throws -> AgentRules {
         let directory = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         do {
             try PrivateDirectory.check(directory)
@@ -142,19 +145,19 @@ struct CallerPolicy: Sendable {
 /// The rules a policy judges by, read again from their file before the request they judge when
 /// the file has changed (a new inode, size or time), been added or removed. A file with a mistake
 /// keeps the last good rules in force and is reported once, naming its line.
-final class LiveRules: Sendable {
+package final class LiveRules: Sendable {
     private struct State {
-        var rules: AgentRules
+        package var rules: AgentRules
         /// The version of the file last read or refused; nil when there was none.
-        var version: FileVersion?
+        package var version: FileVersion?
     }
 
-    let path: String
+    package let path: String
     private let state: Mutex<State>
     private let read: @Sendable () throws -> AgentRules
     private let report: @Sendable (String) -> Void
 
-    init(
+    package init(
         path: String, report: @escaping @Sendable (String) -> Void,
         read: @escaping @Sendable () throws -> AgentRules
     ) throws {
@@ -166,7 +169,7 @@ final class LiveRules: Sendable {
     }
 
     /// The rules in force now: one `stat` when the file is as it was.
-    func current() -> AgentRules {
+    package func current() -> AgentRules {
         let version = FileVersion.of(path)
         return state.withLock { state in
             guard version != state.version else { return state.rules }
@@ -190,11 +193,11 @@ final class LiveRules: Sendable {
 
 /// The agent's last refusals, newest last, at most `capacity` of them; the same caller refused
 /// the same thing again replaces its earlier record.
-final class RecentRefusals: Sendable {
-    static let capacity = 32
+package final class RecentRefusals: Sendable {
+    package static let capacity = 32
     private let records: Mutex<[RefusalRecord]> = Mutex([])
 
-    func add(_ record: RefusalRecord) {
+    package func add(_ record: RefusalRecord) {
         records.withLock { records in
             records.removeAll {
                 $0.caller == record.caller && $0.operation == record.operation && $0.socket == record.socket
@@ -204,15 +207,25 @@ final class RecentRefusals: Sendable {
         }
     }
 
-    var all: [RefusalRecord] { records.withLock { $0 } }
+    package var all: [RefusalRecord] { records.withLock { $0 } }
 }
 
 extension Services {
     /// The audit caller of a socket's peer (the agent's and the proxy's lines, docs/audit.md,
     /// "Fields"): the kernel's identity of it, and the programs that started it.
-    func auditCaller(_ identity: CallerIdentity, socket: String) -> AuditCaller {
+    package func auditCaller(_ identity: CallerIdentity, socket: String) -> AuditCaller {
         var caller = AuditCaller(identity, socket: socket)
         if identity.pidVerified { caller.parents = describeProcess(identity.pid).parents }
         return caller
+    }
+}
+
+extension CallerPolicy {
+    /// A refusal's suggestion as the agent logs it, one line each: the first marked as the
+    /// agent's, the rule's own lines as they go in the file.
+    package static func logged(_ suggestion: String) -> [String] {
+        let lines = suggestion.split(separator: "\n").map(String.init)
+        guard let first = lines.first else { return [] }
+        return ["portal-token agent: " + first.dropFirst("hint: ".count)] + lines.dropFirst()
     }
 }
