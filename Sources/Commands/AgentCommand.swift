@@ -107,19 +107,13 @@ struct AgentCommand: Command {
         }
     }
 
-    /// `$XDG_RUNTIME_DIR/portal-token/NAME`: the socket paths every client and unit agree on.
-    static func defaultSocketPath(_ name: String, environment: [String: String]) -> String? {
-        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
-        return runtime + "/portal-token/" + name
-    }
-
     func run(in context: Context) throws {
         if checkRules { return try RulesCheck(command: self).run(in: context) }
         let environment = context.environment
         // Under socket activation the sockets come from systemd, and no path is needed.
-        let main = socketPath ?? Self.defaultSocketPath("agent.sock", environment: environment)
+        let main = socketPath ?? AgentConnection.defaultSocketPath("agent.sock", environment: environment)
         let restricted =
-            restrictedSocketPath ?? Self.defaultSocketPath("agent-restricted.sock", environment: environment)
+            restrictedSocketPath ?? AgentConnection.defaultSocketPath("agent-restricted.sock", environment: environment)
         let streams = context.streams
         let log: @Sendable (String) -> Void = { streams.printError($0) }
         let policy = try CallerPolicy.load(context, rulesPath: rulesPath, report: log)
@@ -268,7 +262,7 @@ struct RulesCheck {
 
         guard
             let socket = command.socketPath
-                ?? AgentCommand.defaultSocketPath("agent.sock", environment: context.environment)
+                ?? AgentConnection.defaultSocketPath("agent.sock", environment: context.environment)
         else {
             streams.print("No agent to ask for its refusals: XDG_RUNTIME_DIR is not set (give --socket PATH).")
             return

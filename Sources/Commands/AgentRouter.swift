@@ -113,7 +113,7 @@ final class AgentRouter: Sendable {
             // Judged as a write: dropping the agent's keys makes the next request ask the store
             // again, which only a caller that may change the store should be able to cause.
             "/v1/lock": Route(method: "POST", judged: { _ in .success(.write) }) { _, context in
-                Lock.run(context)
+                Lock.dropHere(context)
                 return Answer(body: Array(#"{"dropped":true}"#.utf8) + [0x0a])
             },
             // capability reveals nothing: any caller a rule or the default lets read at all.

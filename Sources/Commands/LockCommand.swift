@@ -25,38 +25,19 @@ struct LockCommand: Command {
         seconds at most.
         """
 
-    /// How long a local `lock` waits for an agent it found: the agent answers from memory.
-    static let agentTimeoutMilliseconds = 2000
-
     init(arguments: ParsedArguments) throws(CLIError) {}
 
     func run(in context: Context) throws {
-        // Client mode: the keys are the agent's, in its keyring or its memory (docs/agent.md,
-        // "Where the keys are kept").
-        if let agent = try context.agent() {
-            let response = try agent.call("POST", "/v1/lock")
-            guard response.status == 200 else { try agent.fail(response) }
-            return context.streams.printError(
-                "portal-token: the agent at \(agent.socketPath) dropped every cached key and session copy it kept; "
+        switch try Lock.run(context) {
+        case .agent(let socketPath):
+            context.streams.printError(
+                "portal-token: the agent at \(socketPath) dropped every cached key and session copy it kept; "
                     + "its next request reads the store again")
+        case .here(let agentToo):
+            context.streams.printError(
+                "portal-token: dropped every cached key and session copy\(agentToo ? ", the agent's too" : ""); "
+                    + "the next command reads the store again")
         }
-        Lock.run(context)
-        let agentToo = dropAgentKeys(context)
-        context.streams.printError(
-            "portal-token: dropped every cached key and session copy\(agentToo ? ", the agent's too" : ""); "
-                + "the next command reads the store again")
-    }
-
-    /// Asks the agent of this user's runtime directory, if its socket is there, to drop the keys
-    /// it may hold in its own memory; true when it did. An agent that is not running, or does
-    /// not answer in time, is passed over: what this process could drop is dropped.
-    private func dropAgentKeys(_ context: Context) -> Bool {
-        guard let path = AgentCommand.defaultSocketPath("agent.sock", environment: context.environment),
-            context.services.fileExists(path)
-        else { return false }
-        let response = try? context.services.agentExchange(
-            path, HTTPRequest(method: "POST", url: "/v1/lock", body: nil), Self.agentTimeoutMilliseconds)
-        return response?.status == 200
     }
 }
 

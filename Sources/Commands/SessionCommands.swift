@@ -116,27 +116,11 @@ struct LogoutCommand: Command {
     static let isRefusedInClientMode = true
 
     func run(in context: Context) throws {
-        let account = try context.accountChoice()
-        let environmentID = account.authEnvironmentID
-        let sessions = try context.sessionService()
-        let steps = try context.twoFactorSteps()
-        // Under the sign-in lock: a sign-in finishing right now is removed after its write, not before.
-        // The end user signed out: the one named, else the one whose session is served.
-        var endUser = account.endUserID
-        let removed = try context.signInLock().withLock {
-            if endUser == nil { endUser = try sessions.restore()?.endUserID }
-            let removed = try sessions.remove()
-            try SignInService.forget(
-                authEnvironmentID: environmentID, steps: steps, memory: context.services.secretCache())
-            return removed
-        }
-        context.forgetAccount(environmentID, endUserID: endUser)
-        if removed {
-            context.streams.printError("portal-token: signed out of environment '\(environmentID)'")
-        } else {
-            context.audit?.outcome = .notFound
-            context.streams.printError("portal-token: no session was stored for environment '\(environmentID)'")
-        }
+        let (environmentID, removed) = try Logout.run(context)
+        context.streams.printError(
+            removed
+                ? "portal-token: signed out of environment '\(environmentID)'"
+                : "portal-token: no session was stored for environment '\(environmentID)'")
     }
 }
 

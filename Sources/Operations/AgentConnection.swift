@@ -18,6 +18,12 @@ package struct AgentConnection {
     package let streams: StandardStreams
     package let services: Services
 
+    /// `$XDG_RUNTIME_DIR/portal-token/NAME`: the socket paths every client and unit agree on.
+    package static func defaultSocketPath(_ name: String, environment: [String: String]) -> String? {
+        guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        return runtime + "/portal-token/" + name
+    }
+
     /// One request; an agent that cannot be reached is a storage failure (exit 4), at once when
     /// nothing listens, within the bound when it does not answer.
     package func call(_ method: String, _ target: String, body: [UInt8]? = nil) throws -> HTTPResponse {

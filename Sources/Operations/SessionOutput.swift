@@ -3,7 +3,7 @@ import PortalTokenCore
 
 // The session as the commands that read it hand it out (`token`, script-mode `get`,
 // `exec-credential`) and as the agent's `GET /v1/token` and `GET /v1/exec-credential` send it;
-// the session itself is `Context.usableSession()`. And `lock`'s operation.
+// the session itself is `Context.usableSession()`.
 
 /// The session as JSON.
 package enum SessionOutput {
@@ -48,13 +48,5 @@ package enum ExecCredential {
             "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"), "status": .object(status),
         ])
         return Array((credential.serialized + "\n").utf8)
-    }
-}
-
-/// `lock`'s own part: drops every key and session copy this user's runs keep in the kernel
-/// keyring (or the agent's memory), so the next run reads the store again.
-package enum Lock {
-    package static func run(_ context: Context) {
-        context.services.secretCache().dropAll(withPrefix: SecretCacheNames.prefix)
     }
 }
