@@ -38,6 +38,11 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // Headers only: tpm2-tss is loaded with dlopen when a store sealed by the TPM is opened (see shim.h).
+        .systemLibrary(
+            name: "CTPM2", path: "Sources/CLibraries/CTPM2",
+            providers: [.apt(["libtss2-dev"])]
+        ),
         // Headers only: the process hardening that needs a C call (prctl is variadic).
         .systemLibrary(name: "CProcessHardening", path: "Sources/CLibraries/CProcessHardening"),
         // Headers only: libqrencode is loaded with dlopen when a QR code is drawn (see shim.h).
@@ -71,6 +76,10 @@ let package = Package(
         // The audit log as a file: appends, rotation, the fingerprint key.
         .target(
             name: "AuditFileLog", dependencies: ["Basics", "PortalTokenCore"], path: "Sources/Adapters/AuditFileLog"),
+        // The encrypted file's key sealed by a TPM 2.0, through tpm2-tss's ESAPI.
+        .target(
+            name: "TPMKeySealer", dependencies: ["Basics", "PortalTokenCore", "CTPM2"],
+            path: "Sources/Adapters/TPMKeySealer"),
         .target(
             name: "TerminalQRCode", dependencies: ["Basics", "PortalTokenCore", "CQRencode"],
             path: "Sources/Adapters/TerminalQRCode"),
@@ -106,7 +115,7 @@ let package = Package(
                 "EncryptedFileStore",
                 "KernelKeyring", "PortalHTTP", "HookRunner", "TerminalQRCode", "LoopbackRedirectListener",
                 "CProcessHardening", "VaultStore", "AuditFileLog", "LocalHTTPServer", "PeerCredentials",
-                "AgentClient",
+                "AgentClient", "TPMKeySealer",
             ]),
         .executableTarget(name: "portal-token", dependencies: ["Composition"], path: "Sources/Programs/portal-token"),
         // Writes the shell completions and the man page's OPTIONS and EXIT STATUS from the option table.

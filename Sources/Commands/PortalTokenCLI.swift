@@ -177,7 +177,8 @@ public enum PortalTokenCLI {
             As a git credential helper: portal-token setup-git
             The encrypted file's passphrase comes from PORTAL_TOKEN_PASSPHRASE_FILE,
             PORTAL_TOKEN_PASSPHRASE, the systemd credential portal-token.passphrase, or a
-            prompt on the terminal. Something wrong? portal-token doctor
+            prompt on the terminal; PORTAL_TOKEN_FILE_TPM=on seals its key to this
+            machine's TPM, the passphrase kept for recovery. Something wrong? portal-token doctor
             The whole manual: man portal-token
             """
         return text

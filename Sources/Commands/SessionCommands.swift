@@ -33,7 +33,9 @@ struct StatusCommand: Command {
         twoFactorStepWaiting and promptsRuledOutBy (the setting, or null); with a
         session also endUserId, issuedAt, expiresAt and capAt (RFC 3339, or null),
         ended and nextUseAsksPortal; twoFactorStep {endUserId, expiresAt} when a step
-        waits; otherStore when the other store holds items.
+        waits; otherStore when the other store holds items; fileKey, what opens the
+        encrypted file in use (the passphrase, or the TPM with the passphrase to
+        recover it).
 
         """ + sessionSettings
 
@@ -92,6 +94,7 @@ struct StatusCommand: Command {
             lines.append(
                 "  prompts:      none: \(TerminalText.escaped(setting)) rules them out; only what is stored answers")
         }
+        if report["fileKey"]?.stringValue != nil { lines.append("  file key:     \(show("fileKey"))") }
         if report["otherStore"]?.stringValue != nil { lines.append("  note:         \(show("otherStore"))") }
         return lines.joined(separator: "\n")
     }

@@ -14,6 +14,7 @@ import PortalTokenCore
 import SecretServiceStore
 import SessionBus
 import TerminalQRCode
+import TPMKeySealer
 import VaultStore
 
 /// The composition root: the one module that imports the adapter modules. It sets the process
@@ -53,7 +54,8 @@ public enum Composition {
                     path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lock: options.lock, passphrase: options.passphrase,
-                    warn: options.warn, created: options.created, keyCache: options.keyCache)
+                    warn: options.warn, created: options.created, keyCache: options.keyCache,
+                    keySealer: TPMKeySealer(tcti: options.tcti), sealTo: options.sealTo)
             },
             vaultItems: { options, loginCache in
                 VaultItemStore(
@@ -93,6 +95,7 @@ public enum Composition {
                     String(decoding: $0, as: UTF8.self)
                 }
             },
+            fileKeyProtection: { EncryptedFileStore.keyProtection(at: $0) },
             serveAgent: { options, handle in try AgentServing.serve(options, handle) },
             agentExchange: { path, request, timeout throws(HTTPError) in
                 // The agent never asks an agent (a lock would wait on itself).

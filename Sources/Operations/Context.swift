@@ -549,7 +549,24 @@ public final class Context {
                 if let notice = (try? self?.backendChoice())??.fallbackNotice {
                     streams.printError("portal-token: \(notice)")
                 }
-            }, keyCache: services.secretCache())
+            }, keyCache: services.secretCache(), sealTo: try fileSealing(), tcti: environment["TPM2TOOLS_TCTI"])
+    }
+
+    /// The PCRs each write seals the file's key to: nil when `file-tpm` is off, [] for the TPM
+    /// alone (docs/storage.md, "A key sealed by the TPM").
+    package func fileSealing() throws(SettingError) -> [Int]? {
+        guard try settings.bool(.fileTPM) == true else { return nil }
+        guard let text = settings.value(.fileTPMPCRs)?.trimmingWhitespace, !text.isEmpty else { return [] }
+        var pcrs: [Int] = []
+        for word in text.split(whereSeparator: { $0 == "," || $0 == "+" }) {
+            guard let pcr = Int(word.trimmingWhitespace), (0..<24).contains(pcr) else {
+                throw SettingError(
+                    "\(settings.origin(of: .fileTPMPCRs)) must list PCRs from 0 to 23",
+                    hint: "for example 7, or 0,7")
+            }
+            if !pcrs.contains(pcr) { pcrs.append(pcr) }
+        }
+        return pcrs.sorted()
     }
 
     /// git credentials: in the backend in use, and only it.

@@ -231,7 +231,14 @@ package struct Doctor {
         let unattended = passphrase.unattendedOrigin
         let permission = unattended == nil ? passphrase.promptPermission() : .noTerminal
         let source = unattended ?? (permission.isAllowed ? "a prompt on the terminal only" : nil)
-        let passphraseProblem = needed && unattended == nil
+        // A key the TPM unseals needs no passphrase source (docs/storage.md, "A key sealed by the TPM").
+        let protection = context.services.fileKeyProtection(path)
+        let sealing = try? context.fileSealing()
+        let sealed = if case .tpm? = protection { true } else { false }
+        let key =
+            "; key: " + (protection?.description ?? "unknown")
+            + (!sealed && sealing != nil ? " (file-tpm is on: the next write seals it to the TPM)" : "")
+        let passphraseProblem = needed && unattended == nil && !sealed
         let passphraseHint =
             switch permission {
             case .allowed:
@@ -263,7 +270,7 @@ package struct Doctor {
             Check(
                 name: "encrypted file", ok: problems.isEmpty && !passphraseProblem,
                 detail: "\(path), owner uid \(status.st_uid), mode \(mode); passphrase source: \(source ?? "none")"
-                    + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
+                    + key + (problems.isEmpty ? "" : "; " + problems.joined(separator: ", ")),
                 hint: !problems.isEmpty
                     ? "chmod 600 the file and 700 its directory, owned by you"
                     : passphraseProblem ? passphraseHint : nil)

@@ -44,6 +44,10 @@ package enum Status {
             members["nextUseAsksPortal"] = .bool(decision == .checkWithPortal)
         }
         if let otherStore { members["otherStore"] = .string(otherStore) }
+        // What opens the encrypted file in use (docs/storage.md, "A key sealed by the TPM").
+        if choice.backend == .file, let protection = context.services.fileKeyProtection(try context.storeFilePath()) {
+            members["fileKey"] = .string(protection.description)
+        }
         return members
     }
 }

@@ -25,6 +25,8 @@ public struct Services {
     public var vaultItems: (VaultOptions, VaultLoginCache?) -> any ItemStore
     /// Whether a store file is there, in any state.
     public var fileExists: (_ path: String) -> Bool
+    /// What opens the store file, from its header; nil when it is not there or not readable.
+    public var fileKeyProtection: (_ path: String) -> FileKeyProtection?
     /// The store file's lock (`<file>.lock`), the file backend's store lock: held around a whole
     /// change, and taken again, reentrantly, by the file's own writes.
     public var fileLock: (_ storePath: String, _ timeoutMilliseconds: Int) -> any SessionLock
@@ -99,6 +101,7 @@ public struct Services {
         serveDesktopActivation: @escaping (StandardStreams, @escaping (Secret) throws -> DesktopSignIn) throws -> Bool,
         now: @escaping () -> Int64,
         procMountInfo: @escaping () -> String? = { nil },
+        fileKeyProtection: @escaping (String) -> FileKeyProtection? = { _ in nil },
         serveAgent: @escaping (AgentServeOptions, @escaping AgentHandler) throws -> Void = { _, _ in
             throw CLIError("this build cannot serve an agent", exitCode: .storage)
         },
@@ -124,6 +127,7 @@ public struct Services {
         self.fileItems = fileItems
         self.vaultItems = vaultItems
         self.fileExists = fileExists
+        self.fileKeyProtection = fileKeyProtection
         self.fileLock = fileLock
         self.moveFileAside = moveFileAside
         self.transport = transport
@@ -194,6 +198,10 @@ public struct FileStoreOptions {
     public var created: () -> Void
     /// Where derived keys are cached: the run's secret cache (`Services.secretCache`).
     public var keyCache: any SecretCache
+    /// The PCRs every write seals the key to (`file-tpm`); nil: writes do not seal it.
+    public var sealTo: [Int]?
+    /// The TPM's TCTI, as tpm2-tools take it (`TPM2TOOLS_TCTI`); nil: `/dev/tpmrm0`.
+    public var tcti: String?
 }
 
 /// Where the audit log is and how it behaves (docs/audit.md).

@@ -14,7 +14,7 @@ struct DependencyRuleTests {
         "SecretServiceStore", "EncryptedFileStore", "KernelKeyring", "SessionBus", "PortalHTTP", "HookRunner",
         "TerminalQRCode", "LoopbackRedirectListener", "Composition", "CLibSecret", "CCurl", "CKeyutils",
         "CProcessHardening", "CQRencode", "CSodium", "VaultStore", "AuditFileLog", "LocalHTTPServer",
-        "PeerCredentials", "CPeerCredentials", "AgentClient",
+        "PeerCredentials", "CPeerCredentials", "AgentClient", "TPMKeySealer", "CTPM2",
     ]
 
     /// What each module that is not an adapter may import besides the toolchain's own modules.

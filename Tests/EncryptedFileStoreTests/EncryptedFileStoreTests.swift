@@ -292,7 +292,7 @@ struct EncryptedFileFailureTests {
         let directory = try TemporaryDirectory()
         try makeStore(directory.storePath).store(credential())
         var bytes = try fileBytes(directory.storePath)
-        bytes[9] = 2
+        bytes[9] = 3
         try writeFile(directory.storePath, bytes)
         let store = makeStore(directory.storePath)
         #expect(throws: StoreError.self) { try store.lookup(query()) }
@@ -300,7 +300,7 @@ struct EncryptedFileFailureTests {
         do {
             _ = try store.lookup(query())
         } catch {
-            #expect(error.message.contains("format version 2"))
+            #expect(error.message.contains("format version 3"))
             #expect(error.hint?.contains("upgrade portal-token") == true)
         }
         #expect(try fileBytes(directory.storePath) == bytes)
@@ -544,9 +544,9 @@ func writeSealed(_ payload: String, to path: String) throws {
     let derived = try #require(
         cheapKDF.derive(Secret("fixture passphrase"), salt: salt))
     let key = UnlockedKey(
-        identity: KeyIdentity(formatVersion: StoreFileFormat.currentVersion, kdf: cheapKDF, salt: salt),
+        identity: KeyIdentity(formatVersion: StoreFileFormat.keyVersion, kdf: cheapKDF, salt: salt),
         derivedKey: derived)
-    try writeFile(path, StoreFileFormat.seal(Array(payload.utf8), kdf: cheapKDF, salt: salt, key: key))
+    try writeFile(path, StoreFileFormat.seal(Array(payload.utf8), kdf: cheapKDF, salt: salt, key: key, sealed: nil))
     chmod(path, 0o600)
 }
 

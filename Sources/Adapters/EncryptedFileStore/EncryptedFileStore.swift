@@ -11,7 +11,9 @@ import PortalTokenCore
 ///   already hold), re-read, change, and replace the file.
 /// - Key derivation happens outside the lock, so 64 processes starting at once do not queue
 ///   behind each other's Argon2id.
-/// - The passphrase is asked for only when no cached key opens the file.
+/// - The passphrase is asked for only when no cached key opens the file, and, when the TPM sealed
+///   the key (`sealTo`), only when the TPM does not unseal it: the passphrase is then the
+///   recovery route.
 /// - What one process read is read again only when the file changed: every write replaces the
 ///   file by rename, so a file whose inode, size and times are unchanged holds the same bytes.
 public final class EncryptedFileStore {
@@ -23,6 +25,14 @@ public final class EncryptedFileStore {
     private let passphraseSource: (PassphrasePurpose) throws(StoreError) -> Passphrase
     private let warn: (String) -> Void
     private let created: () -> Void
+    private let keySealer: (any KeySealer)?
+    /// The PCRs each write seals the key to; nil: writes do not seal it.
+    private let sealTo: [Int]?
+    /// The sealed copy of a key known to this process: the one the file carries, or the one
+    /// it sealed; a write with the same key and PCRs keeps it, with no TPM command.
+    private var sealedCopy: (identity: KeyIdentity, sealed: SealedKey)?
+    /// A sealed copy the TPM would not unseal: the next write seals the key again.
+    private var refusedSeal: SealedKey?
 
     /// The file as this process last read or wrote it.
     private var lastContents: StoreFileSystem.Contents?
@@ -48,14 +58,20 @@ public final class EncryptedFileStore {
     ///     to the file is announced by that write alone (docs/storage.md, "The encrypted file").
     ///   - keyCache: where derived keys are kept between runs: the kernel keyring, or an
     ///     agent's memory.
+    ///   - keySealer: the TPM, which unseals a key the file carries sealed.
+    ///   - sealTo: the PCRs every write seals the key to (none: bound to the TPM alone); nil
+    ///     writes no sealed key.
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,
         lock: (any SessionLock)? = nil,
         kdfParameters: KDFParameters = .recommended,
         passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
         warn: @escaping (String) -> Void, created: @escaping () -> Void = {},
-        keyCache cache: any SecretCache = KernelKeyring()
+        keyCache cache: any SecretCache = KernelKeyring(),
+        keySealer: (any KeySealer)? = nil, sealTo: [Int]? = nil
     ) {
+        self.keySealer = keySealer
+        self.sealTo = sealTo
         self.created = created
         precondition(Sodium.ready, "libsodium could not be initialised")
         self.path = path
@@ -73,6 +89,15 @@ public final class EncryptedFileStore {
     public static func exists(at path: String) -> Bool {
         var status = stat()
         return lstat(path, &status) == 0
+    }
+
+    /// What opens the store file at `path`, read from its header alone; nil when there is no
+    /// readable store file there.
+    public static func keyProtection(at path: String) -> FileKeyProtection? {
+        guard let contents = try? StoreFileSystem(path: path).read(), contents.damage == nil,
+            let (header, _) = try? StoreFileFormat.parse(contents.bytes)
+        else { return nil }
+        return header.sealed.map { .tpm(pcrs: $0.pcrs) } ?? .passphrase
     }
 
     /// Renames the store file at `path` to `<name>.migrated-<UTC time>` under its lock, once
@@ -149,6 +174,7 @@ public final class EncryptedFileStore {
 
     /// The key that opens `header`: the one already in hand, a cached one, or a new derivation.
     private func key(for header: StoreFileHeader) throws(StoreError) -> UnlockedKey {
+        if let sealed = header.sealed, sealed != refusedSeal { sealedCopy = (header.keyIdentity, sealed) }
         if let unlocked, unlocked.opens(header) { return unlocked }
         let description = KeyCache.description(path: canonicalPath, identity: header.keyIdentity)
         if let cached = keyCache.read(description) {
@@ -159,11 +185,35 @@ public final class EncryptedFileStore {
             }
             keyCache.drop(description)
         }
+        var unsealFailure: SealError?
+        if let sealed = header.sealed {
+            switch unseal(sealed, header) {
+            case .success(let key):
+                keyCache.store(key.derivedKey, as: description)
+                unlocked = key
+                return key
+            case .failure(let failure):
+                unsealFailure = failure
+                refusedSeal = sealed
+                sealedCopy = nil
+            }
+        }
         // A person at the terminal is asked again after a typo, up to `typedAttempts` times.
         var attempt = 1
         var key: UnlockedKey
         while true {
-            let passphrase = try passphrase(for: attempt == 1 ? .unlock : .unlockAgain)
+            let passphrase: Passphrase
+            do {
+                passphrase = try self.passphrase(for: attempt == 1 ? .unlock : .unlockAgain)
+            } catch {
+                guard let unsealFailure else { throw error }
+                throw StoreError(
+                    .locked,
+                    "the TPM did not unseal the key of the store file \(path): \(unsealFailure.message)",
+                    hint: (unsealFailure.hint.map { $0 + "; or " } ?? "")
+                        + "open it with its recovery passphrase: \(error.hint ?? error.message); the file was left "
+                        + "as it is")
+            }
             key = try derive(passphrase, identity: header.keyIdentity)
             if key.opens(header) { break }
             forgetPassphrase()
@@ -179,7 +229,49 @@ public final class EncryptedFileStore {
         keyCache.store(key.derivedKey, as: description)
         unlocked = key
         passphraseOpens.append(key.identity)
+        if let unsealFailure {
+            warn(
+                "the TPM did not unseal the key of the store file \(path) (\(unsealFailure.message)); it was opened "
+                    + "with its recovery passphrase" + (sealTo == nil ? "" : ", and the next write seals it again"))
+        }
         return key
+    }
+
+    /// The key the TPM unseals from `sealed`, if it opens the file.
+    private func unseal(_ sealed: SealedKey, _ header: StoreFileHeader) -> Result<UnlockedKey, SealError> {
+        guard let keySealer else { return .failure(SealError(.unavailable, "this build has no TPM support")) }
+        do throws(SealError) {
+            let key = UnlockedKey(
+                identity: header.keyIdentity, derivedKey: try keySealer.unseal(sealed.object, pcrs: sealed.pcrs))
+            guard key.opens(header) else {
+                return .failure(SealError(.refused, "the key it unsealed does not open the file"))
+            }
+            return .success(key)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The sealed copy a write of `key` carries: the one known for it when it is sealed to the
+    /// PCRs wanted, else a new one; nil when writes do not seal.
+    private func sealedCopy(of key: UnlockedKey) throws(StoreError) -> SealedKey? {
+        guard let sealTo else { return nil }
+        if let sealedCopy, sealedCopy.identity == key.identity, sealedCopy.sealed.pcrs == sealTo {
+            return sealedCopy.sealed
+        }
+        guard let keySealer else {
+            throw StoreError(.unavailable, "this build cannot seal the store file's key: it has no TPM support")
+        }
+        do throws(SealError) {
+            let sealed = SealedKey(pcrs: sealTo, object: try keySealer.seal(key.derivedKey, pcrs: sealTo))
+            sealedCopy = (key.identity, sealed)
+            return sealed
+        } catch {
+            throw StoreError(
+                error.kind == .timedOut ? .timedOut : .unavailable,
+                "the TPM did not seal the key of the store file \(path): \(error.message)",
+                hint: (error.hint.map { $0 + "; " } ?? "") + "nothing was written")
+        }
     }
 
     private func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
@@ -272,7 +364,7 @@ public final class EncryptedFileStore {
     /// A key under a new salt, the current format and `kdf`, which the passphrase in hand opens.
     private func freshKey(_ passphrase: Passphrase, kdf: KDFParameters) throws(StoreError) -> UnlockedKey {
         let identity = KeyIdentity(
-            formatVersion: StoreFileFormat.currentVersion, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltLength))
+            formatVersion: StoreFileFormat.keyVersion, kdf: kdf, salt: Sodium.randomBytes(Sodium.saltLength))
         let key = try derive(passphrase, identity: identity)
         passphraseOpens.append(identity)
         return key
@@ -290,7 +382,7 @@ public final class EncryptedFileStore {
     /// a passphrase it did not need.
     private func strengthened(_ key: UnlockedKey) throws(StoreError) -> UnlockedKey {
         let wanted = key.identity.kdf.raised(to: kdfParameters)
-        guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.currentVersion,
+        guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.keyVersion,
             let passphrase = try? passphrase(for: .unlock)
         else { return key }
         if !passphraseOpens.contains(key.identity) {
@@ -310,7 +402,8 @@ public final class EncryptedFileStore {
     private func write(_ payload: StorePayload, key: UnlockedKey) throws(StoreError) {
         var plaintext = payload.encoded()
         defer { zeroize(&plaintext) }
-        let sealed = StoreFileFormat.seal(plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key)
+        let sealed = StoreFileFormat.seal(
+            plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key, sealed: try sealedCopy(of: key))
         try files.replace(with: sealed)
         // Written under the lock, so the file there now is this one.
         lastContents = try files.identity().map { StoreFileSystem.Contents(bytes: sealed, identity: $0) }

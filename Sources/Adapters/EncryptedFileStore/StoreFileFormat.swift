@@ -17,14 +17,30 @@ import PortalTokenCore
 ///         99    …  XChaCha20-Poly1305-IETF ciphertext of the JSON payload, 16-byte tag last,
 ///                  with bytes 0..<99 as associated data
 ///
+/// Format version 2 is version 1 with the key sealed by a TPM in the header (bytes 0..<83 as
+/// in version 1, with version 2):
+///
+///         83    1  sealing: 1 = TPM 2.0 (TPMKeySealer's objects)
+///         84    4  the PCRs of the SHA-256 bank the sealed key is bound to, bit i for PCR i
+///         88    2  length N of the sealed object
+///         90    N  the sealed object: its TPM2B_PUBLIC and TPM2B_PRIVATE, marshalled
+///       90+N   16  header checksum: BLAKE2b-128 of bytes 0..<90+N
+///      106+N    …  the ciphertext, with bytes 0..<106+N as associated data
+///
 /// The key check tells a wrong passphrase (the file is left alone) from a damaged file (moved
 /// aside); the header checksum tells a damaged header from a wrong passphrase. Neither helps an
 /// attacker: each guess still costs one Argon2id derivation, as the tag would.
 enum StoreFileFormat {
     static let magic: [UInt8] = Array("PTSTORE".utf8) + [0]
-    /// The version this build writes. Every version up to it stays readable.
-    static let currentVersion: UInt16 = 1
+    /// The newest version this build reads: it writes 2 when the key is sealed, else 1, which
+    /// every earlier build reads.
+    static let currentVersion: UInt16 = 2
+    /// The key's derivation, the same in both versions: Argon2id over the passphrase.
+    static let keyVersion: UInt16 = 1
     static let argon2id13 = Sodium.argon2id13
+    static let tpmSealing: UInt8 = 1
+    /// Past this a sealed object is not one (a TPM2B_PUBLIC and a TPM2B_PRIVATE are far smaller).
+    static let maximumSealedLength = 4096
 
     static let keyCheckLength = 16
     static let checksumLength = 16
@@ -47,8 +63,8 @@ enum StoreFileFormat {
         guard file.starts(with: magic) else { throw .damaged("it does not start with the store's magic bytes") }
         let version = UInt16(file[8]) << 8 | UInt16(file[9])
         switch version {
-        case 1:
-            return try parseVersion1(file)
+        case 1, 2:
+            return try parseHeader(file, version: version)
         case let newer where newer > currentVersion:
             throw .newerVersion(newer)
         default:
@@ -56,8 +72,19 @@ enum StoreFileFormat {
         }
     }
 
-    private static func parseVersion1(_ file: [UInt8]) throws(Problem) -> (StoreFileHeader, ArraySlice<UInt8>) {
-        let length = version1HeaderLength
+    private static func parseHeader(_ file: [UInt8], version: UInt16) throws(Problem) -> (
+        StoreFileHeader, ArraySlice<UInt8>
+    ) {
+        var length = version1HeaderLength
+        if version == 2 {
+            let fixed = version1HeaderLength - checksumLength + 7
+            guard file.count >= fixed else { throw .damaged("it is truncated") }
+            let sealedLength = Int(file[fixed - 2]) << 8 | Int(file[fixed - 1])
+            guard file[fixed - 7] == tpmSealing, sealedLength > 0, sealedLength <= maximumSealedLength else {
+                throw .damaged("its header names a sealed key it cannot hold")
+            }
+            length = fixed + sealedLength + checksumLength
+        }
         guard file.count >= length + Sodium.tagLength else { throw .damaged("it is truncated") }
         let headerBytes = Array(file[0..<length])
         let checksumStart = length - checksumLength
@@ -74,26 +101,43 @@ enum StoreFileFormat {
         let salt = reader.bytes(Sodium.saltLength)
         let nonce = reader.bytes(Sodium.nonceLength)
         let keyCheck = reader.bytes(keyCheckLength)
+        var sealed: SealedKey?
+        if version == 2 {
+            _ = reader.uint8()
+            let mask = reader.bytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            let count = Int(reader.uint8()) << 8 | Int(reader.uint8())
+            sealed = SealedKey(pcrs: (0..<32).filter { mask & (1 << $0) != 0 }, object: reader.bytes(count))
+        }
         guard algorithm == argon2id13 else { throw .unsupportedKDF("KDF algorithm \(algorithm)") }
         guard kdf.isAccepted else {
             throw .unsupportedKDF("Argon2id with \(kdf.opsLimit) passes over \(kdf.memLimit >> 20) MiB")
         }
         let header = StoreFileHeader(
-            formatVersion: 1, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck,
+            formatVersion: version, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck, sealed: sealed,
             bytes: headerBytes)
         return (header, file[length...])
     }
 
-    /// A complete file in the current version: header and sealed payload.
-    static func seal(_ plaintext: [UInt8], kdf: KDFParameters, salt: [UInt8], key: UnlockedKey) -> [UInt8] {
+    /// A complete file: header and encrypted payload, in version 2 when the key is sealed.
+    static func seal(
+        _ plaintext: [UInt8], kdf: KDFParameters, salt: [UInt8], key: UnlockedKey, sealed: SealedKey?
+    ) -> [UInt8] {
         let nonce = Sodium.randomBytes(Sodium.nonceLength)
+        let version: UInt16 = sealed == nil ? 1 : 2
         var header = magic
-        header.append(contentsOf: [UInt8(currentVersion >> 8), UInt8(currentVersion & 0xFF), argon2id13])
+        header.append(contentsOf: [UInt8(version >> 8), UInt8(version & 0xFF), argon2id13])
         header.appendBigEndian(kdf.opsLimit)
         header.appendBigEndian(kdf.memLimit)
         header.append(contentsOf: salt)
         header.append(contentsOf: nonce)
         header.append(contentsOf: key.keyCheck)
+        if let sealed {
+            let mask = sealed.pcrs.reduce(UInt32(0)) { $0 | (1 << UInt32($1)) }
+            header.append(tpmSealing)
+            header.append(contentsOf: [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: mask >> $0) })
+            header.append(contentsOf: [UInt8(sealed.object.count >> 8), UInt8(sealed.object.count & 0xFF)])
+            header.append(contentsOf: sealed.object)
+        }
         header.append(contentsOf: Sodium.hash(header, length: checksumLength))
         return header + Sodium.seal(plaintext, associatedData: header, nonce: nonce, key: key.encryptionKey)
     }
@@ -106,16 +150,25 @@ struct StoreFileHeader: Equatable {
     var salt: [UInt8]
     var nonce: [UInt8]
     var keyCheck: [UInt8]
+    /// The key as the TPM sealed it (version 2).
+    var sealed: SealedKey?
     var bytes: [UInt8]
 
     var keyIdentity: KeyIdentity {
-        KeyIdentity(formatVersion: formatVersion, kdf: kdf, salt: salt)
+        KeyIdentity(formatVersion: StoreFileFormat.keyVersion, kdf: kdf, salt: salt)
     }
 }
 
+/// The file's key sealed by the TPM, and the PCRs it is bound to.
+struct SealedKey: Equatable {
+    var pcrs: [Int]
+    var object: [UInt8]
+}
+
 /// What a derived key depends on besides the passphrase. A cached key is found by it, so a new
-/// salt, new parameters or a new format never meet a stale key.
+/// salt, new parameters or a new derivation never meet a stale key.
 struct KeyIdentity: Equatable {
+    /// The derivation's version (`StoreFileFormat.keyVersion`), whatever the file's format.
     var formatVersion: UInt16
     var kdf: KDFParameters
     var salt: [UInt8]

@@ -82,6 +82,11 @@ public struct Setting: Sendable, Hashable {
         environment: "PORTAL_TOKEN_BACKEND")
     public static let storeFile = Setting(key: "file", environment: "PORTAL_TOKEN_FILE")
     public static let passphraseFile = Setting(key: "passphrase-file", environment: "PORTAL_TOKEN_PASSPHRASE_FILE")
+    /// `on` seals the encrypted file's key to this machine's TPM on each write, the passphrase
+    /// kept as the recovery route (docs/storage.md, "A key sealed by the TPM"); `off` (the default).
+    public static let fileTPM = Setting(key: "file-tpm", environment: "PORTAL_TOKEN_FILE_TPM")
+    /// The PCRs (SHA-256 bank) the sealed key is bound to, such as `7` or `0,7`; none by default.
+    public static let fileTPMPCRs = Setting(key: "file-tpm-pcrs", environment: "PORTAL_TOKEN_FILE_TPM_PCRS")
     public static let onSessionInvalidated = Setting(
         key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
     public static let keyringTimeout = Setting(
@@ -158,7 +163,8 @@ public struct Setting: Sendable, Hashable {
     /// Every setting the config file may hold; an unknown key there is a configuration error.
     public static let all: [Setting] = [
         authEnvironmentID, endUser, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
-        accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, onSessionInvalidated,
+        accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, fileTPM, fileTPMPCRs,
+        onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, agentTimeout,
         caBundle, vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
         vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, vaultAllowHTTP, auditLog, auditLogMaxBytes,

@@ -1,0 +1,209 @@
+import Foundation
+import Glibc
+import PortalTokenTestSupport
+import Testing
+
+/// The encrypted file's key sealed by a real TPM 2.0 (swtpm), through real git: the file opens
+/// with no passphrase on its machine, another machine's TPM or a changed PCR is refused and the
+/// recovery passphrase opens it, and every TPM failure is exit 4 within its bound with the file
+/// untouched (docs/storage.md, "A key sealed by the TPM").
+@Suite("the file's key sealed by the TPM")
+struct TPMSealedFileTests {
+    /// A git whose file store seals its key to `tpm`; the key cache is off, so every run asks the TPM.
+    static func harness(_ tpm: SoftwareTPM, pcrs: String? = nil) throws -> GitHarness {
+        try GitHarness(
+            backend: .file,
+            extraEnvironment: [
+                "PORTAL_TOKEN_FILE_TPM": "on", "PORTAL_TOKEN_FILE_TPM_PCRS": pcrs, "TPM2TOOLS_TCTI": tpm.tcti,
+                "PORTAL_TOKEN_KEY_CACHE_TIMEOUT": "0",
+            ])
+    }
+
+    static func storePath(_ git: GitHarness) -> String { git.directory.appendingPathComponent("store").path }
+
+    static func storeBytes(_ git: GitHarness) throws -> [UInt8] {
+        Array(try Data(contentsOf: URL(fileURLWithPath: storePath(git))))
+    }
+
+    /// The harness's environment without any passphrase source, and with `changes`.
+    static func withoutPassphrase(_ git: GitHarness, _ changes: [String: String] = [:]) -> [String: String] {
+        var environment = git.environment
+        environment["PORTAL_TOKEN_PASSPHRASE"] = nil
+        for (name, value) in changes { environment[name] = value }
+        return environment
+    }
+
+    static func fill(_ git: GitHarness, _ host: String, environment: [String: String]) throws -> ProcessResult {
+        try git.credential("fill", "protocol=https\nhost=\(host)\n\n", environment: environment)
+    }
+
+    static func get(_ git: GitHarness, _ host: String, environment: [String: String]) throws -> ProcessResult {
+        try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["get"], stdin: "protocol=https\nhost=\(host)\n\n", environment: environment,
+            timeout: 30)
+    }
+
+    @Test("a store sealed to the TPM round-trips through git with no passphrase source set")
+    func roundTrip() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        let host = GitHarness.uniqueHost("tpm")
+        // Created with its recovery passphrase, as every sealed file is.
+        let approve = try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=sealed-pw\n\n")
+        #expect(approve.exitCode == 0, "\(approve.stderr)")
+        let bytes = try Self.storeBytes(git)
+        #expect(bytes[8] == 0 && bytes[9] == 2, "the file is not in format version 2")
+        let filled = try Self.fill(git, host, environment: Self.withoutPassphrase(git))
+        #expect(filled.exitCode == 0, "\(filled.stderr)")
+        #expect(filled.stdout.contains("password=sealed-pw\n"))
+        #expect(!filled.stderr.contains("askpass"), "git had to ask: \(filled.stderr)")
+        // status and doctor say what opens it, and doctor wants no passphrase source for it.
+        let status = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["status", "--format", "json"],
+            environment: Self.withoutPassphrase(git, ["PORTAL_AUTH_ENVIRONMENT_ID": "tpm-environment"]), timeout: 30)
+        #expect(
+            status.stdout.contains(#""fileKey":"sealed by the TPM; the passphrase recovers it""#), "\(status.stdout)")
+        let doctor = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["doctor", "--format", "json"], environment: Self.withoutPassphrase(git),
+            timeout: 30)
+        let object = try JSONSerialization.jsonObject(with: Data(doctor.stdout.utf8)) as? [String: Any]
+        let checks = object?["checks"] as? [[String: Any]] ?? []
+        let file = try #require(checks.first { $0["check"] as? String == "encrypted file" }, "no encrypted file check")
+        #expect(file["status"] as? String == "ok", "\(file)")
+        #expect((file["detail"] as? String)?.contains("key: sealed by the TPM") == true, "\(file)")
+        // A write with the same key keeps the sealed object: no TPM command, the same bytes there.
+        let second = try git.credential(
+            "approve", "protocol=https\nhost=other-\(host)\nusername=u\npassword=p2\n\n",
+            environment: Self.withoutPassphrase(git))
+        #expect(second.exitCode == 0, "\(second.stderr)")
+        let rewritten = try Self.storeBytes(git)
+        let sealedLength = Int(bytes[88]) << 8 | Int(bytes[89])
+        #expect(Array(rewritten[83..<(90 + sealedLength)]) == Array(bytes[83..<(90 + sealedLength)]))
+    }
+
+    @Test(
+        "the file on another machine's TPM is refused, the file left as it is, and opens with the recovery passphrase")
+    func anotherTPM() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        let host = GitHarness.uniqueHost("tpm-moved")
+        #expect(
+            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=moved-pw\n\n").exitCode
+                == 0)
+        let before = try Self.storeBytes(git)
+        let other = try SoftwareTPM()
+        let refused = try Self.get(git, host, environment: Self.withoutPassphrase(git, ["TPM2TOOLS_TCTI": other.tcti]))
+        #expect(refused.exitCode == 4)
+        #expect(refused.stderr.contains("sealed by another TPM"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("recovery passphrase"), "\(refused.stderr)")
+        #expect(!refused.stdout.contains("moved-pw"))
+        #expect(try Self.storeBytes(git) == before)
+        var recovering = git.environment
+        recovering["TPM2TOOLS_TCTI"] = other.tcti
+        let recovered = try Self.get(git, host, environment: recovering)
+        #expect(recovered.exitCode == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout.contains("password=moved-pw\n"))
+        #expect(recovered.stderr.contains("opened with its recovery passphrase"), "\(recovered.stderr)")
+        #expect(try Self.storeBytes(git) == before, "a read rewrote the file")
+        // The next write seals it to the new machine's TPM: from then on it needs no passphrase there.
+        let write = try git.credential(
+            "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=moved-pw-2\n\n", environment: recovering)
+        #expect(write.exitCode == 0, "\(write.stderr)")
+        let there = try Self.fill(git, host, environment: Self.withoutPassphrase(git, ["TPM2TOOLS_TCTI": other.tcti]))
+        #expect(there.exitCode == 0 && there.stdout.contains("password=moved-pw-2\n"), "\(there.stderr)")
+    }
+
+    @Test("a changed PCR is refused with the recovery route named, and the recovery passphrase opens the file")
+    func changedPCR() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm, pcrs: "7")
+        let host = GitHarness.uniqueHost("tpm-pcr")
+        #expect(
+            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=pcr-pw\n\n").exitCode == 0
+        )
+        let sealed = try Self.storeBytes(git)
+        #expect(Array(sealed[84..<88]) == [0, 0, 0, 0x80], "the file does not name PCR 7")
+        #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 0)
+        try tpm.tool("tpm2_pcrextend", ["7:sha256=" + String(repeating: "ab", count: 32)])
+        let refused = try Self.get(git, host, environment: Self.withoutPassphrase(git))
+        #expect(refused.exitCode == 4)
+        #expect(refused.stderr.contains("a PCR it is bound to has changed"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("recovery passphrase"))
+        #expect(try Self.storeBytes(git) == sealed)
+        let recovered = try Self.get(git, host, environment: git.environment)
+        #expect(recovered.exitCode == 0 && recovered.stdout.contains("password=pcr-pw\n"), "\(recovered.stderr)")
+        // Sealed again by the next write, to PCR 7's new value.
+        #expect(
+            try git.credential("approve", "protocol=https\nhost=x-\(host)\nusername=u\npassword=p\n\n").exitCode == 0)
+        #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 0)
+    }
+
+    enum Failure: String, CaseIterable, CustomStringConvertible {
+        case lockout = "a TPM in dictionary-attack lockout"
+        case absent = "no TPM"
+        case withoutResourceManager = "the TPM without the kernel's resource manager"
+        case stalled = "a TPM that stopped answering"
+        var description: String { rawValue }
+    }
+
+    @Test(
+        "a TPM failure is exit 4 within its bound, the file left byte for byte as it was", arguments: Failure.allCases)
+    func failures(_ failure: Failure) throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        let host = GitHarness.uniqueHost("tpm-fails")
+        #expect(
+            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=kept-pw\n\n").exitCode
+                == 0)
+        let before = try Self.storeBytes(git)
+        var environment = Self.withoutPassphrase(git)
+        let expected: String
+        switch failure {
+        case .lockout:
+            try tpm.lockOut()
+            expected = "dictionary-attack lockout"
+        case .absent:
+            environment["TPM2TOOLS_TCTI"] = "device:" + git.directory.appendingPathComponent("tpmrm0").path
+            expected = "no TPM could be reached"
+        case .withoutResourceManager:
+            environment["TPM2TOOLS_TCTI"] = "device:/dev/tpm0"
+            expected = "without the kernel's resource manager"
+        case .stalled:
+            tpm.pause()
+            expected = "did not answer in time"
+        }
+        defer { tpm.resume() }
+        let started = Date()
+        let result = try Self.get(git, host, environment: environment)
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(result.exitCode == 4, "\(result.stderr)")
+        #expect(result.stderr.contains(expected), "\(result.stderr)")
+        #expect(!result.stdout.contains("kept-pw"))
+        // A TPM that stopped answering is waited for 4 s (TPMKeySealer's bound); the others fail at once.
+        #expect(elapsed < (failure == .stalled ? 8 : 5), "it took \(elapsed) s")
+        #expect(try Self.storeBytes(git) == before)
+        // A write fails as plainly and writes nothing.
+        if failure != .stalled {
+            let write = try git.credential(
+                "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=new-pw\n\n", environment: environment)
+            #expect(try Self.storeBytes(git) == before, "\(write.stderr)")
+        }
+    }
+
+    @Test("file-tpm off: the next write drops the sealed key and the file is version 1 again")
+    func turnedOff() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        let host = GitHarness.uniqueHost("tpm-off")
+        #expect(try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=p\n\n").exitCode == 0)
+        #expect(try Self.storeBytes(git)[9] == 2)
+        var off = git.environment
+        off["PORTAL_TOKEN_FILE_TPM"] = "off"
+        #expect(
+            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=p2\n\n", environment: off)
+                .exitCode == 0)
+        #expect(try Self.storeBytes(git)[9] == 1)
+        let refused = try Self.get(git, host, environment: Self.withoutPassphrase(git))
+        #expect(refused.exitCode == 4 && refused.stderr.contains("no passphrase"), "\(refused.stderr)")
+    }
+}
