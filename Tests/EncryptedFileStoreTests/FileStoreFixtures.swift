@@ -37,7 +37,8 @@ let cheapKDF = KDFParameters(opsLimit: 1, memLimit: 8 << 10)
 func makeStore(
     _ path: String, passphrase: String? = "correct horse battery staple",
     keyCacheTimeoutSeconds: Int = 0, kdf: KDFParameters = .recommended,
-    lockTimeoutMilliseconds: Int = 3000, observer: StoreObserver = StoreObserver()
+    lockTimeoutMilliseconds: Int = 3000, observer: StoreObserver = StoreObserver(),
+    keySealer: (any KeySealer)? = nil, sealTo: [Int]? = nil
 ) -> EncryptedFileStore {
     EncryptedFileStore(
         path: path, keyCacheTimeoutSeconds: keyCacheTimeoutSeconds,
@@ -49,7 +50,7 @@ func makeStore(
             }
             return Passphrase(Secret(passphrase), origin: "the test")
         },
-        warn: observer.warn)
+        warn: observer.warn, keySealer: keySealer, sealTo: sealTo)
 }
 
 func credential(

@@ -59,10 +59,9 @@ public struct TPMKeySealer: KeySealer {
             defer { tpm.flush(session) }
             var privatePart: UnsafeMutablePointer<TPM2B_PRIVATE>?
             var publicPart: UnsafeMutablePointer<TPM2B_PUBLIC>?
-            try tpm.check(
-                portal_esys_create(
-                    tpm.library.create, tpm.context, primary, session, &sensitive, &template, &privatePart, &publicPart),
-                "sealing the key")
+            let created = portal_esys_create(
+                tpm.library.create, tpm.context, primary, session, &sensitive, &template, &privatePart, &publicPart)
+            try tpm.check(created, "sealing the key")
             defer {
                 tpm.free(privatePart)
                 tpm.free(publicPart)
