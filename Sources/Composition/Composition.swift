@@ -55,7 +55,8 @@ public enum Composition {
                     keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
                     lock: options.lock, passphrase: options.passphrase,
                     warn: options.warn, created: options.created, keyCache: options.keyCache,
-                    keySealer: TPMKeySealer(tcti: options.tcti), sealTo: options.sealTo)
+                    keySealer: TPMKeySealer(tcti: options.tcti), sealTo: options.sealTo,
+                    passphraseRecovery: options.passphraseRecovery)
             },
             vaultItems: { options, loginCache in
                 VaultItemStore(

@@ -549,7 +549,20 @@ public final class Context {
                 if let notice = (try? self?.backendChoice())??.fallbackNotice {
                     streams.printError("portal-token: \(notice)")
                 }
-            }, keyCache: services.secretCache(), sealTo: try fileSealing(), tcti: environment["TPM2TOOLS_TCTI"])
+            }, keyCache: services.secretCache(), sealTo: try fileSealing(),
+            passphraseRecovery: try fileRecovery(), tcti: environment["TPM2TOOLS_TCTI"])
+    }
+
+    /// Whether a sealed file keeps its passphrase as the recovery route (`file-tpm-recovery`).
+    package func fileRecovery() throws(SettingError) -> Bool {
+        switch settings.value(.fileTPMRecovery)?.trimmingWhitespace.lowercased() {
+        case nil, "", "passphrase": return true
+        case "none": return false
+        default:
+            throw SettingError(
+                "\(settings.origin(of: .fileTPMRecovery)) must be passphrase or none",
+                hint: "none keys the file for this machine's TPM alone: losing the TPM loses the file")
+        }
     }
 
     /// The PCRs each write seals the file's key to: nil when `file-tpm` is off, [] for the TPM

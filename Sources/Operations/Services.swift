@@ -200,6 +200,8 @@ public struct FileStoreOptions {
     public var keyCache: any SecretCache
     /// The PCRs every write seals the key to (`file-tpm`); nil: writes do not seal it.
     public var sealTo: [Int]?
+    /// Whether the passphrase opens a sealed file too (`file-tpm-recovery`).
+    public var passphraseRecovery: Bool
     /// The TPM's TCTI, as tpm2-tools take it (`TPM2TOOLS_TCTI`); nil: `/dev/tpmrm0`.
     public var tcti: String?
 }

@@ -206,4 +206,58 @@ struct TPMSealedFileTests {
         let refused = try Self.get(git, host, environment: Self.withoutPassphrase(git))
         #expect(refused.exitCode == 4 && refused.stderr.contains("no passphrase"), "\(refused.stderr)")
     }
+
+    @Test("file-tpm-recovery=none: no passphrase opens the file, another TPM cannot, and back to passphrase re-keys it")
+    func noRecovery() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        let host = GitHarness.uniqueHost("tpm-alone")
+        var alone = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_RECOVERY": "none"])
+        // Created with no passphrase source at all.
+        let approve = try git.credential(
+            "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=alone-pw\n\n", environment: alone)
+        #expect(approve.exitCode == 0, "\(approve.stderr)")
+        var bytes = try Self.storeBytes(git)
+        #expect(bytes[9] == 2 && bytes[10] == 0, "the file is not keyed for the TPM alone")
+        #expect(try Self.get(git, host, environment: alone).stdout.contains("password=alone-pw\n"))
+        // No passphrase derives its key; another TPM cannot unseal it, and says the file has no recovery.
+        let other = try SoftwareTPM()
+        var elsewhere = git.environment
+        elsewhere["TPM2TOOLS_TCTI"] = other.tcti
+        let refused = try Self.get(git, host, environment: elsewhere)
+        #expect(refused.exitCode == 4, "\(refused.stderr)")
+        #expect(refused.stderr.contains("no recovery passphrase"), "\(refused.stderr)")
+        #expect(try Self.storeBytes(git) == bytes)
+        let status = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["status"],
+            environment: alone.merging(["PORTAL_AUTH_ENVIRONMENT_ID": "tpm-environment"]) { $1 }, timeout: 30)
+        #expect(status.stdout.contains("no passphrase opens it"), "\(status.stdout)")
+        // Back to a recovery passphrase: the next write with one re-keys the file under it.
+        var recovering = git.environment
+        recovering["PORTAL_TOKEN_FILE_TPM_RECOVERY"] = "passphrase"
+        #expect(
+            try git.credential(
+                "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=alone-pw-2\n\n", environment: recovering
+            ).exitCode == 0)
+        bytes = try Self.storeBytes(git)
+        #expect(bytes[10] == 2, "the file is not keyed by the passphrase again")
+        let opened = try Self.get(git, host, environment: elsewhere)
+        #expect(opened.exitCode == 0 && opened.stdout.contains("password=alone-pw-2\n"), "\(opened.stderr)")
+        // And file-tpm off on a file keyed for the TPM alone needs a passphrase: nothing is written without one.
+        alone["PORTAL_TOKEN_FILE_TPM_RECOVERY"] = "none"
+        #expect(
+            try git.credential(
+                "approve", "protocol=https\nhost=x-\(host)\nusername=u\npassword=p\n\n", environment: alone
+            ).exitCode == 0)
+        let sealedAlone = try Self.storeBytes(git)
+        #expect(sealedAlone[10] == 0)
+        var off = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM": "off"])
+        off["PORTAL_TOKEN_FILE_TPM_RECOVERY"] = nil
+        let offWrite = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["store"],
+            stdin: "protocol=https\nhost=y-\(host)\nusername=u\npassword=p\n\n",
+            environment: off, timeout: 30)
+        #expect(offWrite.exitCode == 4 && offWrite.stderr.contains("needs a passphrase"), "\(offWrite.stderr)")
+        #expect(try Self.storeBytes(git) == sealedAlone)
+    }
 }

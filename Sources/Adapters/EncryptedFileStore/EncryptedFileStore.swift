@@ -28,6 +28,9 @@ public final class EncryptedFileStore {
     private let keySealer: (any KeySealer)?
     /// The PCRs each write seals the key to; nil: writes do not seal it.
     private let sealTo: [Int]?
+    /// Whether a passphrase opens the file too (`file-tpm-recovery`); without one, a sealed file's
+    /// key is random and only the TPM opens it.
+    private let passphraseRecovery: Bool
     /// The sealed copy of a key known to this process: the one the file carries, or the one
     /// it sealed; a write with the same key and PCRs keeps it, with no TPM command.
     private var sealedCopy: (identity: KeyIdentity, sealed: SealedKey)?
@@ -61,6 +64,8 @@ public final class EncryptedFileStore {
     ///   - keySealer: the TPM, which unseals a key the file carries sealed.
     ///   - sealTo: the PCRs every write seals the key to (none: bound to the TPM alone); nil
     ///     writes no sealed key.
+    ///   - passphraseRecovery: false makes a sealed file's key random, so that no passphrase
+    ///     opens it (`file-tpm-recovery = none`).
     public init(
         path: String, keyCacheTimeoutSeconds: Int = 900, keyCacheMaximumSeconds: Int = 7200,
         lock: (any SessionLock)? = nil,
@@ -68,10 +73,11 @@ public final class EncryptedFileStore {
         passphrase: @escaping (PassphrasePurpose) throws(StoreError) -> Passphrase,
         warn: @escaping (String) -> Void, created: @escaping () -> Void = {},
         keyCache cache: any SecretCache = KernelKeyring(),
-        keySealer: (any KeySealer)? = nil, sealTo: [Int]? = nil
+        keySealer: (any KeySealer)? = nil, sealTo: [Int]? = nil, passphraseRecovery: Bool = true
     ) {
         self.keySealer = keySealer
         self.sealTo = sealTo
+        self.passphraseRecovery = passphraseRecovery
         self.created = created
         precondition(Sodium.ready, "libsodium could not be initialised")
         self.path = path
@@ -97,7 +103,7 @@ public final class EncryptedFileStore {
         guard let contents = try? StoreFileSystem(path: path).read(), contents.damage == nil,
             let (header, _) = try? StoreFileFormat.parse(contents.bytes)
         else { return nil }
-        return header.sealed.map { .tpm(pcrs: $0.pcrs) } ?? .passphrase
+        return header.sealed.map { .tpm(pcrs: $0.pcrs, recovery: header.kdf != .none) } ?? .passphrase
     }
 
     /// Renames the store file at `path` to `<name>.migrated-<UTC time>` under its lock, once
@@ -196,6 +202,13 @@ public final class EncryptedFileStore {
                 unsealFailure = failure
                 refusedSeal = sealed
                 sealedCopy = nil
+                guard header.kdf != .none else {
+                    throw StoreError(
+                        .locked,
+                        "the TPM did not unseal the key of the store file \(path): \(failure.message); the file has no "
+                            + "recovery passphrase, so only the TPM that sealed it opens it",
+                        hint: (failure.hint.map { $0 + "; " } ?? "") + "the file was left as it is")
+                }
             }
         }
         // A person at the terminal is asked again after a typo, up to `typedAttempts` times.
@@ -356,9 +369,22 @@ public final class EncryptedFileStore {
         contents.flatMap { try? StoreFileFormat.parse($0.bytes).0.keyIdentity }
     }
 
-    /// A fresh salt and the current parameters, for a file that does not exist yet.
+    /// A fresh salt and the current parameters, for a file that does not exist yet; a random key
+    /// when the file is to be sealed with no recovery passphrase.
     private func newKey() throws(StoreError) -> UnlockedKey {
-        try freshKey(try passphrase(for: .create), kdf: kdfParameters)
+        if wantsNoPassphrase { return randomKey() }
+        return try freshKey(try passphrase(for: .create), kdf: kdfParameters)
+    }
+
+    /// Whether writes key the file for the TPM alone.
+    private var wantsNoPassphrase: Bool { sealTo != nil && !passphraseRecovery }
+
+    /// A random key under a new salt, which no passphrase derives.
+    private func randomKey() -> UnlockedKey {
+        UnlockedKey(
+            identity: KeyIdentity(
+                formatVersion: StoreFileFormat.keyVersion, kdf: .none, salt: Sodium.randomBytes(Sodium.saltLength)),
+            derivedKey: Secret(bytes: Sodium.randomBytes(Sodium.keyLength)))
     }
 
     /// A key under a new salt, the current format and `kdf`, which the passphrase in hand opens.
@@ -381,6 +407,23 @@ public final class EncryptedFileStore {
     /// one that opened the file. Otherwise the file's own key: a write never fails for want of
     /// a passphrase it did not need.
     private func strengthened(_ key: UnlockedKey) throws(StoreError) -> UnlockedKey {
+        // A change of recovery: the TPM alone wanted, or a passphrase again (which must be had,
+        // since a file no longer sealed and keyed by no passphrase would open for no one).
+        if wantsNoPassphrase { return key.identity.kdf == .none ? key : randomKey() }
+        if key.identity.kdf == .none {
+            guard let passphrase = try? passphrase(for: .create) else {
+                guard sealTo != nil else {
+                    throw StoreError(
+                        .locked,
+                        "the store file \(path) is opened by the TPM alone, and writing it without the TPM needs a "
+                            + "passphrase for it",
+                        hint: "give it a passphrase (PORTAL_TOKEN_PASSPHRASE_FILE, or the terminal), or keep file-tpm "
+                            + "on; nothing was written")
+                }
+                return key
+            }
+            return try freshKey(passphrase, kdf: kdfParameters)
+        }
         let wanted = key.identity.kdf.raised(to: kdfParameters)
         guard wanted != key.identity.kdf || key.identity.formatVersion != StoreFileFormat.keyVersion,
             let passphrase = try? passphrase(for: .unlock)

@@ -11,6 +11,10 @@ public struct KDFParameters: Sendable, Equatable {
         self.memLimit = memLimit
     }
 
+    /// No derivation: the key is random and the TPM alone holds it (`file-tpm-recovery = none`,
+    /// format version 2 only).
+    public static let none = KDFParameters(opsLimit: 0, memLimit: 0)
+
     /// 3 passes over 64 MiB: about 80 ms on the reference machine (2 cores), well inside the
     /// 250 ms unlock budget, and at the 64 MiB floor the file-store issue sets.
     public static let recommended = KDFParameters(opsLimit: 3, memLimit: 64 << 20)

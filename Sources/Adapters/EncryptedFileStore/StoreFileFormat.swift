@@ -7,7 +7,9 @@ import PortalTokenCore
 ///     offset size
 ///          0    8  magic "PTSTORE\0"
 ///          8    2  format version: 1
-///         10    1  KDF algorithm: 2 = Argon2id v1.3 (libsodium's crypto_pwhash_ALG_ARGON2ID13)
+///         10    1  KDF algorithm: 2 = Argon2id v1.3 (libsodium's crypto_pwhash_ALG_ARGON2ID13);
+///                  0 = none (version 2 only): the key is random, its costs 0, and only the
+///                  sealed copy opens the file
 ///         11    8  Argon2id opslimit (passes)
 ///         19    8  Argon2id memlimit (bytes)
 ///         27   16  salt
@@ -108,9 +110,13 @@ enum StoreFileFormat {
             let count = Int(reader.uint8()) << 8 | Int(reader.uint8())
             sealed = SealedKey(pcrs: (0..<32).filter { mask & (1 << $0) != 0 }, object: reader.bytes(count))
         }
-        guard algorithm == argon2id13 else { throw .unsupportedKDF("KDF algorithm \(algorithm)") }
-        guard kdf.isAccepted else {
-            throw .unsupportedKDF("Argon2id with \(kdf.opsLimit) passes over \(kdf.memLimit >> 20) MiB")
+        if algorithm == 0, version == 2, kdf == .none {
+            // No passphrase opens it: the TPM's sealed copy alone.
+        } else {
+            guard algorithm == argon2id13 else { throw .unsupportedKDF("KDF algorithm \(algorithm)") }
+            guard kdf.isAccepted else {
+                throw .unsupportedKDF("Argon2id with \(kdf.opsLimit) passes over \(kdf.memLimit >> 20) MiB")
+            }
         }
         let header = StoreFileHeader(
             formatVersion: version, kdf: kdf, salt: salt, nonce: nonce, keyCheck: keyCheck, sealed: sealed,
@@ -125,7 +131,7 @@ enum StoreFileFormat {
         let nonce = Sodium.randomBytes(Sodium.nonceLength)
         let version: UInt16 = sealed == nil ? 1 : 2
         var header = magic
-        header.append(contentsOf: [UInt8(version >> 8), UInt8(version & 0xFF), argon2id13])
+        header.append(contentsOf: [UInt8(version >> 8), UInt8(version & 0xFF), kdf == .none ? 0 : argon2id13])
         header.appendBigEndian(kdf.opsLimit)
         header.appendBigEndian(kdf.memLimit)
         header.append(contentsOf: salt)

@@ -87,6 +87,10 @@ public struct Setting: Sendable, Hashable {
     public static let fileTPM = Setting(key: "file-tpm", environment: "PORTAL_TOKEN_FILE_TPM")
     /// The PCRs (SHA-256 bank) the sealed key is bound to, such as `7` or `0,7`; none by default.
     public static let fileTPMPCRs = Setting(key: "file-tpm-pcrs", environment: "PORTAL_TOKEN_FILE_TPM_PCRS")
+    /// `passphrase` (the default) keeps the passphrase as the sealed file's recovery route; `none`
+    /// keys it for the TPM alone, so that no passphrase opens it, and losing the TPM loses it.
+    public static let fileTPMRecovery = Setting(
+        key: "file-tpm-recovery", environment: "PORTAL_TOKEN_FILE_TPM_RECOVERY")
     public static let onSessionInvalidated = Setting(
         key: "on-session-invalidated", environment: "PORTAL_TOKEN_ON_SESSION_INVALIDATED")
     public static let keyringTimeout = Setting(
@@ -164,6 +168,7 @@ public struct Setting: Sendable, Hashable {
     public static let all: [Setting] = [
         authEnvironmentID, endUser, apiHost, redirectURL, magicLinkFromEmail, magicLinkTemplateID,
         accountAbstracted, acceptCustomSchemeRisk, backend, storeFile, passphraseFile, fileTPM, fileTPMPCRs,
+        fileTPMRecovery,
         onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, agentTimeout,
         caBundle, vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,

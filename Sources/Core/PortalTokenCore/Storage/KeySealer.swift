@@ -37,19 +37,19 @@ public struct SealError: Error, Sendable, Equatable {
 /// recovery (`status` and `doctor` say which).
 public enum FileKeyProtection: Sendable, Equatable {
     case passphrase
-    case tpm(pcrs: [Int])
+    /// Sealed to the TPM (bound to `pcrs`); `recovery`: the passphrase opens it too.
+    case tpm(pcrs: [Int], recovery: Bool)
 
     /// The words `status` and `doctor` use.
     public var description: String {
         switch self {
         case .passphrase: return "the passphrase"
-        case .tpm(let pcrs):
+        case .tpm(let pcrs, let recovery):
             let bound =
                 pcrs.isEmpty
-                ? ""
-                : " bound to PCR\(pcrs.count == 1 ? "" : "s") "
-                    + pcrs.map(String.init).joined(separator: ",")
-            return "sealed by the TPM\(bound); the passphrase recovers it"
+                ? "" : " bound to PCR\(pcrs.count == 1 ? "" : "s") " + pcrs.map(String.init).joined(separator: ",")
+            return "sealed by the TPM\(bound); "
+                + (recovery ? "the passphrase recovers it" : "no passphrase opens it (file-tpm-recovery = none)")
         }
     }
 }
