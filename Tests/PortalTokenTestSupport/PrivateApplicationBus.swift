@@ -28,12 +28,31 @@ public final class PrivateApplicationBus: @unchecked Sendable {
         daemon = try RunningProcess(
             "/usr/bin/dbus-daemon", ["--config-file=" + configuration.path, "--nofork", "--nopidfile"],
             environment: environment)
+        // Until a connection is accepted: the socket's file appears at bind, before listen, and a
+        // client between the two is refused.
         let deadline = ProcessRunner.monotonicSeconds() + 10
-        while !FileManager.default.fileExists(atPath: socket) {
+        while !Self.accepts(socket) {
             guard ProcessRunner.monotonicSeconds() < deadline else {
                 throw ProcessTimeout(command: "dbus-daemon did not listen: \(daemon.stderr)", seconds: 10)
             }
             usleep(10_000)
+        }
+    }
+
+    /// Whether a connection to the Unix socket at `path` is accepted.
+    static func accepts(_ path: String) -> Bool {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
+            }
         }
     }
 
