@@ -6,8 +6,10 @@ import Testing
 /// The encrypted file's key sealed by a real TPM 2.0 (swtpm), through real git: the file opens
 /// with no passphrase on its machine, another machine's TPM or a changed PCR is refused and the
 /// recovery passphrase opens it, and every TPM failure is exit 4 within its bound with the file
-/// untouched (docs/storage.md, "A key sealed by the TPM").
-@Suite("the file's key sealed by the TPM")
+/// untouched (docs/storage.md, "A key sealed by the TPM"). One test at a time: each starts its own
+/// swtpm and runs git and portal-token many times, and the suites beside it time their bounds on
+/// the same two cores.
+@Suite("the file's key sealed by the TPM", .serialized)
 struct TPMSealedFileTests {
     /// A git whose file store seals its key to `tpm`; the key cache is off, so every run asks the TPM.
     static func harness(_ tpm: SoftwareTPM, pcrs: String? = nil) throws -> GitHarness {
