@@ -21,6 +21,20 @@ struct TPMSealedFileTests {
             ])
     }
 
+    /// A git whose file store seals its key to a swtpm of its own, holding one credential, with
+    /// `password`, for a host of its own.
+    static func sealedStore(_ stem: String, password: String, pcrs: String? = nil) throws -> (
+        tpm: SoftwareTPM, git: GitHarness, host: String
+    ) {
+        let tpm = try SoftwareTPM()
+        let git = try harness(tpm, pcrs: pcrs)
+        let host = GitHarness.uniqueHost(stem)
+        let approve = try git.credential(
+            "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=\(password)\n\n")
+        #expect(approve.exitCode == 0, "\(approve.stderr)")
+        return (tpm, git, host)
+    }
+
     static func storePath(_ git: GitHarness) -> String { git.directory.appendingPathComponent("store").path }
 
     static func storeBytes(_ git: GitHarness) throws -> [UInt8] {
@@ -49,6 +63,8 @@ struct TPMSealedFileTests {
     func roundTrip() throws {
         let tpm = try SoftwareTPM()
         let git = try Self.harness(tpm)
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
         let host = GitHarness.uniqueHost("tpm")
         // Created with its recovery passphrase, as every sealed file is.
         let approve = try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=sealed-pw\n\n")
@@ -86,12 +102,9 @@ struct TPMSealedFileTests {
     @Test(
         "the file on another machine's TPM is refused, the file left as it is, and opens with the recovery passphrase")
     func anotherTPM() throws {
-        let tpm = try SoftwareTPM()
-        let git = try Self.harness(tpm)
-        let host = GitHarness.uniqueHost("tpm-moved")
-        #expect(
-            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=moved-pw\n\n").exitCode
-                == 0)
+        let (tpm, git, host) = try Self.sealedStore("tpm-moved", password: "moved-pw")
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
         let before = try Self.storeBytes(git)
         let other = try SoftwareTPM()
         let refused = try Self.get(git, host, environment: Self.withoutPassphrase(git, ["TPM2TOOLS_TCTI": other.tcti]))
@@ -117,12 +130,7 @@ struct TPMSealedFileTests {
 
     @Test("a changed PCR is refused with the recovery route named, and the recovery passphrase opens the file")
     func changedPCR() throws {
-        let tpm = try SoftwareTPM()
-        let git = try Self.harness(tpm, pcrs: "7")
-        let host = GitHarness.uniqueHost("tpm-pcr")
-        #expect(
-            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=pcr-pw\n\n").exitCode == 0
-        )
+        let (tpm, git, host) = try Self.sealedStore("tpm-pcr", password: "pcr-pw", pcrs: "7")
         let sealed = try Self.storeBytes(git)
         #expect(Array(sealed[84..<88]) == [0, 0, 0, 0x80], "the file does not name PCR 7")
         #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 0)
@@ -151,12 +159,7 @@ struct TPMSealedFileTests {
     @Test(
         "a TPM failure is exit 4 within its bound, the file left byte for byte as it was", arguments: Failure.allCases)
     func failures(_ failure: Failure) throws {
-        let tpm = try SoftwareTPM()
-        let git = try Self.harness(tpm)
-        let host = GitHarness.uniqueHost("tpm-fails")
-        #expect(
-            try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=kept-pw\n\n").exitCode
-                == 0)
+        let (tpm, git, host) = try Self.sealedStore("tpm-fails", password: "kept-pw")
         let before = try Self.storeBytes(git)
         var environment = Self.withoutPassphrase(git)
         let expected: String
@@ -194,10 +197,9 @@ struct TPMSealedFileTests {
 
     @Test("file-tpm off: the next write drops the sealed key and the file is version 1 again")
     func turnedOff() throws {
-        let tpm = try SoftwareTPM()
-        let git = try Self.harness(tpm)
-        let host = GitHarness.uniqueHost("tpm-off")
-        #expect(try git.credential("approve", "protocol=https\nhost=\(host)\nusername=u\npassword=p\n\n").exitCode == 0)
+        let (tpm, git, host) = try Self.sealedStore("tpm-off", password: "p")
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
         #expect(try Self.storeBytes(git)[9] == 2)
         var off = git.environment
         off["PORTAL_TOKEN_FILE_TPM"] = "off"
@@ -213,6 +215,8 @@ struct TPMSealedFileTests {
     func noRecovery() throws {
         let tpm = try SoftwareTPM()
         let git = try Self.harness(tpm)
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
         let host = GitHarness.uniqueHost("tpm-alone")
         var alone = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_RECOVERY": "none"])
         // Created with no passphrase source at all.
