@@ -33,8 +33,8 @@ struct AgentCommand: Command {
         erase, token, exec, exec --proxy, exec-credential, api, refresh, status, list,
         lock, proxy and the Docker helper use the agent (api, refresh, proxy and
         exec --proxy through its proxy), with the same output and exit codes; login,
-        redirect, verify-totp, logout, migrate and unlock are refused naming the agent
-        (exit 4). A socket whose listener is another uid is refused before anything is
+        redirect, verify-totp, logout, migrate, file-key and unlock are refused naming
+        the agent (exit 4). A socket whose listener is another uid is refused before anything is
         sent (exit 4), as is an agent that cannot be reached or does not answer within
         agent-timeout-ms (10000). Or: curl --unix-socket PATH http://localhost/v1/token.
 

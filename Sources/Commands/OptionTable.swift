@@ -214,6 +214,11 @@ extension OptionSpec {
     static let migrateFrom = OptionSpec(
         "from", value: "STORE", completion: .words(["secret-service", "file", "vault"]),
         help: "the store to move them from (default: the file; the keyring for --to file)")
+    static let newPassphrase = OptionSpec(
+        "new-passphrase", help: "also change the passphrase: type the new one twice at the terminal")
+    static let newPassphraseFile = OptionSpec(
+        "new-passphrase-file", value: "FILE", completion: .file, excludes: ["new-passphrase"],
+        help: "also change the passphrase, to the one in FILE")
 
     static let agentSocketPath = OptionSpec(
         "socket", value: "PATH", completion: .file,
@@ -312,6 +317,9 @@ public enum OptionTable {
         CommandSpec(
             "migrate", MigrateCommand.summary, options: [.migrateTo, .migrateFrom],
             usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
+        CommandSpec(
+            "file-key", FileKeyCommand.summary, options: [.newPassphrase, .newPassphraseFile],
+            usage: ["portal-token file-key [--new-passphrase | --new-passphrase-file FILE]"]),
         CommandSpec("lock", LockCommand.summary),
         CommandSpec("unlock", UnlockCommand.summary),
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),

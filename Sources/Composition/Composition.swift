@@ -43,20 +43,24 @@ public enum Composition {
     /// The real adapters.
     public static var live: Services { live(forAgent: false) }
 
+    private static func fileStore(_ options: FileStoreOptions) -> EncryptedFileStore {
+        EncryptedFileStore(
+            path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
+            keyCacheMaximumSeconds: options.keyCacheMaximumSeconds, lock: options.lock,
+            passphrase: options.passphrase, warn: options.warn, created: options.created,
+            keyCache: options.keyCache, keySealer: TPMKeySealer(tcti: options.tcti), sealTo: options.sealTo,
+            passphraseRecovery: options.passphraseRecovery)
+    }
+
     /// The real adapters; for the agent, its own secret cache and no agent to ask.
     private static func live(forAgent: Bool) -> Services {
         Services(
             connectSessionBus: { timeout throws(StoreError) in SessionBus.connect(timeoutMilliseconds: timeout) },
             keyringItems: { SecretServiceItemStore(timeoutMilliseconds: $0, promptPermission: $1, sessionBus: $2) },
             keyringDiagnosis: { SecretServiceDiagnosis(timeoutMilliseconds: $0) },
-            fileItems: { options in
-                EncryptedFileStore(
-                    path: options.path, keyCacheTimeoutSeconds: options.keyCacheTimeoutSeconds,
-                    keyCacheMaximumSeconds: options.keyCacheMaximumSeconds,
-                    lock: options.lock, passphrase: options.passphrase,
-                    warn: options.warn, created: options.created, keyCache: options.keyCache,
-                    keySealer: TPMKeySealer(tcti: options.tcti), sealTo: options.sealTo,
-                    passphraseRecovery: options.passphraseRecovery)
+            fileItems: fileStore,
+            rekeyFile: { options, newPassphrase throws(StoreError) in
+                try fileStore(options).rekey(newPassphrase: newPassphrase)
             },
             vaultItems: { options, loginCache in
                 VaultItemStore(

@@ -532,11 +532,9 @@ public final class Context {
         }
     }
 
-    private func fileStoreOptions() throws -> FileStoreOptions {
+    package func fileStoreOptions() throws -> FileStoreOptions {
         let path = try storeFilePath()
-        let source = PassphraseSource(
-            settings: settings, environment: environment, streams: streams, storePath: path,
-            promptPermission: askPromptPermission)
+        let source = passphraseSource(storePath: path)
         let streams = self.streams
         return FileStoreOptions(
             path: path, keyCacheTimeoutSeconds: try keyCacheTimeoutSeconds,
@@ -551,6 +549,13 @@ public final class Context {
                 }
             }, keyCache: services.secretCache(), sealTo: try fileSealing(),
             passphraseRecovery: try fileRecovery(), tcti: environment["TPM2TOOLS_TCTI"])
+    }
+
+    /// Where the passphrase of the store file at `storePath` comes from.
+    package func passphraseSource(storePath: String) -> PassphraseSource {
+        PassphraseSource(
+            settings: settings, environment: environment, streams: streams, storePath: storePath,
+            promptPermission: askPromptPermission)
     }
 
     /// Whether a sealed file keeps its passphrase as the recovery route (`file-tpm-recovery`).

@@ -71,6 +71,25 @@ package struct PassphraseSource {
             hint: Self.unattendedSourcesHint + ", or run portal-token in a terminal to be asked")
     }
 
+    /// The passphrase `file-key` re-keys the file under: `file`'s contents, read as the
+    /// passphrase file is, else typed twice at the terminal.
+    package func newPassphrase(file: String?) throws(StoreError) -> Passphrase {
+        if let file { return try contents(of: file, origin: "--new-passphrase-file (\(file))") }
+        switch promptPermission() {
+        case .allowed:
+            if let terminal = TerminalPrompt() { return try terminal.ask(for: .change, storePath: storePath) }
+        case .ruledOut(let setting):
+            throw StoreError(
+                .locked, "\(setting) rules out asking for the new passphrase",
+                hint: "give it with --new-passphrase-file")
+        case .noTerminal:
+            break
+        }
+        throw StoreError(
+            .locked, "there is no terminal to ask for the new passphrase on", hint: "give it with --new-passphrase-file"
+        )
+    }
+
     /// The file must be a regular one, opened without blocking (a FIFO is refused at once,
     /// never waited on: docs/storage.md, "Paths"); one that group or others may read still works,
     /// with a warning, since refusing it would lock the user out of their own store.
@@ -137,8 +156,11 @@ package struct TerminalPrompt {
             if purpose == .unlockAgain { say("Wrong passphrase; try again.\n") }
             let answer = read(prompt: "Passphrase for the portal-token store \(storePath): ")
             return Passphrase(answer, origin: origin, isTyped: true)
-        case .create:
-            say("Creating the encrypted store \(storePath).\n")
+        case .create, .change:
+            say(
+                purpose == .create
+                    ? "Creating the encrypted store \(storePath).\n"
+                    : "Changing the passphrase of the encrypted store \(storePath).\n")
             let first = read(prompt: "New passphrase: ")
             guard !first.isEmpty else {
                 throw StoreError(

@@ -21,6 +21,12 @@ public struct Services {
     public var keyringDiagnosis: (_ timeoutMilliseconds: Int) -> any KeyringDiagnosis
     /// The encrypted file as an item store.
     public var fileItems: (FileStoreOptions) -> any ItemStore
+    /// Writes the store file again with its key as the options ask, under a new passphrase when
+    /// one is asked for (once the file is open: `file-key`); returns what opens it now, nil when
+    /// there is no file.
+    public var rekeyFile:
+        (FileStoreOptions, _ newPassphrase: (() throws(StoreError) -> Passphrase)?) throws(StoreError)
+            -> FileKeyProtection?
     /// KV version 2 on an OpenBao or Vault server as an item store.
     public var vaultItems: (VaultOptions, VaultLoginCache?) -> any ItemStore
     /// Whether a store file is there, in any state.
@@ -88,6 +94,11 @@ public struct Services {
             ) -> any ItemStore,
         keyringDiagnosis: @escaping (Int) -> any KeyringDiagnosis,
         fileItems: @escaping (FileStoreOptions) -> any ItemStore,
+        rekeyFile:
+            @escaping (FileStoreOptions, (() throws(StoreError) -> Passphrase)?) throws(StoreError)
+            -> FileKeyProtection? = {
+                _, _ throws(StoreError) in throw StoreError(.unavailable, "this build cannot re-key the store file")
+            },
         vaultItems: @escaping (VaultOptions, VaultLoginCache?) -> any ItemStore,
         fileExists: @escaping (String) -> Bool,
         fileLock: @escaping (String, Int) -> any SessionLock,
@@ -125,6 +136,7 @@ public struct Services {
         self.keyringItems = keyringItems
         self.keyringDiagnosis = keyringDiagnosis
         self.fileItems = fileItems
+        self.rekeyFile = rekeyFile
         self.vaultItems = vaultItems
         self.fileExists = fileExists
         self.fileKeyProtection = fileKeyProtection

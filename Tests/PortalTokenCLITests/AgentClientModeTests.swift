@@ -201,7 +201,7 @@ struct AgentClientModeTests {
         let harness = try AgentHarness(rules: Self.sandboxRules)
         let token = try harness.signIn()
         for arguments in [
-            ["login", "--with-token"], ["logout"], ["migrate", "--to", "file"], ["unlock"],
+            ["login", "--with-token"], ["logout"], ["migrate", "--to", "file"], ["file-key"], ["unlock"],
             ["redirect", "https://app.example/done?code=1"], ["verify-totp", "123456"],
         ] {
             let result = try harness.sandboxed([ProcessRunner.portalTokenPath] + arguments, stdin: token + "\n")

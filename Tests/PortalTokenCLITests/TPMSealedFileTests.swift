@@ -192,7 +192,80 @@ struct TPMSealedFileTests {
             let write = try git.credential(
                 "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=new-pw\n\n", environment: environment)
             #expect(try Self.storeBytes(git) == before, "\(write.stderr)")
+            let rekey = try Self.fileKey([], environment: environment)
+            #expect(rekey.exitCode == 4 && rekey.stderr.contains(expected), "\(rekey.stderr)")
+            #expect(try Self.storeBytes(git) == before)
         }
+    }
+
+    static func fileKey(_ arguments: [String], environment: [String: String]) throws -> ProcessResult {
+        try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["file-key"] + arguments, environment: environment, timeout: 30)
+    }
+
+    @Test("file-key seals a passphrase file now, binds it to other PCRs, and unseals it, each in one rewrite")
+    func fileKeyReseals() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
+        let host = GitHarness.uniqueHost("tpm-rekey")
+        var off = git.environment
+        off["PORTAL_TOKEN_FILE_TPM"] = "off"
+        let approve = try git.credential(
+            "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=rekey-pw\n\n", environment: off)
+        #expect(approve.exitCode == 0, "\(approve.stderr)")
+        #expect(try Self.storeBytes(git)[9] == 1)
+        // Sealed now, not at the next write.
+        let sealed = try Self.fileKey([], environment: git.environment)
+        #expect(sealed.exitCode == 0, "\(sealed.stderr)")
+        #expect(sealed.stderr.contains("file key: sealed by the TPM; the passphrase recovers it"), "\(sealed.stderr)")
+        #expect(try Self.storeBytes(git)[9] == 2)
+        let filled = try Self.fill(git, host, environment: Self.withoutPassphrase(git))
+        #expect(filled.stdout.contains("password=rekey-pw\n"), "\(filled.stderr)")
+        // Bound to PCR 7 with no passphrase at hand: the TPM opens the file to re-seal it.
+        let bound = try Self.fileKey([], environment: Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_PCRS": "7"]))
+        #expect(bound.exitCode == 0 && bound.stderr.contains("bound to PCR 7;"), "\(bound.stderr)")
+        #expect(Array(try Self.storeBytes(git)[84..<88]) == [0, 0, 0, 0x80])
+        #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 0)
+        // Off: version 1 again, which the passphrase alone opens.
+        let unsealed = try Self.fileKey([], environment: off)
+        #expect(unsealed.exitCode == 0 && unsealed.stderr.contains("file key: the passphrase"), "\(unsealed.stderr)")
+        #expect(try Self.storeBytes(git)[9] == 1)
+        #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 4)
+        #expect(try Self.get(git, host, environment: git.environment).stdout.contains("password=rekey-pw\n"))
+    }
+
+    @Test(
+        "file-key --new-passphrase-file on a sealed file: the TPM still opens it, only the new passphrase recovers it")
+    func fileKeyNewPassphrase() throws {
+        let (tpm, git, host) = try Self.sealedStore("tpm-new-passphrase", password: "np-pw")
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
+        let file = git.directory.appendingPathComponent("new-passphrase").path
+        try "the new recovery passphrase\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        // Opened by the TPM: the current passphrase is not needed to change it.
+        let rekeyed = try Self.fileKey(["--new-passphrase-file", file], environment: Self.withoutPassphrase(git))
+        #expect(rekeyed.exitCode == 0 && rekeyed.stderr.contains("under its new passphrase"), "\(rekeyed.stderr)")
+        #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).stdout.contains("password=np-pw\n"))
+        let other = try SoftwareTPM()
+        var old = git.environment
+        old["TPM2TOOLS_TCTI"] = other.tcti
+        let refused = try Self.get(git, host, environment: old)
+        #expect(refused.exitCode == 4 && refused.stderr.contains("wrong passphrase"), "\(refused.stderr)")
+        let recovered = try Self.get(
+            git, host,
+            environment: Self.withoutPassphrase(
+                git, ["TPM2TOOLS_TCTI": other.tcti, "PORTAL_TOKEN_PASSPHRASE": "the new recovery passphrase"]))
+        #expect(recovered.exitCode == 0 && recovered.stdout.contains("password=np-pw\n"), "\(recovered.stderr)")
+        // Keyed for the TPM alone, the file has no passphrase to change.
+        let before = try Self.storeBytes(git)
+        let none = try Self.fileKey(
+            ["--new-passphrase-file", file],
+            environment: Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_RECOVERY": "none"]))
+        #expect(none.exitCode == 4 && none.stderr.contains("by the TPM alone"), "\(none.stderr)")
+        #expect(try Self.storeBytes(git) == before)
     }
 
     @Test("file-tpm off: the next write drops the sealed key and the file is version 1 again")

@@ -34,6 +34,7 @@ _portal_token_commands=(
     "proxy:serve the Portal API on a local port or socket, adding the session token"
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
+    "file-key:re-key the encrypted file now: seal it to the TPM or not, or change its passphrase"
     "lock:drop every cached key and session copy at once, the agent's too"
     "unlock:unlock the keyring (or open the encrypted file) from this terminal"
     "audit:show what used your credentials, when and from where (the audit log)"
@@ -45,7 +46,7 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --since --restricted-socket --rules --idle-exit --caller --asks"
+_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --new-passphrase-file --since --restricted-socket --rules --idle-exit --caller --asks"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
@@ -64,6 +65,7 @@ _portal_token_command_options() {
         api) printf '%s\n' --method -X --data -d --header -H ;;
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
+        file-key) printf '%s\n' --new-passphrase --new-passphrase-file ;;
         audit) printf '%s\n' --since --format ;;
         agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules --caller --asks ;;
     esac
@@ -102,6 +104,7 @@ _portal_token_excluded() {
         -H) [[ $2 == *" --header "* ]] ;;
         --listen) [[ $2 == *" --socket "* ]] ;;
         --socket) [[ $2 == *" --listen "* ]] ;;
+        --new-passphrase-file) [[ $2 == *" --new-passphrase "* ]] ;;
         --check-rules) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         --caller) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         --asks) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;

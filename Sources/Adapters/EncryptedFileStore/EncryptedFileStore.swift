@@ -365,6 +365,51 @@ public final class EncryptedFileStore {
         throw raceError()
     }
 
+    /// Writes the file again now, under its lock and by rename, with its key as this store is
+    /// configured to keep it (sealed or not, to which PCRs, with or without a recovery
+    /// passphrase), rather than at its next change; with `newPassphrase`, asked once the file is
+    /// open, under a key that passphrase derives with a new salt, so the old one no longer opens
+    /// it. Returns what opens the file written; nil when there is no file.
+    public func rekey(newPassphrase: (() throws(StoreError) -> Passphrase)?) throws(StoreError)
+        -> FileKeyProtection?
+    {
+        if newPassphrase != nil, wantsNoPassphrase {
+            throw StoreError(
+                .failed, "the store file \(path) is to be opened by the TPM alone (file-tpm-recovery = none)",
+                hint: "a passphrase cannot be set for it; set file-tpm-recovery = passphrase to keep one")
+        }
+        return try lock.withStoreLock { () throws(StoreError) -> FileKeyProtection? in
+            guard let current = try readFile() else { return nil }
+            switch try open(current) {
+            case .damaged(let reason):
+                throw StoreError(
+                    .failed, "the store file \(path) could not be read (\(reason))",
+                    hint: "it was left as it is; the next read moves it aside")
+            case .payload(let payload, let key):
+                files.removeAbandonedTemporaryFiles()
+                let next: UnlockedKey
+                if let newPassphrase {
+                    let given = try newPassphrase()
+                    guard !given.secret.isEmpty else {
+                        throw StoreError(
+                            .locked, "the new passphrase from \(given.origin) is empty",
+                            hint: "an empty passphrase would not protect the store; nothing was changed")
+                    }
+                    (passphrase, passphraseOpens) = (given, [])
+                    next = try freshKey(given, kdf: kdfParameters.raised(to: key.identity.kdf))
+                } else {
+                    next = try strengthened(key)
+                }
+                let sealed = try sealedCopy(of: next)
+                try write(payload, key: next)
+                if next.identity != key.identity {
+                    keyCache.drop(KeyCache.description(path: canonicalPath, identity: key.identity))
+                }
+                return sealed.map { .tpm(pcrs: $0.pcrs, recovery: next.identity.kdf != .none) } ?? .passphrase
+            }
+        }
+    }
+
     private func keyIdentity(of contents: StoreFileSystem.Contents?) -> KeyIdentity? {
         contents.flatMap { try? StoreFileFormat.parse($0.bytes).0.keyIdentity }
     }

@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate lock unlock audit agent version help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate file-key lock unlock audit agent version help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -22,6 +22,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a api -
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy -d 'Serve the Portal API on a local port or socket, adding the session token'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a file-key -d 'Re-key the encrypted file now: seal it to the TPM or not, or change its passphrase'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy at once, the agent\'s too'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a unlock -d 'Unlock the keyring (or open the encrypted file) from this terminal'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
@@ -103,6 +104,10 @@ complete -c portal-token -n "__fish_seen_subcommand_from proxy" -l allow-method 
 # migrate
 complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l to -x -a 'secret-service file vault' -d 'The store to move every item into'
 complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l from -x -a 'secret-service file vault' -d 'The store to move them from (default: the file; the keyring for --to file)'
+
+# file-key
+complete -c portal-token -n "__fish_seen_subcommand_from file-key" -l new-passphrase -d 'Also change the passphrase: type the new one twice at the terminal'
+complete -c portal-token -n "__fish_seen_subcommand_from file-key; and not __fish_contains_opt new-passphrase-file new-passphrase" -l new-passphrase-file -r -F -d 'Also change the passphrase, to the one in FILE'
 
 # audit
 complete -c portal-token -n "__fish_seen_subcommand_from audit" -l since -x -a '30m 24h 7d' -d 'Only the events of the last DURATION: 90s, 30m, 24h, 7d'

@@ -4,6 +4,8 @@ public enum PassphrasePurpose: Sendable {
     case unlock
     case unlockAgain
     case create
+    /// A new passphrase for a file that has one (`file-key --new-passphrase`).
+    case change
 }
 
 /// A passphrase and where it came from, in words a hint may show (a variable's name, a path);
