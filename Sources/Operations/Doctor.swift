@@ -225,19 +225,21 @@ package struct Doctor {
                     hint: "set PORTAL_TOKEN_FILE")
             ]
         }
-        let passphrase = PassphraseSource(
-            settings: context.settings, environment: context.environment,
-            streams: context.streams, storePath: path, promptPermission: context.promptPermission)
+        let passphrase = context.passphraseSource(storePath: path)
         let unattended = passphrase.unattendedOrigin
         let permission = unattended == nil ? passphrase.promptPermission() : .noTerminal
         let source = unattended ?? (permission.isAllowed ? "a prompt on the terminal only" : nil)
         // A key the TPM unseals needs no passphrase source (docs/storage.md, "A key sealed by the TPM").
         let protection = context.services.fileKeyProtection(path)
-        let sealing = try? context.fileSealing()
         let sealed = if case .tpm? = protection { true } else { false }
+        // What the settings ask for, when the file is not kept so yet (`file-key` applies it now).
+        let wanted: FileKeyProtection? =
+            try? context.fileSealing().map { .tpm(pcrs: $0, recovery: try context.fileRecovery()) } ?? .passphrase
         let key =
             "; key: " + (protection?.description ?? "unknown")
-            + (!sealed && sealing != nil ? " (file-tpm is on: the next write seals it to the TPM)" : "")
+            + (protection != nil && wanted != nil && wanted != protection
+                ? "; the settings ask for: \(wanted!.description) (portal-token file-key re-keys it now, else the "
+                    + "next write does)" : "")
         let passphraseProblem = needed && unattended == nil && !sealed
         let passphraseHint =
             switch permission {

@@ -81,12 +81,7 @@ struct TPMSealedFileTests {
             environment: Self.withoutPassphrase(git, ["PORTAL_AUTH_ENVIRONMENT_ID": "tpm-environment"]), timeout: 30)
         #expect(
             status.stdout.contains(#""fileKey":"sealed by the TPM; the passphrase recovers it""#), "\(status.stdout)")
-        let doctor = try ProcessRunner.run(
-            ProcessRunner.portalTokenPath, ["doctor", "--format", "json"], environment: Self.withoutPassphrase(git),
-            timeout: 30)
-        let object = try JSONSerialization.jsonObject(with: Data(doctor.stdout.utf8)) as? [String: Any]
-        let checks = object?["checks"] as? [[String: Any]] ?? []
-        let file = try #require(checks.first { $0["check"] as? String == "encrypted file" }, "no encrypted file check")
+        let file = try Self.doctorFileCheck(Self.withoutPassphrase(git))
         #expect(file["status"] as? String == "ok", "\(file)")
         #expect((file["detail"] as? String)?.contains("key: sealed by the TPM") == true, "\(file)")
         // A write with the same key keeps the sealed object: no TPM command, the same bytes there.
@@ -198,6 +193,15 @@ struct TPMSealedFileTests {
         }
     }
 
+    /// doctor's check of the encrypted file.
+    static func doctorFileCheck(_ environment: [String: String]) throws -> [String: Any] {
+        let doctor = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["doctor", "--format", "json"], environment: environment, timeout: 30)
+        let object = try JSONSerialization.jsonObject(with: Data(doctor.stdout.utf8)) as? [String: Any]
+        let checks = object?["checks"] as? [[String: Any]] ?? []
+        return try #require(checks.first { $0["check"] as? String == "encrypted file" }, "no encrypted file check")
+    }
+
     static func fileKey(_ arguments: [String], environment: [String: String]) throws -> ProcessResult {
         try ProcessRunner.run(
             ProcessRunner.portalTokenPath, ["file-key"] + arguments, environment: environment, timeout: 30)
@@ -216,11 +220,18 @@ struct TPMSealedFileTests {
             "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=rekey-pw\n\n", environment: off)
         #expect(approve.exitCode == 0, "\(approve.stderr)")
         #expect(try Self.storeBytes(git)[9] == 1)
+        // doctor says the file is not kept as the settings ask, and what re-keys it.
+        let unsealedDetail = try Self.doctorFileCheck(git.environment)["detail"] as? String ?? ""
+        #expect(
+            unsealedDetail.contains(
+                "key: the passphrase; the settings ask for: sealed by the TPM; the passphrase recovers it "
+                    + "(portal-token file-key re-keys it now"), "\(unsealedDetail)")
         // Sealed now, not at the next write.
         let sealed = try Self.fileKey([], environment: git.environment)
         #expect(sealed.exitCode == 0, "\(sealed.stderr)")
         #expect(sealed.stderr.contains("file key: sealed by the TPM; the passphrase recovers it"), "\(sealed.stderr)")
         #expect(try Self.storeBytes(git)[9] == 2)
+        #expect((try Self.doctorFileCheck(git.environment)["detail"] as? String)?.contains("settings ask") == false)
         let filled = try Self.fill(git, host, environment: Self.withoutPassphrase(git))
         #expect(filled.stdout.contains("password=rekey-pw\n"), "\(filled.stderr)")
         // Bound to PCR 7 with no passphrase at hand: the TPM opens the file to re-seal it.

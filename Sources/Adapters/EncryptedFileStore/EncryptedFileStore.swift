@@ -205,8 +205,8 @@ public final class EncryptedFileStore {
                 guard header.kdf != .none else {
                     throw StoreError(
                         .locked,
-                        "the TPM did not unseal the key of the store file \(path): \(failure.message); the file has no "
-                            + "recovery passphrase, so only the TPM that sealed it opens it",
+                        notUnsealed(failure) + "; the file has no recovery passphrase, so only the TPM that sealed it "
+                            + "opens it",
                         hint: (failure.hint.map { $0 + "; " } ?? "") + "the file was left as it is")
                 }
             }
@@ -221,8 +221,7 @@ public final class EncryptedFileStore {
             } catch {
                 guard let unsealFailure else { throw error }
                 throw StoreError(
-                    .locked,
-                    "the TPM did not unseal the key of the store file \(path): \(unsealFailure.message)",
+                    .locked, notUnsealed(unsealFailure),
                     hint: (unsealFailure.hint.map { $0 + "; or " } ?? "")
                         + "open it with its recovery passphrase: \(error.hint ?? error.message); the file was left "
                         + "as it is")
@@ -244,10 +243,14 @@ public final class EncryptedFileStore {
         passphraseOpens.append(key.identity)
         if let unsealFailure {
             warn(
-                "the TPM did not unseal the key of the store file \(path) (\(unsealFailure.message)); it was opened "
-                    + "with its recovery passphrase" + (sealTo == nil ? "" : ", and the next write seals it again"))
+                notUnsealed(unsealFailure) + "; it was opened with its recovery passphrase"
+                    + (sealTo == nil ? "" : ", and the next write seals it again"))
         }
         return key
+    }
+
+    private func notUnsealed(_ failure: SealError) -> String {
+        "the TPM did not unseal the key of the store file \(path): \(failure.message)"
     }
 
     /// The key the TPM unseals from `sealed`, if it opens the file.
