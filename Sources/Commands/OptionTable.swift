@@ -26,7 +26,8 @@ public struct OptionSpec: Sendable {
     /// The value's name in usage text; nil for a flag that takes no value.
     public let valueName: String?
     public let completion: Completion
-    public let help: String
+    /// The help of a command's own option; a settings flag's is made from its setting when shown.
+    private let ownHelp: String
     /// Options that cannot be given with this one (by long name).
     public let excludes: [String]
     public let repeatable: Bool
@@ -41,7 +42,7 @@ public struct OptionSpec: Sendable {
         self.short = short
         self.valueName = value
         self.completion = completion
-        self.help = help
+        ownHelp = help
         self.excludes = excludes
         self.repeatable = repeatable
         self.setting = nil
@@ -55,16 +56,22 @@ public struct OptionSpec: Sendable {
         short = nil
         valueName = flag.value
         completion = flag.isFile ? .file : flag.words.isEmpty ? .text : .words(flag.words)
-        // The table is built on every run, help or not: plain concatenation, no generic joining.
-        switch (setting.environment, flag.defaultValue) {
-        case (let variable?, let defaultValue?): help = flag.help + " (" + variable + "; " + defaultValue + ")"
-        case (let variable?, nil): help = flag.help + " (" + variable + ")"
-        case (nil, let defaultValue?): help = flag.help + " (" + defaultValue + ")"
-        case (nil, nil): help = flag.help
-        }
+        ownHelp = ""
         excludes = []
         repeatable = false
         self.setting = setting
+    }
+
+    /// A settings flag's help names its environment variable and default. Made when shown, not
+    /// with the table, which every run builds.
+    public var help: String {
+        guard let setting, let flag = setting.option else { return ownHelp }
+        switch (setting.environment, flag.defaultValue) {
+        case (let variable?, let defaultValue?): return flag.help + " (" + variable + "; " + defaultValue + ")"
+        case (let variable?, nil): return flag.help + " (" + variable + ")"
+        case (nil, let defaultValue?): return flag.help + " (" + defaultValue + ")"
+        case (nil, nil): return flag.help
+        }
     }
 
     /// The same option with other help, for a command on which it means something more.

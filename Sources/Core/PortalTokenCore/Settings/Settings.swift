@@ -179,7 +179,7 @@ public struct Setting: Sendable, Hashable {
     /// The settings with a flag, in the order `--help` lists them: the settings flags, accepted
     /// before the command name, and after it except for a command that runs another program.
     public static let flagged: [Setting] =
-        all.filter { $0.option != nil && $0 != trace } + [configFile, agentSocket, trace]
+        all.filter { $0.option != nil && $0.key != trace.key } + [configFile, agentSocket, trace]
 }
 
 /// A setting that was given a value it cannot take.
