@@ -123,18 +123,39 @@ enum ListenerFixture {
         requestDeadlineMilliseconds: Int64 = 10_000,
         tickMilliseconds: Int64 = 1000, now: (@Sendable () -> Int64)? = nil
     ) throws -> (LoopbackRedirectListener, String) {
-        let url = "http://\(host):\(freePort())\(path)"
-        let redirect = try #require(LoopbackRedirect(redirectURL: url))
         var options = LoopbackRedirectListener.Options(
             timeoutMilliseconds: timeoutMilliseconds, maximumRequestBytes: maximumRequestBytes,
             requestDeadlineMilliseconds: requestDeadlineMilliseconds,
             tickMilliseconds: tickMilliseconds, handlesInterrupts: handlesInterrupts)
         if let now { options.now = now }
-        return (try LoopbackRedirectListener(redirect: redirect, configuredRedirectURL: url, options: options), url)
+        // The port was free a moment ago; a test beside this one may have been given it since, for
+        // a connection of its own. Another port then.
+        for attempt in 1...5 {
+            let url = "http://\(host):\(freePort())\(path)"
+            let redirect = try #require(LoopbackRedirect(redirectURL: url))
+            do {
+                return (
+                    try LoopbackRedirectListener(redirect: redirect, configuredRedirectURL: url, options: options), url
+                )
+            } catch {
+                guard attempt < 5, case .cannotListen(_, _, EADDRINUSE) = error else { throw error }
+            }
+        }
+        throw RedirectListenerError.socketFailure(errorNumber: EADDRINUSE)
     }
 
-    /// Whether the port can be bound again (the listener released it).
+    /// Whether the port can be bound again (the listener released it). A connection of a test
+    /// beside this one may hold it for a moment as its local port, so it is tried for up to 2 s;
+    /// a listener that kept it fails every try.
     static func isFree(_ port: UInt16) -> Bool {
+        for _ in 0..<40 {
+            if canBind(port) { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    private static func canBind(_ port: UInt16) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(descriptor) }
         var yes: Int32 = 1
