@@ -6,6 +6,7 @@
 # machine, from a small C program. Needs perf, cc, swiftc and python3.
 # Usage: contrib/bench/page-faults.sh
 set -euo pipefail
+command -v perf >/dev/null || { echo "page-faults.sh needs perf (apt-get install linux-perf)" >&2; exit 1; }
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 source contrib/bench/lib.sh
