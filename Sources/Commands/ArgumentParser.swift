@@ -80,13 +80,13 @@ struct ParsedArguments {
     }
 
     /// Fails on an operand beyond those the command declares. A stray word is named only when it
-    /// cannot be private (a plain word, no digits, no `@`): a token or an address typed in the
-    /// wrong place is never echoed.
+    /// cannot be private (a plain word, no digits, no `@`, and not after a command about
+    /// passphrases): a token, an address or a passphrase typed in the wrong place is never echoed.
     func checkOperandCount() throws(CLIError) {
         guard let command, !command.runsProgram, operands.count > command.positionals.count else { return }
         let stray = operands[command.positionals.count]
         let hint = "see 'portal-token \(command.name) --help'"
-        if Suggestion.isShowable(stray) {
+        if !command.takesSecrets, Suggestion.isShowable(stray) {
             throw .usage("unexpected argument '\(stray)' for '\(command.name)'", hint: hint)
         }
         throw .usage("'\(command.name)' takes no further arguments", hint: hint)

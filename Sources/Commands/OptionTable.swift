@@ -122,16 +122,20 @@ public struct CommandSpec: Sendable {
     /// Usage lines written out, for a command whose forms the options alone do not show (one
     /// that reads stdin, or whose options exclude one another).
     let forms: [String]?
+    /// Whether a word typed in the wrong place may be a secret whatever it looks like (a command
+    /// about passphrases): a stray operand is then never echoed.
+    let takesSecrets: Bool
 
     init(
         _ name: String, _ summary: String, positionals: [PositionalSpec] = [], options: [OptionSpec] = [],
-        usage forms: [String]? = nil
+        usage forms: [String]? = nil, takesSecrets: Bool = false
     ) {
         self.name = name
         self.summary = summary
         self.positionals = positionals
         self.options = options
         self.forms = forms
+        self.takesSecrets = takesSecrets
     }
 
     /// The usage line(s), without the leading "usage: ": as written, else each option in
@@ -326,7 +330,7 @@ public enum OptionTable {
             usage: ["portal-token migrate --to secret-service|file|vault [--from secret-service|file|vault]"]),
         CommandSpec(
             "file-key", FileKeyCommand.summary, options: [.newPassphrase, .newPassphraseFile],
-            usage: ["portal-token file-key [--new-passphrase | --new-passphrase-file FILE]"]),
+            usage: ["portal-token file-key [--new-passphrase | --new-passphrase-file FILE]"], takesSecrets: true),
         CommandSpec("lock", LockCommand.summary),
         CommandSpec("unlock", UnlockCommand.summary),
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),

@@ -160,7 +160,7 @@ package struct TerminalPrompt {
             say(
                 purpose == .create
                     ? "Creating the encrypted store \(storePath).\n"
-                    : "Changing the passphrase of the encrypted store \(storePath).\n")
+                    : "A new passphrase for the encrypted store \(storePath).\n")
             let first = read(prompt: "New passphrase: ")
             guard !first.isEmpty else {
                 throw StoreError(

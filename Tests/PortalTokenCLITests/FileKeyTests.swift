@@ -63,7 +63,7 @@ struct FileKeyTests {
         try terminal.waitFor("Repeat it: ")
         terminal.type("new passphrase\n")
         #expect(try terminal.finish() == 0, "\(terminal.text)")
-        #expect(terminal.text.contains("Changing the passphrase of the encrypted store"), "\(terminal.text)")
+        #expect(terminal.text.contains("A new passphrase for the encrypted store"), "\(terminal.text)")
         #expect(terminal.text.contains("under its new passphrase; file key: the passphrase"), "\(terminal.text)")
         #expect(!terminal.text.contains("new passphrase\r\n"), "the passphrase was echoed: \(terminal.text)")
         let opened = try bed.get("new passphrase")
@@ -136,9 +136,43 @@ struct FileKeyTests {
         let result = try ProcessRunner.portalToken(arguments, environment: environment)
         #expect(result.exitCode == 4, "\(result.stderr)")
         #expect(result.stderr.contains(expected), "\(result.stderr)")
-        #expect(!result.stderr.contains("old passphrase") && !result.stderr.contains("new one"))
+        for secret in ["old passphrase", "not it", "new one"] {
+            #expect(!result.stderr.contains(secret), "\(secret) reached stderr")
+        }
         #expect(bed.bytes == before)
         #expect(try bed.get("old passphrase").exitCode == 0)
+    }
+
+    @Test("while the new passphrase is being typed, other writes go on, and the re-keyed file keeps what they wrote")
+    func writesWhileAsking() throws {
+        let bed = try Bed(passphrase: "old passphrase")
+        let terminal = try TerminalProcess(
+            ProcessRunner.portalTokenPath, ["file-key", "--new-passphrase"], environment: bed.with("old passphrase"))
+        try terminal.waitFor("New passphrase: ")
+        // The store lock is not held while a person types: git's writes do not wait on it.
+        let other = GitHarness.uniqueHost("file-key-other")
+        let stored = try ProcessRunner.portalToken(
+            ["store"], stdin: "protocol=https\nhost=\(other)\nusername=u\npassword=written-meanwhile\n\n",
+            environment: bed.with("old passphrase"), timeout: 10)
+        #expect(stored.exitCode == 0, "\(stored.stderr)")
+        terminal.type("new passphrase\n")
+        try terminal.waitFor("Repeat it: ")
+        terminal.type("new passphrase\n")
+        #expect(try terminal.finish() == 0, "\(terminal.text)")
+        #expect(try bed.get("new passphrase").stdout.contains("password=kept\n"))
+        let meanwhile = try ProcessRunner.portalToken(
+            ["get"], stdin: "protocol=https\nhost=\(other)\n\n", environment: bed.with("new passphrase"))
+        #expect(meanwhile.stdout.contains("password=written-meanwhile\n"), "\(meanwhile.stderr)")
+    }
+
+    @Test("a stray word after file-key is never echoed: it may be a passphrase typed in the wrong place")
+    func strayWordNotEchoed() throws {
+        let bed = try Bed(passphrase: "p")
+        let result = try ProcessRunner.portalToken(
+            ["file-key", "--new-passphrase", "hunter"], environment: bed.with("p"))
+        #expect(result.exitCode == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("'file-key' takes no further arguments"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hunter"))
     }
 
     @Test("no store file: nothing to re-key, exit 0, and no file made")

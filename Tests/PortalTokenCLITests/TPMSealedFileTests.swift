@@ -190,6 +190,13 @@ struct TPMSealedFileTests {
             let rekey = try Self.fileKey([], environment: environment)
             #expect(rekey.exitCode == 4 && rekey.stderr.contains(expected), "\(rekey.stderr)")
             #expect(try Self.storeBytes(git) == before)
+            // Opened by the recovery passphrase, then the new seal fails (or does not unseal):
+            // nothing is written either.
+            var recovering = environment
+            recovering["PORTAL_TOKEN_PASSPHRASE"] = git.environment["PORTAL_TOKEN_PASSPHRASE"]
+            let reseal = try Self.fileKey([], environment: recovering)
+            #expect(reseal.exitCode == 4 && reseal.stderr.contains("nothing was written"), "\(reseal.stderr)")
+            #expect(try Self.storeBytes(git) == before)
         }
     }
 
@@ -245,6 +252,61 @@ struct TPMSealedFileTests {
         #expect(try Self.storeBytes(git)[9] == 1)
         #expect(try Self.get(git, host, environment: Self.withoutPassphrase(git)).exitCode == 4)
         #expect(try Self.get(git, host, environment: git.environment).stdout.contains("password=rekey-pw\n"))
+    }
+
+    @Test("file-key after a PCR changed, the key still cached: sealed again to the new value, never the old copy")
+    func fileKeyResealsWithCachedKey() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm, pcrs: "7")
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
+        let host = GitHarness.uniqueHost("tpm-cached")
+        var cached = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_RECOVERY": "none"])
+        cached["PORTAL_TOKEN_KEY_CACHE_TIMEOUT"] = "600"
+        cached["PORTAL_TOKEN_FILE"] = git.directory.appendingPathComponent("cached-store").path
+        let store = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath, ["store"], stdin: "protocol=https\nhost=\(host)\nusername=u\npassword=c\n\n",
+            environment: cached, timeout: 30)
+        #expect(store.exitCode == 0, "\(store.stderr)")
+        defer { _ = try? ProcessRunner.run(ProcessRunner.portalTokenPath, ["lock"], environment: cached, timeout: 30) }
+        try tpm.tool("tpm2_pcrextend", ["7:sha256=" + String(repeating: "cd", count: 32)])
+        // The cache opens it still, so file-key never needs the TPM to read it.
+        let rekeyed = try Self.fileKey([], environment: cached)
+        #expect(rekeyed.exitCode == 0, "\(rekeyed.stderr)")
+        var uncached = cached
+        uncached["PORTAL_TOKEN_KEY_CACHE_TIMEOUT"] = "0"
+        let opened = try Self.get(git, host, environment: uncached)
+        #expect(opened.exitCode == 0 && opened.stdout.contains("password=c\n"), "\(opened.stderr)")
+    }
+
+    @Test("file-key on a file keyed for the TPM alone, a passphrase now asked for: refused without one, set with one")
+    func fileKeyGivesAPassphrase() throws {
+        let tpm = try SoftwareTPM()
+        let git = try Self.harness(tpm)
+        // The swtpm lives as long as the test does, used or not after this line.
+        defer { withExtendedLifetime(tpm) {} }
+        let host = GitHarness.uniqueHost("tpm-gains-passphrase")
+        let alone = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM_RECOVERY": "none"])
+        let approve = try git.credential(
+            "approve", "protocol=https\nhost=\(host)\nusername=u\npassword=g\n\n", environment: alone)
+        #expect(approve.exitCode == 0, "\(approve.stderr)")
+        let before = try Self.storeBytes(git)
+        #expect(before[10] == 0)
+        let refused = try Self.fileKey([], environment: Self.withoutPassphrase(git))
+        #expect(refused.exitCode == 4 && refused.stderr.contains("--new-passphrase"), "\(refused.stderr)")
+        #expect(try Self.storeBytes(git) == before)
+        let file = git.directory.appendingPathComponent("first-passphrase").path
+        try "a first passphrase\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        let given = try Self.fileKey(["--new-passphrase-file", file], environment: Self.withoutPassphrase(git))
+        #expect(given.exitCode == 0 && given.stderr.contains("the passphrase recovers it"), "\(given.stderr)")
+        #expect(try Self.storeBytes(git)[10] != 0)
+        let other = try SoftwareTPM()
+        let recovered = try Self.get(
+            git, host,
+            environment: Self.withoutPassphrase(
+                git, ["TPM2TOOLS_TCTI": other.tcti, "PORTAL_TOKEN_PASSPHRASE": "a first passphrase"]))
+        #expect(recovered.exitCode == 0 && recovered.stdout.contains("password=g\n"), "\(recovered.stderr)")
     }
 
     @Test(

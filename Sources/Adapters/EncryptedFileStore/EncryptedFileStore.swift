@@ -368,11 +368,13 @@ public final class EncryptedFileStore {
         throw raceError()
     }
 
-    /// Writes the file again now, under its lock and by rename, with its key as this store is
-    /// configured to keep it (sealed or not, to which PCRs, with or without a recovery
-    /// passphrase), rather than at its next change; with `newPassphrase`, asked once the file is
-    /// open, under a key that passphrase derives with a new salt, so the old one no longer opens
-    /// it. Returns what opens the file written; nil when there is no file.
+    /// Writes the file again now, by rename, with its key as this store is configured to keep it
+    /// (sealed or not, to which PCRs, with or without a recovery passphrase), rather than at its
+    /// next change; with `newPassphrase`, asked once the file is open, under a key that
+    /// passphrase derives with a new salt, so the old one no longer opens it. As every write, it
+    /// opens the file and makes the new key (prompts, Argon2id, the TPM) outside the lock, and
+    /// under it writes only if the file still has the key it was opened with. Returns what
+    /// opens the file written; nil when there is no file.
     public func rekey(newPassphrase: (() throws(StoreError) -> Passphrase)?) throws(StoreError)
         -> FileKeyProtection?
     {
@@ -381,35 +383,84 @@ public final class EncryptedFileStore {
                 .failed, "the store file \(path) is to be opened by the TPM alone (file-tpm-recovery = none)",
                 hint: "a passphrase cannot be set for it; set file-tpm-recovery = passphrase to keep one")
         }
-        return try lock.withStoreLock { () throws(StoreError) -> FileKeyProtection? in
-            guard let current = try readFile() else { return nil }
-            switch try open(current) {
-            case .damaged(let reason):
+        guard let seen = try readFile() else { return nil }
+        let key: UnlockedKey
+        switch try open(seen) {
+        case .damaged(let reason): throw unreadable(reason)
+        case .payload(_, let opened): key = opened
+        }
+        let next: UnlockedKey
+        if let newPassphrase {
+            let given = try newPassphrase()
+            guard !given.secret.isEmpty else {
                 throw StoreError(
-                    .failed, "the store file \(path) could not be read (\(reason))",
-                    hint: "it was left as it is; the next read moves it aside")
-            case .payload(let payload, let key):
-                files.removeAbandonedTemporaryFiles()
-                let next: UnlockedKey
-                if let newPassphrase {
-                    let given = try newPassphrase()
-                    guard !given.secret.isEmpty else {
-                        throw StoreError(
-                            .locked, "the new passphrase from \(given.origin) is empty",
-                            hint: "an empty passphrase would not protect the store; nothing was changed")
-                    }
-                    (passphrase, passphraseOpens) = (given, [])
-                    next = try freshKey(given, kdf: kdfParameters.raised(to: key.identity.kdf))
-                } else {
-                    next = try strengthened(key)
-                }
-                let sealed = try sealedCopy(of: next)
-                try write(payload, key: next)
-                if next.identity != key.identity {
-                    keyCache.drop(KeyCache.description(path: canonicalPath, identity: key.identity))
-                }
-                return sealed.map { .tpm(pcrs: $0.pcrs, recovery: next.identity.kdf != .none) } ?? .passphrase
+                    .locked, "the new passphrase from \(given.origin) is empty",
+                    hint: "an empty passphrase would not protect the store; nothing was changed")
             }
+            (passphrase, passphraseOpens) = (given, [])
+            next = try freshKey(given, kdf: kdfParameters.raised(to: key.identity.kdf))
+        } else if key.identity.kdf == .none, !wantsNoPassphrase {
+            throw StoreError(
+                .locked,
+                "the store file \(path) is opened by the TPM alone, and the settings (file-tpm, file-tpm-recovery) "
+                    + "ask for a passphrase to open it too",
+                hint: "give it one with 'portal-token file-key --new-passphrase' (or --new-passphrase-file FILE); "
+                    + "nothing was changed")
+        } else {
+            next = try strengthened(key)
+        }
+        // Sealed again now, whatever the file carries: the key cache may have opened a file whose
+        // sealed copy is bound to PCR values that have changed since, and writing that copy back
+        // would leave a file the TPM no longer opens. The new copy is unsealed once before it is
+        // written.
+        sealedCopy = nil
+        let sealed = try sealedCopy(of: next)
+        if let sealed { try checkUnseals(sealed, next) }
+        return try lock.withStoreLock { () throws(StoreError) -> FileKeyProtection? in
+            guard let current = try readFile(), keyIdentity(of: current) == key.identity else {
+                throw StoreError(
+                    .timedOut, "the store file \(path) was re-keyed or removed by another process meanwhile",
+                    hint: "run portal-token file-key again; nothing was changed")
+            }
+            let payload: StorePayload
+            switch try open(current) {
+            case .damaged(let reason): throw unreadable(reason)
+            case .payload(let opened, _): payload = opened
+            }
+            files.removeAbandonedTemporaryFiles()
+            // Opening took the file's own sealed copy again; the write carries the new one.
+            if let sealed { sealedCopy = (next.identity, sealed) }
+            try write(payload, key: next)
+            if next.identity != key.identity {
+                keyCache.drop(KeyCache.description(path: canonicalPath, identity: key.identity))
+            }
+            return sealed.map { .tpm(pcrs: $0.pcrs, recovery: next.identity.kdf != .none) } ?? .passphrase
+        }
+    }
+
+    private func unreadable(_ reason: String) -> StoreError {
+        StoreError(
+            .failed, "the store file \(path) could not be read (\(reason))",
+            hint: "it was left as it is; the next read moves it aside")
+    }
+
+    /// Fails unless the TPM unseals `sealed` to `key`: a file keyed for the TPM alone would
+    /// otherwise be lost by a seal that went wrong.
+    private func checkUnseals(_ sealed: SealedKey, _ key: UnlockedKey) throws(StoreError) {
+        guard let keySealer else { return }
+        let unsealed: Secret
+        do throws(SealError) {
+            unsealed = try keySealer.unseal(sealed.object, pcrs: sealed.pcrs)
+        } catch {
+            throw StoreError(
+                error.kind == .timedOut ? .timedOut : .unavailable, notUnsealed(error) + " after sealing it",
+                hint: (error.hint.map { $0 + "; " } ?? "") + "nothing was written")
+        }
+        let check = UnlockedKey(identity: key.identity, derivedKey: unsealed)
+        guard Sodium.equal(check.keyCheck, key.keyCheck) else {
+            throw StoreError(
+                .failed, "the TPM unsealed another key than it sealed for the store file \(path)",
+                hint: "nothing was written")
         }
     }
 
@@ -459,7 +510,7 @@ public final class EncryptedFileStore {
         // since a file no longer sealed and keyed by no passphrase would open for no one).
         if wantsNoPassphrase { return key.identity.kdf == .none ? key : randomKey() }
         if key.identity.kdf == .none {
-            guard let passphrase = try? passphrase(for: .create) else {
+            guard let passphrase = try? passphrase(for: .change) else {
                 guard sealTo != nil else {
                     throw StoreError(
                         .locked,
@@ -496,8 +547,9 @@ public final class EncryptedFileStore {
         let sealed = StoreFileFormat.seal(
             plaintext, kdf: key.identity.kdf, salt: key.identity.salt, key: key, sealed: try sealedCopy(of: key))
         try files.replace(with: sealed)
-        // Written under the lock, so the file there now is this one.
-        lastContents = try files.identity().map { StoreFileSystem.Contents(bytes: sealed, identity: $0) }
+        // Written under the lock, so the file there now is this one; nothing after the rename
+        // may fail (without its identity, the next read reads the file again).
+        lastContents = (try? files.identity()).map { StoreFileSystem.Contents(bytes: sealed, identity: $0) }
         if key.identity != unlocked?.identity {
             keyCache.store(key.derivedKey, as: KeyCache.description(path: canonicalPath, identity: key.identity))
         }

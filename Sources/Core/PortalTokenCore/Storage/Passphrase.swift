@@ -4,7 +4,8 @@ public enum PassphrasePurpose: Sendable {
     case unlock
     case unlockAgain
     case create
-    /// A new passphrase for a file that has one (`file-key --new-passphrase`).
+    /// A new passphrase for a file there already (`file-key --new-passphrase`, or a file keyed
+    /// for the TPM alone given one).
     case change
 }
 
