@@ -21,8 +21,6 @@ public final class CurlStreamingTransport: StreamingHTTPTransport {
         self.options = options
     }
 
-    private static let globalInitialisation: CURLcode = LibCurl.functions.globalInit(Int(CURL_GLOBAL_ALL))
-
     public func exchange(_ request: StreamedHTTPRequest, into sink: any HTTPResponseSink) throws(HTTPError)
         -> StreamedHTTPOutcome
     {
@@ -33,7 +31,7 @@ public final class CurlStreamingTransport: StreamingHTTPTransport {
             throw .other(
                 host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
         }
-        guard Self.globalInitialisation == CURLE_OK, let handle = LibCurl.functions.easyInit() else {
+        guard LibCurl.globalInitialisation == CURLE_OK, let handle = LibCurl.functions.easyInit() else {
             throw .other(host: host, detail: "libcurl could not be initialised")
         }
         let context = StreamContext(sink: sink, body: request.body)

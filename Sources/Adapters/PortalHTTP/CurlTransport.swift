@@ -53,8 +53,6 @@ public final class CurlTransport: HTTPTransport {
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
-    /// libcurl's global set-up, done once per process before the first handle.
-    private static let globalInitialisation: CURLcode = LibCurl.functions.globalInit(Int(CURL_GLOBAL_ALL))
 
     public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let lowered = request.url.prefix(8).lowercased()
@@ -64,7 +62,7 @@ public final class CurlTransport: HTTPTransport {
             throw .other(
                 host: host, detail: "libcurl (\(LibCurl.soname)) could not be loaded; install Debian's libcurl4")
         }
-        guard Self.globalInitialisation == CURLE_OK else {
+        guard LibCurl.globalInitialisation == CURLE_OK else {
             throw .other(host: host, detail: "libcurl could not be initialised")
         }
         if reusesConnections {

@@ -14,6 +14,9 @@ enum LibCurl {
     /// The resolved functions; only used once `send` has checked `loaded`.
     static var functions: Functions { loaded! }
 
+    /// libcurl's global set-up (OpenSSL's with it), done once per process before the first handle.
+    static let globalInitialisation: CURLcode = functions.globalInit(Int(CURL_GLOBAL_ALL))
+
     /// Addresses of functions in a library that is never unloaded: safe to share between threads.
     struct Functions: @unchecked Sendable {
         let globalInitFunction, easyInitFunction, easyCleanupFunction, easyResetFunction: UnsafeMutableRawPointer
