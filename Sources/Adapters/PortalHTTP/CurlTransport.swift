@@ -53,7 +53,6 @@ public final class CurlTransport: HTTPTransport {
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
     }
 
-
     public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         let lowered = request.url.prefix(8).lowercased()
         guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://") else { throw .unsupportedURL }
