@@ -165,6 +165,27 @@ struct FileKeyTests {
         #expect(meanwhile.stdout.contains("password=written-meanwhile\n"), "\(meanwhile.stderr)")
     }
 
+    @Test("re-keyed by another process while the new passphrase was typed: exit 4, and the other's key stands")
+    func rekeyedMeanwhile() throws {
+        let bed = try Bed(passphrase: "old passphrase")
+        let terminal = try TerminalProcess(
+            ProcessRunner.portalTokenPath, ["file-key", "--new-passphrase"], environment: bed.with("old passphrase"))
+        try terminal.waitFor("New passphrase: ")
+        let other = try ProcessRunner.portalToken(
+            ["file-key", "--new-passphrase-file", try bed.file("other", "the other passphrase")],
+            environment: bed.with("old passphrase"), timeout: 10)
+        #expect(other.exitCode == 0, "\(other.stderr)")
+        let rekeyed = bed.bytes
+        terminal.type("typed passphrase\n")
+        try terminal.waitFor("Repeat it: ")
+        terminal.type("typed passphrase\n")
+        #expect(try terminal.finish() == 4, "\(terminal.text)")
+        #expect(terminal.text.contains("was re-keyed or removed by another process meanwhile"), "\(terminal.text)")
+        #expect(bed.bytes == rekeyed)
+        #expect(try bed.get("the other passphrase").stdout.contains("password=kept\n"))
+        #expect(try bed.get("typed passphrase").exitCode == 4)
+    }
+
     @Test("a stray word after file-key is never echoed: it may be a passphrase typed in the wrong place")
     func strayWordNotEchoed() throws {
         let bed = try Bed(passphrase: "p")

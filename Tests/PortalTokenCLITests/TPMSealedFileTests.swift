@@ -307,6 +307,16 @@ struct TPMSealedFileTests {
             environment: Self.withoutPassphrase(
                 git, ["TPM2TOOLS_TCTI": other.tcti, "PORTAL_TOKEN_PASSPHRASE": "a first passphrase"]))
         #expect(recovered.exitCode == 0 && recovered.stdout.contains("password=g\n"), "\(recovered.stderr)")
+        // Keyed for the TPM alone again, then file-tpm off: a passphrase of its own, version 1.
+        #expect(try Self.fileKey([], environment: alone).exitCode == 0)
+        #expect(try Self.storeBytes(git)[10] == 0)
+        let off = Self.withoutPassphrase(git, ["PORTAL_TOKEN_FILE_TPM": "off"])
+        let unsealed = try Self.fileKey(["--new-passphrase-file", file], environment: off)
+        #expect(unsealed.exitCode == 0 && unsealed.stderr.contains("file key: the passphrase"), "\(unsealed.stderr)")
+        #expect(try Self.storeBytes(git)[9] == 1)
+        var byPassphrase = off
+        byPassphrase["PORTAL_TOKEN_PASSPHRASE"] = "a first passphrase"
+        #expect(try Self.get(git, host, environment: byPassphrase).stdout.contains("password=g\n"))
     }
 
     @Test(
