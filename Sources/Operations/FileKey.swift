@@ -22,12 +22,11 @@ package enum FileKey {
 
     package static func run(_ request: Request, _ context: Context) throws -> Outcome {
         let options = try context.fileStoreOptions()
-        guard context.services.fileExists(options.path) else { return .nothingStored(path: options.path) }
         let source = context.passphraseSource(storePath: options.path)
         let file = request.newPassphraseFile
+        // Asked only once the file is open, and outside the store lock (docs/storage.md, "Re-keying the file").
         let newPassphrase: (() throws(StoreError) -> Passphrase)? =
             request.changesPassphrase ? { () throws(StoreError) in try source.newPassphrase(file: file) } : nil
-        // Under the store lock the whole way: no other write slips between the read and the rename.
         guard let protection = try context.services.rekeyFile(options, newPassphrase) else {
             return .nothingStored(path: options.path)
         }

@@ -55,17 +55,13 @@ package struct PassphraseSource {
                 return try contents(of: path, origin: "the systemd credential \(path)")
             }
         }
-        switch promptPermission() {
-        case .allowed:
-            if let terminal = TerminalPrompt() { return try terminal.ask(for: purpose, storePath: storePath) }
-        case .ruledOut(let setting):
-            throw StoreError(
+        let typed = try typed(for: purpose) { setting in
+            StoreError(
                 .locked,
                 "no passphrase for the encrypted file store \(storePath), and \(setting) rules out asking for it",
                 hint: Self.unattendedSourcesHint)
-        case .noTerminal:
-            break
         }
+        if let typed { return typed }
         throw StoreError(
             .locked, "no passphrase for the encrypted file store \(storePath)",
             hint: Self.unattendedSourcesHint + ", or run portal-token in a terminal to be asked")
@@ -75,19 +71,27 @@ package struct PassphraseSource {
     /// passphrase file is, else typed twice at the terminal.
     package func newPassphrase(file: String?) throws(StoreError) -> Passphrase {
         if let file { return try contents(of: file, origin: "--new-passphrase-file (\(file))") }
-        switch promptPermission() {
-        case .allowed:
-            if let terminal = TerminalPrompt() { return try terminal.ask(for: .change, storePath: storePath) }
-        case .ruledOut(let setting):
-            throw StoreError(
+        let typed = try typed(for: .change) { setting in
+            StoreError(
                 .locked, "\(setting) rules out asking for the new passphrase",
                 hint: "give it with --new-passphrase-file")
-        case .noTerminal:
-            break
         }
+        if let typed { return typed }
         throw StoreError(
             .locked, "there is no terminal to ask for the new passphrase on", hint: "give it with --new-passphrase-file"
         )
+    }
+
+    /// The passphrase typed at the terminal, where a prompt may be shown; nil when there is no
+    /// terminal to ask on. A setting that rules the prompt out is the error `ruledOut` makes.
+    private func typed(for purpose: PassphrasePurpose, ruledOut: (String) -> StoreError) throws(StoreError)
+        -> Passphrase?
+    {
+        switch promptPermission() {
+        case .allowed: return try TerminalPrompt()?.ask(for: purpose, storePath: storePath)
+        case .ruledOut(let setting): throw ruledOut(setting)
+        case .noTerminal: return nil
+        }
     }
 
     /// The file must be a regular one, opened without blocking (a FIFO is refused at once,

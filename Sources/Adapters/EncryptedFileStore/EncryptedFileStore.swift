@@ -103,7 +103,12 @@ public final class EncryptedFileStore {
         guard let contents = try? StoreFileSystem(path: path).read(), contents.damage == nil,
             let (header, _) = try? StoreFileFormat.parse(contents.bytes)
         else { return nil }
-        return header.sealed.map { .tpm(pcrs: $0.pcrs, recovery: header.kdf != .none) } ?? .passphrase
+        return protection(sealed: header.sealed, kdf: header.kdf)
+    }
+
+    /// What opens a file that carries `sealed` and whose key `kdf` derives.
+    private static func protection(sealed: SealedKey?, kdf: KDFParameters) -> FileKeyProtection {
+        sealed.map { .tpm(pcrs: $0.pcrs, recovery: kdf != .none) } ?? .passphrase
     }
 
     /// Renames the store file at `path` to `<name>.migrated-<UTC time>` under its lock, once
@@ -283,22 +288,31 @@ public final class EncryptedFileStore {
             sealedCopy = (key.identity, sealed)
             return sealed
         } catch {
-            throw StoreError(
-                error.kind == .timedOut ? .timedOut : .unavailable,
-                "the TPM did not seal the key of the store file \(path): \(error.message)",
-                hint: (error.hint.map { $0 + "; " } ?? "") + "nothing was written")
+            throw nothingWritten(error, "the TPM did not seal the key of the store file \(path): \(error.message)")
         }
+    }
+
+    /// A TPM failure on the way to a write, which wrote nothing.
+    private func nothingWritten(_ error: SealError, _ message: String) -> StoreError {
+        StoreError(
+            error.kind == .timedOut ? .timedOut : .unavailable, message,
+            hint: (error.hint.map { $0 + "; " } ?? "") + "nothing was written")
     }
 
     private func passphrase(for purpose: PassphrasePurpose) throws(StoreError) -> Passphrase {
         if let passphrase { return passphrase }
-        let given = try passphraseSource(purpose)
+        let given = try nonEmpty(passphraseSource(purpose))
+        passphrase = given
+        return given
+    }
+
+    /// Refuses an empty passphrase, which would not protect the store.
+    private func nonEmpty(_ given: Passphrase) throws(StoreError) -> Passphrase {
         guard !given.secret.isEmpty else {
             throw StoreError(
                 .locked, "the passphrase from \(given.origin) is empty",
                 hint: "an empty passphrase would not protect the store; set a real one")
         }
-        passphrase = given
         return given
     }
 
@@ -378,12 +392,12 @@ public final class EncryptedFileStore {
     public func rekey(newPassphrase: (() throws(StoreError) -> Passphrase)?) throws(StoreError)
         -> FileKeyProtection?
     {
+        guard let seen = try readFile() else { return nil }
         if newPassphrase != nil, wantsNoPassphrase {
             throw StoreError(
                 .failed, "the store file \(path) is to be opened by the TPM alone (file-tpm-recovery = none)",
                 hint: "a passphrase cannot be set for it; set file-tpm-recovery = passphrase to keep one")
         }
-        guard let seen = try readFile() else { return nil }
         let key: UnlockedKey
         switch try open(seen) {
         case .damaged(let reason): throw unreadable(reason)
@@ -391,12 +405,7 @@ public final class EncryptedFileStore {
         }
         let next: UnlockedKey
         if let newPassphrase {
-            let given = try newPassphrase()
-            guard !given.secret.isEmpty else {
-                throw StoreError(
-                    .locked, "the new passphrase from \(given.origin) is empty",
-                    hint: "an empty passphrase would not protect the store; nothing was changed")
-            }
+            let given = try nonEmpty(newPassphrase())
             (passphrase, passphraseOpens) = (given, [])
             next = try freshKey(given, kdf: kdfParameters.raised(to: key.identity.kdf))
         } else if key.identity.kdf == .none, !wantsNoPassphrase {
@@ -434,7 +443,7 @@ public final class EncryptedFileStore {
             if next.identity != key.identity {
                 keyCache.drop(KeyCache.description(path: canonicalPath, identity: key.identity))
             }
-            return sealed.map { .tpm(pcrs: $0.pcrs, recovery: next.identity.kdf != .none) } ?? .passphrase
+            return Self.protection(sealed: sealed, kdf: next.identity.kdf)
         }
     }
 
@@ -452,9 +461,7 @@ public final class EncryptedFileStore {
         do throws(SealError) {
             unsealed = try keySealer.unseal(sealed.object, pcrs: sealed.pcrs)
         } catch {
-            throw StoreError(
-                error.kind == .timedOut ? .timedOut : .unavailable, notUnsealed(error) + " after sealing it",
-                hint: (error.hint.map { $0 + "; " } ?? "") + "nothing was written")
+            throw nothingWritten(error, notUnsealed(error) + " after sealing it")
         }
         let check = UnlockedKey(identity: key.identity, derivedKey: unsealed)
         guard Sodium.equal(check.keyCheck, key.keyCheck) else {
