@@ -24,7 +24,6 @@
 #                                       of BENCH_RUNS=60 runs each; valgrind for instruction counts)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 
 source contrib/bench/lib.sh
 binary=$(contrib/build-release.sh)
@@ -35,10 +34,7 @@ chmod 700 "$work"
 
 # The feeder, and the two empty Swift programs.
 cc -O2 -static -o "$work/feed" contrib/bench/feed.c
-: >"$work/empty.swift"
-swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift"
-swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift-release-link" \
-    -Xclang-linker -fuse-ld=lld -Xclang-linker -L"$root/.build/release-static-libs" -Xclang-linker -static-libgcc
+bench_empty_swift "$work"
 
 # Both helpers run in the same bare world: no user or system git config, no session bus.
 export HOME=$work GIT_CONFIG_NOSYSTEM=1 XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data

@@ -2,6 +2,10 @@
 #   bench_file_store DIR                   points portal-token at an encrypted file store in DIR
 #                                          (DIR/store), with a fresh passphrase in DIR/passphrase
 #                                          and the key cached for 10 minutes
+#   bench_empty_swift DIR                  builds the floor every Swift program starts from: an
+#                                          empty program with `swiftc -O -static-stdlib` (DIR/empty-swift)
+#                                          and the same linked as contrib/build-release.sh links
+#                                          portal-token (DIR/empty-swift-release-link; after that script ran)
 #   bench_rounds WARMUP RUNS ARGUMENT...   `rounds` hyperfine runs (BENCH_ROUNDS, default the
 #                                          `rounds` already set, else 15) of the commands the
 #                                          hyperfine ARGUMENTs name, each of RUNS runs (BENCH_RUNS
@@ -18,6 +22,14 @@ bench_file_store() {
     export PORTAL_TOKEN_FILE=$1/store PORTAL_TOKEN_PASSPHRASE_FILE=$1/passphrase
     export PORTAL_TOKEN_KEY_CACHE_TIMEOUT=600
     (umask 077 && printf 'bench passphrase %s\n' "$RANDOM$RANDOM" >"$1/passphrase")
+}
+
+bench_empty_swift() {
+    : >"$1/empty.swift"
+    swiftc -O -static-stdlib "$1/empty.swift" -o "$1/empty-swift"
+    swiftc -O -static-stdlib "$1/empty.swift" -o "$1/empty-swift-release-link" \
+        -Xclang-linker -fuse-ld=lld -Xclang-linker -L"$bench_directory/../../.build/release-static-libs" \
+        -Xclang-linker -static-libgcc
 }
 
 bench_rounds() {

@@ -8,16 +8,12 @@
 set -euo pipefail
 command -v perf >/dev/null || { echo "page-faults.sh needs perf (apt-get install linux-perf)" >&2; exit 1; }
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 source contrib/bench/lib.sh
 binary=$(contrib/build-release.sh)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 chmod 700 "$work"
-: >"$work/empty.swift"
-swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift"
-swiftc -O -static-stdlib "$work/empty.swift" -o "$work/empty-swift-release-link" \
-    -Xclang-linker -fuse-ld=lld -Xclang-linker -L"$root/.build/release-static-libs" -Xclang-linker -static-libgcc
+bench_empty_swift "$work"
 export HOME=$work XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data XDG_STATE_HOME=$work/state
 unset DBUS_SESSION_BUS_ADDRESS DISPLAY WAYLAND_DISPLAY PORTAL_TOKEN_PASSPHRASE PORTAL_TOKEN_BACKEND
 bench_file_store "$work"
