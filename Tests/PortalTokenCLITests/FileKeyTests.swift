@@ -51,6 +51,17 @@ struct FileKeyTests {
         }
     }
 
+    /// Types `passphrase` at the new passphrase's prompt (once it is shown, unless `prompted`
+    /// already), then `repeated` at the prompt that asks for it again.
+    static func typeNewPassphrase(
+        _ terminal: TerminalProcess, _ passphrase: String, repeated: String? = nil, prompted: Bool = false
+    ) throws {
+        if !prompted { try terminal.waitFor("New passphrase: ") }
+        terminal.type(passphrase + "\n")
+        try terminal.waitFor("Repeat it: ")
+        terminal.type((repeated ?? passphrase) + "\n")
+    }
+
     @Test("typed at the terminal: the old passphrase is asked first, the new one twice, and only the new one opens")
     func typed() throws {
         let bed = try Bed(passphrase: "old passphrase")
@@ -58,10 +69,7 @@ struct FileKeyTests {
             ProcessRunner.portalTokenPath, ["file-key", "--new-passphrase"], environment: bed.environment)
         try terminal.waitFor("Passphrase for the portal-token store")
         terminal.type("old passphrase\n")
-        try terminal.waitFor("New passphrase: ")
-        terminal.type("new passphrase\n")
-        try terminal.waitFor("Repeat it: ")
-        terminal.type("new passphrase\n")
+        try Self.typeNewPassphrase(terminal, "new passphrase")
         #expect(try terminal.finish() == 0, "\(terminal.text)")
         #expect(terminal.text.contains("A new passphrase for the encrypted store"), "\(terminal.text)")
         #expect(terminal.text.contains("under its new passphrase; file key: the passphrase"), "\(terminal.text)")
@@ -79,10 +87,7 @@ struct FileKeyTests {
         let terminal = try TerminalProcess(
             ProcessRunner.portalTokenPath, ["file-key", "--new-passphrase"],
             environment: bed.with("old passphrase"))
-        try terminal.waitFor("New passphrase: ")
-        terminal.type("one\n")
-        try terminal.waitFor("Repeat it: ")
-        terminal.type("another\n")
+        try Self.typeNewPassphrase(terminal, "one", repeated: "another")
         #expect(try terminal.finish() == 4, "\(terminal.text)")
         #expect(terminal.text.contains("the two passphrases differ"), "\(terminal.text)")
         #expect(bed.bytes == before)
@@ -155,9 +160,7 @@ struct FileKeyTests {
             ["store"], stdin: "protocol=https\nhost=\(other)\nusername=u\npassword=written-meanwhile\n\n",
             environment: bed.with("old passphrase"), timeout: 10)
         #expect(stored.exitCode == 0, "\(stored.stderr)")
-        terminal.type("new passphrase\n")
-        try terminal.waitFor("Repeat it: ")
-        terminal.type("new passphrase\n")
+        try Self.typeNewPassphrase(terminal, "new passphrase", prompted: true)
         #expect(try terminal.finish() == 0, "\(terminal.text)")
         #expect(try bed.get("new passphrase").stdout.contains("password=kept\n"))
         let meanwhile = try ProcessRunner.portalToken(
@@ -176,9 +179,7 @@ struct FileKeyTests {
             environment: bed.with("old passphrase"), timeout: 10)
         #expect(other.exitCode == 0, "\(other.stderr)")
         let rekeyed = bed.bytes
-        terminal.type("typed passphrase\n")
-        try terminal.waitFor("Repeat it: ")
-        terminal.type("typed passphrase\n")
+        try Self.typeNewPassphrase(terminal, "typed passphrase", prompted: true)
         #expect(try terminal.finish() == 4, "\(terminal.text)")
         #expect(terminal.text.contains("was re-keyed or removed by another process meanwhile"), "\(terminal.text)")
         #expect(bed.bytes == rekeyed)
