@@ -1,5 +1,5 @@
-/// Base64 decoding for the few places that read it: a JWT's claims (base64url) and the storage
-/// index a Vault server names (standard base64).
+/// Base64 for the few places that use it: a JWT's claims (base64url), the storage index a Vault
+/// server names (standard base64) and a delegated credential's text (base64url).
 public enum Base64 {
     /// Base64 in either alphabet (mixed too), trailing `=` ignored, leftover bits that make no
     /// whole byte dropped. nil for any other character.
@@ -29,6 +29,22 @@ public enum Base64 {
                 bits -= 8
                 output.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
             }
+        }
+        return output
+    }
+
+    /// base64url (RFC 4648 §5) without padding.
+    public static func encodeURL(_ bytes: [UInt8]) -> [UInt8] {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index < bytes.count {
+            let count = min(3, bytes.count - index)
+            var group: UInt32 = 0
+            for offset in 0..<3 { group = group << 8 | UInt32(offset < count ? bytes[index + offset] : 0) }
+            for sextet in 0...count { output.append(alphabet[Int(group >> UInt32(18 - 6 * sextet) & 0x3F)]) }
+            index += 3
         }
         return output
     }

@@ -111,6 +111,20 @@ public struct AgentRules: Sendable, Equatable {
         case executable(String)
         case socket(Socket)
 
+        /// The condition as a rules file's line writes it, without the indent.
+        public var text: String {
+            switch self {
+            case .uid(let uid): return "uid \(uid)"
+            case .userNamespace(let same): return "user-namespace " + (same ? "same" : "other")
+            case .container(let pattern): return "container " + pattern
+            case .cgroup(let pattern): return "cgroup " + pattern
+            case .flatpak(let pattern): return "flatpak " + pattern
+            case .unit(let pattern): return "unit " + pattern
+            case .executable(let pattern): return "exe " + pattern
+            case .socket(let socket): return "socket " + socket.rawValue
+            }
+        }
+
         public func holds(for caller: CallerIdentity, on socket: Socket) -> Bool {
             switch self {
             case .uid(let uid):
@@ -318,10 +332,6 @@ public struct AgentRules: Sendable, Equatable {
                 throw ParseError(line: number, "an indented line comes before any 'rule NAME'")
             }
             let values = Array(words.dropFirst())
-            func one() throws(ParseError) -> String {
-                guard values.count == 1 else { throw ParseError(line: number, "'\(keyword)' takes one value") }
-                return values[0]
-            }
             if keyword != "allow" {
                 if keyword == "any-caller" {
                     guard values.isEmpty else { throw ParseError(line: number, "'any-caller' takes no value") }
@@ -335,33 +345,11 @@ public struct AgentRules: Sendable, Equatable {
                     throw ParseError(line: number, "'any-caller' stands alone: its rule has no other condition")
                 }
             }
+            if let condition = try Self.condition(keyword, values, line: number) {
+                rules[rules.count - 1].conditions.append(condition)
+                continue
+            }
             switch keyword {
-            case "uid":
-                guard let uid = UInt32(try one()) else { throw ParseError(line: number, "uid takes a number") }
-                rules[rules.count - 1].conditions.append(.uid(uid))
-            case "user-namespace":
-                let value = try one()
-                guard value == "same" || value == "other" else {
-                    throw ParseError(line: number, "user-namespace takes 'same' or 'other'")
-                }
-                rules[rules.count - 1].conditions.append(.userNamespace(same: value == "same"))
-            case "container":
-                rules[rules.count - 1].conditions.append(.container(try one()))
-            case "cgroup":
-                rules[rules.count - 1].conditions.append(.cgroup(try one()))
-            case "flatpak":
-                rules[rules.count - 1].conditions.append(.flatpak(try one()))
-            case "unit":
-                rules[rules.count - 1].conditions.append(.unit(try one()))
-            case "exe":
-                let value = try one()
-                guard value.hasPrefix("/") else { throw ParseError(line: number, "exe takes an absolute path") }
-                rules[rules.count - 1].conditions.append(.executable(value))
-            case "socket":
-                guard let socket = Socket(rawValue: try one()) else {
-                    throw ParseError(line: number, "socket takes 'main' or 'restricted'")
-                }
-                rules[rules.count - 1].conditions.append(.socket(socket))
             case "allow":
                 guard let what = values.first else { throw ParseError(line: number, "'allow' needs what it allows") }
                 let patterns = Array(values.dropFirst())
@@ -422,6 +410,42 @@ public struct AgentRules: Sendable, Equatable {
         }
         try requireCondition()
         return AgentRules(rules: rules)
+    }
+
+    /// A condition line's keyword and values as a condition; nil for a keyword that names none.
+    /// A delegated credential's `caller` caveats are read by it too.
+    public static func condition(_ keyword: String, _ values: [String], line number: Int) throws(ParseError)
+        -> Condition?
+    {
+        func one() throws(ParseError) -> String {
+            guard values.count == 1 else { throw ParseError(line: number, "'\(keyword)' takes one value") }
+            return values[0]
+        }
+        switch keyword {
+        case "uid":
+            guard let uid = UInt32(try one()) else { throw ParseError(line: number, "uid takes a number") }
+            return .uid(uid)
+        case "user-namespace":
+            let value = try one()
+            guard value == "same" || value == "other" else {
+                throw ParseError(line: number, "user-namespace takes 'same' or 'other'")
+            }
+            return .userNamespace(same: value == "same")
+        case "container": return .container(try one())
+        case "cgroup": return .cgroup(try one())
+        case "flatpak": return .flatpak(try one())
+        case "unit": return .unit(try one())
+        case "exe":
+            let value = try one()
+            guard value.hasPrefix("/") else { throw ParseError(line: number, "exe takes an absolute path") }
+            return .executable(value)
+        case "socket":
+            guard let socket = Socket(rawValue: try one()) else {
+                throw ParseError(line: number, "socket takes 'main' or 'restricted'")
+            }
+            return .socket(socket)
+        default: return nil
+        }
     }
 
     /// One line's bytes as text: UTF-8 with no control character but the tab.
