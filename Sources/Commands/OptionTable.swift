@@ -196,6 +196,22 @@ extension OptionSpec {
     static let allowMethod = OptionSpec(
         "allow-method", value: "METHOD", repeatable: true,
         help: "forward this method only (default GET, HEAD, POST, PUT, PATCH, DELETE)")
+    static let ttl = OptionSpec(
+        "ttl", value: "DURATION", completion: .words(["10m", "1h", "12h", "1d"]),
+        help: "how long the credential lives: 90s, 30m, 12h, 7d")
+    static let delegateMethod = OptionSpec(
+        "allow", value: "METHOD", repeatable: true, help: "allow this method only (repeatable)")
+    static let delegatePath = OptionSpec(
+        "path", value: "PREFIX", repeatable: true,
+        help: "allow this path only, or with /* what is below it (repeatable)")
+    static let delegateCaller = OptionSpec(
+        "caller", value: "CONDITION", repeatable: true,
+        help: "only for a caller that meets this rules file condition, such as 'container docker:3f2a*'")
+    static let uses = OptionSpec("uses", value: "N", help: "allow N requests, then refuse")
+    static let from = OptionSpec(
+        "from", value: "FILE", completion: .file, help: "narrow the credential in FILE (- for stdin), offline")
+    static let revoke = OptionSpec(
+        "revoke", value: "ID", repeatable: true, help: "revoke this credential and every one derived from it")
     static let unset = OptionSpec("unset", help: "remove portal-token from the global git config")
     static let network = OptionSpec("network", help: "also check that the Portal API answers")
     static let email = OptionSpec(
@@ -277,8 +293,11 @@ public enum OptionTable {
             positionals: [
                 PositionalSpec("COMMAND", completion: .program, help: "the program to run, and its arguments")
             ],
-            options: [.tokenVar, .proxy],
-            usage: ["portal-token exec [--token-var NAME | --proxy] [--] COMMAND [ARG...]"]),
+            options: [
+                .tokenVar, .proxy,
+                .ttl.described("with --proxy: how long the child's credential lives (default 12h, at most 7d)"),
+            ],
+            usage: ["portal-token exec [--token-var NAME | --proxy [--ttl DURATION]] [--] COMMAND [ARG...]"]),
         CommandSpec("exec-credential", ExecCredentialCommand.summary),
         CommandSpec("list", ListCommand.summary, options: [.format]),
         CommandSpec("setup-git", SetupGitCommand.summary, options: [.unset]),
@@ -331,6 +350,15 @@ public enum OptionTable {
         CommandSpec(
             "file-key", FileKeyCommand.summary, options: [.newPassphrase, .newPassphraseFile],
             usage: ["portal-token file-key [--new-passphrase | --new-passphrase-file FILE]"], takesSecrets: true),
+        CommandSpec(
+            "delegate", DelegateCommand.summary,
+            options: [.ttl, .delegateMethod, .delegatePath, .delegateCaller, .uses, .from],
+            usage: [
+                "portal-token delegate --ttl DURATION [--allow METHOD]... [--path PREFIX]... [--caller CONDITION]... "
+                    + "[--uses N]",
+                "portal-token delegate --from FILE|- [--ttl DURATION] [--allow METHOD]... [--path PREFIX]... ...",
+            ]),
+        CommandSpec("delegations", DelegationsCommand.summary, options: [.revoke, .format]),
         CommandSpec("lock", LockCommand.summary),
         CommandSpec("unlock", UnlockCommand.summary),
         CommandSpec("audit", AuditCommand.summary, options: [.since, .format]),

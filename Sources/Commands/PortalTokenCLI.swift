@@ -15,7 +15,8 @@ public enum PortalTokenCLI {
         MethodsCommand.self, LoginCommand.self, RedirectCommand.self, VerifyTOTPCommand.self,
         StatusCommand.self, AccountsCommand.self, RefreshCommand.self, APICommand.self, ProxyCommand.self,
         LogoutCommand.self,
-        MigrateCommand.self, FileKeyCommand.self, LockCommand.self, UnlockCommand.self, AuditCommand.self,
+        MigrateCommand.self, FileKeyCommand.self, DelegateCommand.self, DelegationsCommand.self, LockCommand.self,
+        UnlockCommand.self, AuditCommand.self,
         AgentCommand.self,
         VersionCommand.self,
     ]

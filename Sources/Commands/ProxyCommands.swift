@@ -161,11 +161,31 @@ extension ExecCommand {
 
         let server = try context.services.bindLocalServer(.loopback(port: 0))
         guard let port = server.port else { throw CLIError("the proxy has no port", exitCode: .usage) }
-        let credential = ProxyRules.makeCredential()
+        // The child's credential: delegated, under a key this process alone holds, so it lives no
+        // longer than the proxy does, and its expiry and scope are its own (docs/delegation.md).
+        let key = Secret(bytes: Sodium.randomBytes(32))
+        let now = context.now()
+        var caveats: [DelegatedCredential.Caveat] = [
+            .expires(now + proxyLifetime), .methods(ProxyRules.defaultMethods),
+            .paths(ProxyRules.defaultPathPrefixes.flatMap { [$0, $0 + "/*"] }),
+        ]
+        if let environmentID { caveats.append(.environment(environmentID)) }
+        let delegated = DelegatedCredential.mint(key: key, id: DelegatedCredential.makeID(), caveats: caveats)
         let proxy = try PortalProxy(
-            rules: ProxyRules(
-                listener: .loopback(port: port), credential: credential, userAgent: PortalProxy.userAgent),
-            policy: nil, address: .loopback(port: port), context: context, upstream: upstream)
+            rules: ProxyRules(listener: .loopback(port: port), credential: nil, userAgent: PortalProxy.userAgent),
+            policy: nil, address: .loopback(port: port), context: context, upstream: upstream, localKey: key,
+            environmentID: environmentID)
+        // Listed, so that delegations shows and revokes it; a registry that cannot be written
+        // (a read-only home in a sandbox) leaves it unlisted, and it lives as the proxy does.
+        do {
+            try DelegationRegistry(context: context).update(now: now) { entries in
+                entries[delegated.id] = DelegationRegistry.entry(
+                    for: delegated.links[0], origin: "exec --proxy", environment: environmentID, now: now)
+            }
+        } catch {
+            context.trace("exec --proxy: the credential is not listed: \(CLIError(error).message)")
+        }
+        let credential = delegated.text
         try server.start { request, exchange, caller in proxy.handle(request, exchange, caller) }
 
         var environment = ProcessEnvironment.current()

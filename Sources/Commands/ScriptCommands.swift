@@ -70,14 +70,18 @@ struct ExecCommand: Command {
         was started with are passed on.
 
         With --proxy, COMMAND never gets the token: portal-token starts a proxy to the
-        Portal API on 127.0.0.1 for COMMAND alone (any free port, a random credential),
+        Portal API on 127.0.0.1 for COMMAND alone (any free port), with a delegated
+        credential for COMMAND that the proxy alone can verify, living --ttl (default
+        12h, at most 7d) and no longer than the proxy; it
+        runs COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT,
         runs COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT,
         PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER (Portal-Token-Proxy),
         PORTAL_TOKEN_PROXY_CREDENTIAL and PORTAL_AUTH_ENVIRONMENT_ID in its environment
         (an inherited PORTAL_CLIENT_SESSION_TOKEN removed), and stops the proxy once
         COMMAND has exited. Each request COMMAND sends carries the header
         Portal-Token-Proxy: $PORTAL_TOKEN_PROXY_CREDENTIAL; the proxy adds the bearer
-        (see portal-token proxy --help). SIGTERM and SIGHUP are passed on; SIGINT and
+        (see portal-token proxy --help). COMMAND may narrow its credential further with
+        delegate --from, and delegations lists and revokes it. SIGTERM and SIGHUP are passed on; SIGINT and
         SIGQUIT from the terminal reach COMMAND directly. The exit status is COMMAND's,
         128 + N after signal N.
 
@@ -93,6 +97,8 @@ struct ExecCommand: Command {
     let command: [String]
     /// `--proxy`: the command gets a proxy to the Portal API, never the token.
     let useProxy: Bool
+    /// With `--proxy`: the seconds the child's credential lives.
+    let proxyLifetime: Int64
     /// The descriptors open when the command started: those the caller meant the child to have.
     /// Anything portal-token opens afterwards (a keyring connection, a lock) is closed at exec.
     let inheritedDescriptors: Set<Int32>
@@ -117,6 +123,15 @@ struct ExecCommand: Command {
         }
         tokenVariable = variable
         useProxy = arguments.has(.proxy)
+        var lifetime: Int64 = 12 * 3600
+        if let text = arguments.value(.ttl) {
+            guard useProxy else { throw .usage("--ttl goes with --proxy") }
+            guard let seconds = AuditDuration.seconds(text), seconds > 0, seconds <= Delegate.maximumLifetime else {
+                throw .usage("--ttl takes a duration such as 90s, 30m, 12h or 7d, at most 7d")
+            }
+            lifetime = seconds
+        }
+        proxyLifetime = lifetime
         command = arguments.operands
         guard !command.isEmpty, !command[0].isEmpty else {
             throw .usage("'exec' needs a command to run", hint: "portal-token exec [--] COMMAND [ARG...]")

@@ -34,6 +34,11 @@ package final class PortalProxy: @unchecked Sendable {
     /// socket the request came in on (`main` or `restricted`), as the agent's own lines do.
     private let socketName: String?
     private let services: Services
+    /// The key of the credentials this proxy mints itself (`exec --proxy`'s child's); nil for none.
+    private let localKey: Secret?
+    /// The environment the proxy sends for, when it is known here.
+    private let environmentID: String?
+    private let delegations: DelegationRegistry
 
     /// Where a proxy sends what it admits: to Portal with the session's bearer, or to the
     /// agent's socket, whose own proxy adds it (client mode, docs/agent.md).
@@ -43,9 +48,12 @@ package final class PortalProxy: @unchecked Sendable {
     }
 
     /// `address` is where `portal-token proxy` listens; nil for the agent's sockets.
+    /// `localKey` signs the credentials this proxy accepts beside the session's
+    /// (docs/delegation.md); `environmentID` is the environment it sends for, when it is known.
     package init(
         rules: ProxyRules, policy: CallerPolicy?, address: LocalListenAddress?, context: Context,
-        upstream: Upstream, log: (@Sendable (String) -> Void)? = nil
+        upstream: Upstream, log: (@Sendable (String) -> Void)? = nil, localKey: Secret? = nil,
+        environmentID: String? = nil
     ) throws {
         self.rules = rules
         self.policy = policy
@@ -74,6 +82,9 @@ package final class PortalProxy: @unchecked Sendable {
         case nil: socketName = nil
         }
         self.services = context.services
+        self.localKey = localKey
+        self.environmentID = environmentID ?? sessions?.authEnvironmentID
+        delegations = DelegationRegistry(context: context)
     }
 
     /// The session service a proxy sends with, and the mark that tells it a request of its own
@@ -109,6 +120,21 @@ package final class PortalProxy: @unchecked Sendable {
             line.unwrittenRefusals = unwritten
             return true
         }
+        // A delegated credential in the marker header: read strictly here, its caveats judged once
+        // the proxy's own rules passed (docs/delegation.md, "What the proxy checks").
+        var delegated: DelegatedCredential?
+        if let offered = request.headers.value(for: ProxyRules.markerHeader),
+            offered.hasPrefix(DelegatedCredential.prefix)
+        {
+            delegated = DelegatedCredential(text: Array(offered.utf8))
+            line.delegation = delegated?.chain ?? []
+            if delegated == nil {
+                refuseDelegated(
+                    "the \(ProxyRules.markerHeader) header holds no delegated credential this proxy can read", request,
+                    exchange, &line)
+                return
+            }
+        }
         if let policy {
             // A Unix socket's server closes a connection whose caller the kernel cannot name, so
             // a missing identity here is a refusal too.
@@ -143,7 +169,7 @@ package final class PortalProxy: @unchecked Sendable {
                 return
             }
         }
-        switch rules.decide(request) {
+        switch rules.decide(request, delegated: delegated != nil) {
         case .refuse(let status, let reason, let unmarked):
             trace("proxy: \(request.method) \(request.path) refused (\(status))")
             line.outcome = .refused
@@ -152,17 +178,79 @@ package final class PortalProxy: @unchecked Sendable {
             exchange.refuse(
                 HTTPServerResponse.failure(status, "the proxy refused the request: \(reason)", exit: .storage))
         case .forward(let proxied):
+            if let delegated, let refusal = judge(delegated, request, caller, socket) {
+                refuseDelegated(refusal, request, exchange, &line)
+                return
+            }
             // Past the rules and checks: a body that streams slowly keeps its connection.
             exchange.admit()
-            forward(proxied, exchange, &line)
+            forward(proxied, exchange, &line, delegated: delegated)
         }
     }
 
-    private func forward(_ proxied: ProxiedRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine) {
+    /// A 403 for a delegated credential, before any upstream connection.
+    private func refuseDelegated(
+        _ reason: String, _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine
+    ) {
+        trace("proxy: \(request.method) \(request.path) refused (delegated credential)")
+        line.outcome = .refused
+        line.status = 403
+        if case .write(let unwritten) = RefusalAudit.admit(.named) {
+            line.unwrittenRefusals = unwritten
+        } else {
+            line.written = false
+        }
+        exchange.refuse(HTTPServerResponse.failure(403, "the proxy refused the request: \(reason)", exit: .storage))
+    }
+
+    /// A delegated credential's caveats against the request, where this proxy can judge them:
+    /// everywhere but a proxy whose upstream is the agent and that did not mint it, which passes
+    /// it on for the agent to judge. The reason for a refusal; nil to go on.
+    private func judge(
+        _ credential: DelegatedCredential, _ request: HTTPServerRequest, _ caller: CallerIdentity?,
+        _ socket: AgentRules.Socket
+    ) -> String? {
+        guard sessions != nil || localKey.map(credential.isSigned(by:)) == true else { return nil }
+        let judged = DelegatedCredential.Request(
+            method: request.method, path: request.path, environment: environmentID, caller: caller,
+            socket: socket, now: services.now())
+        if case .refused(let reason) = credential.judge(judged) { return reason }
+        return nil
+    }
+
+    /// Whether a delegated credential that passed its caveats may be served with `session`: its
+    /// signature under this proxy's key or the session's, then the registry (revoked, listed,
+    /// used up). The reason for a refusal; nil to serve.
+    private func admit(_ credential: DelegatedCredential, session: PortalSession?) -> String? {
+        let local = localKey.map(credential.isSigned(by:)) == true
+        guard local || session.map({ credential.isSigned(by: DelegatedCredential.rootKey(of: $0)) }) == true else {
+            return "the delegated credential's signature does not verify"
+        }
+        var uses: [String: Int] = [:]
+        for link in credential.links {
+            for case .uses(let count) in link.caveats { uses[link.id] = min(count, uses[link.id] ?? count) }
+        }
+        do {
+            return try delegations.admit(
+                credential, uses: uses, listedRoot: !local, environment: environmentID, now: services.now())
+        } catch {
+            return CLIError(error).message
+        }
+    }
+
+    private func forward(
+        _ proxied: ProxiedRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine,
+        delegated: DelegatedCredential?
+    ) {
         let url = apiBase.url(path: proxied.target)
         var session: PortalSession?
         var authorization = proxied.clientAuthorization
-        if authorization == nil, let sessions, let endedHere {
+        var headers = proxied.headers
+        // A delegated credential under the session's key is checked against the session, even
+        // when the client sends its own Authorization (which then goes untouched).
+        let ownKey = delegated.map { credential in localKey.map(credential.isSigned(by:)) == true } ?? false
+        var signing: PortalSession?
+        if authorization == nil || (delegated != nil && !ownKey), let sessions, let endedHere {
             guard sessions.allowsBearer(url) else {
                 line.status = 502
                 try? exchange.answer(
@@ -173,9 +261,12 @@ package final class PortalProxy: @unchecked Sendable {
             let (sent, ended) = sessionAccess.withLock { _ in endedHere.watch { try sessions.sessionToSend() } }
             switch sent {
             case .success(let current):
-                session = current
-                line.session = current
-                authorization = current.token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) }
+                signing = current
+                if authorization == nil {
+                    session = current
+                    line.session = current
+                    authorization = current.token.withBytes { Secret(bytes: Array("Bearer ".utf8) + $0) }
+                }
             case .failure(let error):
                 line.outcome = AuditDraft.outcome(of: error)
                 line.endedSession = ended
@@ -183,10 +274,23 @@ package final class PortalProxy: @unchecked Sendable {
                 return
             }
         }
+        if let delegated {
+            if sessions == nil, !ownKey {
+                // Not this proxy's own: the agent's proxy checks it against the session it holds.
+                headers.append(HTTPHeader(ProxyRules.markerHeader, delegated.text.text))
+            } else if let refusal = admit(delegated, session: signing) {
+                trace("proxy: \(proxied.method) refused (delegated credential)")
+                line.outcome = .refused
+                line.status = 403
+                try? exchange.answer(
+                    HTTPServerResponse.failure(403, "the proxy refused the request: \(refusal)", exit: .storage))
+                return
+            }
+        }
         var bodyLength: Int?
         if case .length(let length) = proxied.body { bodyLength = length }
         let upstream = StreamedHTTPRequest(
-            method: proxied.method, url: url, headers: proxied.headers, authorization: authorization,
+            method: proxied.method, url: url, headers: headers, authorization: authorization,
             body: proxied.body == .none ? nil : exchange, bodyLength: bodyLength)
         let outcome: StreamedHTTPOutcome
         do {
@@ -262,7 +366,8 @@ package final class PortalProxy: @unchecked Sendable {
                 authEnvironmentID: line.session?.authEnvironmentID ?? sessions?.authEnvironmentID,
                 endUserID: line.session?.endUserID, token: line.session?.token, method: line.loggedMethod,
                 httpStatus: line.status.flatMap { (100...599).contains($0) ? $0 : nil },
-                endedSession: line.endedSession, unwrittenRefusals: line.unwrittenRefusals))
+                endedSession: line.endedSession, unwrittenRefusals: line.unwrittenRefusals,
+                delegation: line.delegation))
     }
 }
 
@@ -280,6 +385,8 @@ package struct ProxyAuditLine {
     package var written = true
     /// The refusals not written before this one's line.
     package var unwrittenRefusals = 0
+    /// The delegated credential's chain of ids, the root's first, when one was offered.
+    package var delegation: [String] = []
 
     /// The method as the log holds it: an uppercase name, as Portal's methods are; any other
     /// text a client sent is left out rather than written.

@@ -35,6 +35,8 @@ _portal_token_commands=(
     "logout:delete the stored Portal session (never runs the hook)"
     "migrate:move every item from the other store into the named one"
     "file-key:re-key the encrypted file now: seal it to the TPM or not, or change its passphrase"
+    "delegate:mint a credential for the proxy narrower than the session, or narrow one offline"
+    "delegations:list the delegated credentials that are live, or revoke one by its id"
     "lock:drop every cached key and session copy at once, the agent's too"
     "unlock:unlock the keyring (or open the encrypted file) from this terminal"
     "audit:show what used your credentials, when and from where (the audit log)"
@@ -46,14 +48,14 @@ _portal_token_commands=(
 # Settings flags: accepted before the command name, and after it except for exec.
 _portal_token_setting_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --verbose"
 # The settings flags (and per-command options) that take a value in the next word.
-_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --new-passphrase-file --since --restricted-socket --rules --idle-exit --caller --asks"
+_portal_token_valued_options="--env --end-user --api-host --redirect-url --account-abstracted --backend --config --agent-socket --format --token-var --ttl --email --timeout --method -X --data -d --header -H --listen --socket --allow-path --allow-method --to --from --new-passphrase-file --allow --path --caller --uses --revoke --since --restricted-socket --rules --idle-exit --asks"
 
 # Prints the options of one command, one a line.
 _portal_token_command_options() {
     case $1 in
         get) printf '%s\n' --format ;;
         token) printf '%s\n' --format ;;
-        exec) printf '%s\n' --token-var --proxy ;;
+        exec) printf '%s\n' --token-var --proxy --ttl ;;
         list) printf '%s\n' --format ;;
         setup-git) printf '%s\n' --unset ;;
         doctor) printf '%s\n' --format --network ;;
@@ -66,6 +68,8 @@ _portal_token_command_options() {
         proxy) printf '%s\n' --listen --socket --allow-path --allow-method ;;
         migrate) printf '%s\n' --to --from ;;
         file-key) printf '%s\n' --new-passphrase --new-passphrase-file ;;
+        delegate) printf '%s\n' --ttl --allow --path --caller --uses --from ;;
+        delegations) printf '%s\n' --revoke --format ;;
         audit) printf '%s\n' --since --format ;;
         agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules --caller --asks ;;
     esac
@@ -78,6 +82,7 @@ _portal_token_words() {
         --account-abstracted) echo "true false" ;;
         --backend) echo "auto secret-service file vault" ;;
         --format) echo "json" ;;
+        --ttl) echo "10m 1h 12h 1d" ;;
         --method) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
         -X) echo "GET POST PUT PATCH DELETE HEAD OPTIONS" ;;
         --to) echo "secret-service file vault" ;;
@@ -106,7 +111,6 @@ _portal_token_excluded() {
         --socket) [[ $2 == *" --listen "* ]] ;;
         --new-passphrase-file) [[ $2 == *" --new-passphrase "* ]] ;;
         --check-rules) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
-        --caller) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         --asks) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         *) return 1 ;;
     esac

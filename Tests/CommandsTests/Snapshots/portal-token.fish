@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate file-key lock unlock audit agent version help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate file-key delegate delegations lock unlock audit agent version help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -23,6 +23,8 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a proxy
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a logout -d 'Delete the stored Portal session (never runs the hook)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a migrate -d 'Move every item from the other store into the named one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a file-key -d 'Re-key the encrypted file now: seal it to the TPM or not, or change its passphrase'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a delegate -d 'Mint a credential for the proxy narrower than the session, or narrow one offline'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a delegations -d 'List the delegated credentials that are live, or revoke one by its id'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock -d 'Drop every cached key and session copy at once, the agent\'s too'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a unlock -d 'Unlock the keyring (or open the encrypted file) from this terminal'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
@@ -53,6 +55,7 @@ complete -c portal-token -n "__fish_seen_subcommand_from token" -l format -x -a 
 # exec
 complete -c portal-token -n "__fish_seen_subcommand_from exec; and not __fish_contains_opt token-var proxy" -l token-var -x -d 'Environment variable for the token'
 complete -c portal-token -n "__fish_seen_subcommand_from exec; and not __fish_contains_opt proxy token-var" -l proxy -d 'Give COMMAND a proxy to the Portal API instead of the token'
+complete -c portal-token -n "__fish_seen_subcommand_from exec" -l ttl -x -a '10m 1h 12h 1d' -d 'With --proxy: how long the child\'s credential lives (default 12h, at most 7d)'
 complete -c portal-token -n "__fish_seen_subcommand_from exec; and contains -- -- (commandline -opc)" -a '(__fish_complete_command)'
 
 # list
@@ -108,6 +111,18 @@ complete -c portal-token -n "__fish_seen_subcommand_from migrate" -l from -x -a 
 # file-key
 complete -c portal-token -n "__fish_seen_subcommand_from file-key" -l new-passphrase -d 'Also change the passphrase: type the new one twice at the terminal'
 complete -c portal-token -n "__fish_seen_subcommand_from file-key; and not __fish_contains_opt new-passphrase-file new-passphrase" -l new-passphrase-file -r -F -d 'Also change the passphrase, to the one in FILE'
+
+# delegate
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l ttl -x -a '10m 1h 12h 1d' -d 'How long the credential lives: 90s, 30m, 12h, 7d'
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l allow -x -d 'Allow this method only (repeatable)'
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l path -x -d 'Allow this path only, or with /* what is below it (repeatable)'
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l caller -x -d 'Only for a caller that meets this rules file condition, such as \'container docker:3f2a*\''
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l uses -x -d 'Allow N requests, then refuse'
+complete -c portal-token -n "__fish_seen_subcommand_from delegate" -l from -r -F -d 'Narrow the credential in FILE (- for stdin), offline'
+
+# delegations
+complete -c portal-token -n "__fish_seen_subcommand_from delegations" -l revoke -x -d 'Revoke this credential and every one derived from it'
+complete -c portal-token -n "__fish_seen_subcommand_from delegations" -l format -x -a 'json' -d 'Print JSON'
 
 # audit
 complete -c portal-token -n "__fish_seen_subcommand_from audit" -l since -x -a '30m 24h 7d' -d 'Only the events of the last DURATION: 90s, 30m, 24h, 7d'

@@ -115,12 +115,15 @@ public struct AuditEvent: Sendable {
     /// On a refusal's line: the refusals this process wrote no line for since its previous
     /// refusal line (`RefusalThrottle`).
     public var unwrittenRefusals: Int?
+    /// On a proxied request's line: the delegated credential's chain of ids, the root's first
+    /// (never the credential).
+    public var delegation: [String]
 
     public init(
         operation: AuditOperation, outcome: AuditOutcome, time: Int64? = nil, exitCode: Int32? = nil,
         caller: AuditCaller? = nil, authEnvironmentID: String? = nil, endUserID: String? = nil, token: Secret? = nil,
         protocolName: String? = nil, host: String? = nil, method: String? = nil, httpStatus: Int? = nil,
-        program: String? = nil, endedSession: Bool = false, unwrittenRefusals: Int? = nil
+        program: String? = nil, endedSession: Bool = false, unwrittenRefusals: Int? = nil, delegation: [String] = []
     ) {
         self.operation = operation
         self.outcome = outcome
@@ -137,6 +140,7 @@ public struct AuditEvent: Sendable {
         self.program = program
         self.endedSession = endedSession
         self.unwrittenRefusals = unwrittenRefusals
+        self.delegation = delegation
     }
 
     /// The longest a text field is written: what is longer is cut, so a line stays one short write.
@@ -179,6 +183,12 @@ public struct AuditEvent: Sendable {
         if let unwrittenRefusals, unwrittenRefusals > 0 {
             writer.key("unwrittenRefusals")
             writer.number(Int64(unwrittenRefusals))
+        }
+        if !delegation.isEmpty {
+            writer.key("delegation")
+            writer.beginArray()
+            for id in delegation.prefix(DelegatedCredential.maximumLines) { writer.string(id) }
+            writer.endArray()
         }
         writer.key("caller")
         caller.write(to: &writer)

@@ -67,8 +67,9 @@ public struct ProxyRules: Sendable {
         "transfer-encoding", "upgrade", "host", "content-length", "expect", "user-agent",
     ]
 
-    /// Checks a request and, when it may go, the request to send upstream.
-    public func decide(_ request: HTTPServerRequest) -> ProxyDecision {
+    /// Checks a request and, when it may go, the request to send upstream. `delegated`: the
+    /// marker header holds a delegated credential, which the proxy checks itself in its place.
+    public func decide(_ request: HTTPServerRequest, delegated: Bool = false) -> ProxyDecision {
         if case .loopback(let port) = listener {
             // DNS rebinding: a page whose name now resolves to 127.0.0.1 still sends its own name.
             guard let host = request.headers.value(for: "Host"), Self.isOwnHost(host, port: port) else {
@@ -77,7 +78,7 @@ public struct ProxyRules: Sendable {
             guard let offered = request.headers.value(for: Self.markerHeader) else {
                 return .refuse(status: 412, reason: "the \(Self.markerHeader) header is missing", unmarked: true)
             }
-            guard let credential, Self.constantTimeEqual(Array(offered.utf8), credential) else {
+            guard delegated || credential.map({ Self.constantTimeEqual(Array(offered.utf8), $0) }) == true else {
                 return .refuse(
                     status: 403, reason: "the \(Self.markerHeader) header does not hold this proxy's credential",
                     unmarked: true)
