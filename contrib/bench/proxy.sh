@@ -20,20 +20,7 @@
 set -euo pipefail
 . "$(dirname "$0")/with-fake-portal.sh"
 bench_in_keyring '
-    export PORTAL_TOKEN_BACKEND=file
-    bench_file_store "$BENCH_WORK"
-    . "$BENCH_SCRIPTS/fake-portal.sh"
-    printf "protocol=http\nhost=127.0.0.1:%s\nusername=bench-user\npassword=%s\n" "$port" "$token" |
-        "$PORTAL_TOKEN_BIN" store 2>/dev/null
-
-    "$PORTAL_TOKEN_BIN" proxy --listen 127.0.0.1:0 > proxy.env 2> proxy.log &
-    proxy=$!
-    trap "kill $proxy; kill $fake" EXIT
-    for _ in $(seq 50); do grep -q CREDENTIAL proxy.env 2>/dev/null && break; sleep 0.1; done
-    proxy_host=$(sed -n "s/^PORTAL_API_HOST=//p" proxy.env)
-    (umask 077 && printf "Portal-Token-Proxy: %s\n" "$(sed -n "s/^PORTAL_TOKEN_PROXY_CREDENTIAL=//p" proxy.env)" \
-        > proxy.headers)
-    proxied="http://$proxy_host/api/v3/clients/me"
+    . "$BENCH_SCRIPTS/running-proxy.sh"
 
     # Each must really answer, or the timing means nothing.
     curl -s -H @curl.headers "$url" | grep -q "\"id\":\"client-1\""
