@@ -72,9 +72,8 @@ struct ExecCommand: Command {
         With --proxy, COMMAND never gets the token: portal-token starts a proxy to the
         Portal API on 127.0.0.1 for COMMAND alone (any free port), with a delegated
         credential for COMMAND that the proxy alone can verify, living --ttl (default
-        12h, at most 7d) and no longer than the proxy; it
-        runs COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT,
-        runs COMMAND as its child with PORTAL_API_HOST=127.0.0.1:PORT,
+        12h, at most 7d) and no longer than the proxy; it runs COMMAND as its child
+        with PORTAL_API_HOST=127.0.0.1:PORT,
         PORTAL_TOKEN_PROXY_URL, PORTAL_TOKEN_PROXY_HEADER (Portal-Token-Proxy),
         PORTAL_TOKEN_PROXY_CREDENTIAL and PORTAL_AUTH_ENVIRONMENT_ID in its environment
         (an inherited PORTAL_CLIENT_SESSION_TOKEN removed), and stops the proxy once

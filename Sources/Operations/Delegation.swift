@@ -28,6 +28,9 @@ package final class DelegationRegistry: @unchecked Sendable {
     package let path: String
     private let lock: SessionFileLock
     private let cache = Mutex<(version: FileVersion?, entries: [String: Entry])?>(nil)
+    /// One change at a time within the process (the proxy serves each connection on a thread of
+    /// its own; the file lock keeps other processes out, not other threads).
+    private let changing = Mutex(())
 
     package init(context: Context) {
         path = context.xdgDirectory("XDG_STATE_HOME", default: ".local/state") + "/portal-token/delegations.json"
@@ -48,6 +51,9 @@ package final class DelegationRegistry: @unchecked Sendable {
     private func read() throws(StoreError) -> [String: Entry] {
         do {
             try PrivateDirectory.check(directory)
+        } catch .cannotExamine(errno: ENOTDIR) {
+            // A path through a file: no registry is there, nor can one be written.
+            return [:]
         } catch {
             throw StoreError(
                 error, "the state directory \(directory)", ownerHint: "set XDG_STATE_HOME to a directory of your own",
@@ -69,7 +75,12 @@ package final class DelegationRegistry: @unchecked Sendable {
         for item in list {
             guard let id = item["id"]?.stringValue, let issued = item["issued"]?.int64Value,
                 let expires = item["expires"]?.int64Value
-            else { continue }
+            else {
+                // Dropping it would drop a revocation at the next write.
+                throw StoreError(
+                    .failed, "the delegation registry \(path) is damaged: an entry has no id, issue or expiry time",
+                    hint: "remove it to forget every delegated credential (each one is then refused)")
+            }
             entries[id] = Entry(
                 id: id, parent: item["parent"]?.stringValue, environment: item["environment"]?.stringValue,
                 origin: item["origin"]?.stringValue ?? "", issued: issued, expires: expires,
@@ -83,6 +94,14 @@ package final class DelegationRegistry: @unchecked Sendable {
     /// `now`. Returns what `change` returns.
     @discardableResult
     package func update<Result>(now: Int64, _ change: (inout [String: Entry]) throws -> Result) throws -> Result {
+        var outcome: Swift.Result<Result, any Error>?
+        changing.withLock { _ in outcome = Swift.Result { try changeUnderLock(now: now, change) } }
+        return try outcome!.get()
+    }
+
+    private func changeUnderLock<Result>(now: Int64, _ change: (inout [String: Entry]) throws -> Result) throws
+        -> Result
+    {
         try lock.withLock {
             do throws(SystemCallError) {
                 try Directories.create(directory)
@@ -153,29 +172,50 @@ package final class DelegationRegistry: @unchecked Sendable {
     /// chain revoked, its root listed when `listedRoot` asks it, and each use it counts within
     /// its bound (counted here). A derived credential seen for the first time is listed. Returns
     /// the reason for a refusal; nil to serve.
+    ///
+    /// A registry that cannot be written refuses a credential that counts its uses; one that only
+    /// goes unlisted is served (listing is for `delegations`, the checks are the read's).
     package func admit(
         _ credential: DelegatedCredential, uses: [String: Int], listedRoot: Bool, environment: String?, now: Int64
     ) throws -> String? {
-        let chain = credential.chain
-        let known = try entries()
-        if let revoked = chain.first(where: { known[$0]?.revoked == true }) {
-            return "the delegated credential \(revoked) was revoked"
-        }
-        if listedRoot, let root = chain.first, known[root] == nil {
-            return "the delegated credential \(root) is not in this user's registry (revoked by its removal)"
-        }
-        let unseen = chain.contains { known[$0] == nil }
-        guard !uses.isEmpty || unseen else { return nil }
-        return try update(now: now) { entries -> String? in
-            var id: String?
-            for link in credential.links where entries[link.id] == nil {
-                entries[link.id] = Self.entry(
-                    for: link, origin: link.parent == nil ? "exec --proxy" : "derived", environment: environment,
-                    now: now)
+        let links = credential.links
+        func refusal(_ entries: [String: Entry]) -> String? {
+            if let revoked = links.first(where: { entries[$0.id]?.revoked == true }) {
+                return "the delegated credential \(revoked.id) was revoked"
             }
-            for (link, limit) in uses where (entries[link]?.used ?? 0) >= limit { id = link }
-            if let id { return "the delegated credential \(id) has made its \(uses[id]!) requests" }
-            for link in uses.keys { entries[link]?.used += 1 }
+            if listedRoot, let root = links.first, entries[root.id] == nil {
+                return "the delegated credential \(root.id) is not in this user's registry (revoked by its removal)"
+            }
+            // An id is the holder's choice below the root: one that names another credential is
+            // refused, so no one can spend another's uses or hide behind its id.
+            if Set(links.map(\.id)).count != links.count {
+                return "the delegated credential's chain names one id twice"
+            }
+            if let taken = links.first(where: { link in entries[link.id].map { $0.parent != link.parent } ?? false }) {
+                return "the delegated credential's id \(taken.id) is another credential's"
+            }
+            return nil
+        }
+        let known = try entries()
+        if let refused = refusal(known) { return refused }
+        guard !uses.isEmpty || links.contains(where: { known[$0.id] == nil }) else { return nil }
+        do {
+            return try update(now: now) { entries -> String? in
+                // Read again under the lock: a revocation or another use may have come meanwhile.
+                if let refused = refusal(entries) { return refused }
+                for link in links where entries[link.id] == nil {
+                    entries[link.id] = Self.entry(
+                        for: link, origin: link.parent == nil ? "exec --proxy" : "derived", environment: environment,
+                        now: now)
+                }
+                if let (id, limit) = uses.first(where: { (entries[$0.key]?.used ?? 0) >= $0.value }) {
+                    return "the delegated credential \(id) has made its \(limit) requests"
+                }
+                for link in uses.keys { entries[link]?.used += 1 }
+                return nil
+            }
+        } catch {
+            guard uses.isEmpty else { throw error }
             return nil
         }
     }

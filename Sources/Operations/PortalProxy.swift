@@ -188,14 +188,15 @@ package final class PortalProxy: @unchecked Sendable {
         }
     }
 
-    /// A 403 for a delegated credential, before any upstream connection.
+    /// A 403 for a delegated credential, before any upstream connection. Its audit line is
+    /// throttled as an unmarked refusal's, since any local process can send a `ptd1.` value.
     private func refuseDelegated(
         _ reason: String, _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine
     ) {
         trace("proxy: \(request.method) \(request.path) refused (delegated credential)")
         line.outcome = .refused
         line.status = 403
-        if case .write(let unwritten) = RefusalAudit.admit(.named) {
+        if case .write(let unwritten) = RefusalAudit.admit(.unnamed) {
             line.unwrittenRefusals = unwritten
         } else {
             line.written = false
@@ -203,17 +204,18 @@ package final class PortalProxy: @unchecked Sendable {
         exchange.refuse(HTTPServerResponse.failure(403, "the proxy refused the request: \(reason)", exit: .storage))
     }
 
-    /// A delegated credential's caveats against the request, where this proxy can judge them:
-    /// everywhere but a proxy whose upstream is the agent and that did not mint it, which passes
-    /// it on for the agent to judge. The reason for a refusal; nil to go on.
+    /// A delegated credential's caveats against the request and the caller this proxy sees. A
+    /// proxy whose upstream is the agent and that did not mint the credential leaves its `env`
+    /// caveats to the agent, which checks the whole credential again against the session it holds
+    /// (its caller conditions then against this process too). The reason for a refusal; nil to go on.
     private func judge(
         _ credential: DelegatedCredential, _ request: HTTPServerRequest, _ caller: CallerIdentity?,
         _ socket: AgentRules.Socket
     ) -> String? {
-        guard sessions != nil || localKey.map(credential.isSigned(by:)) == true else { return nil }
+        let upstreamJudges = sessions == nil && localKey.map(credential.isSigned(by:)) != true
         let judged = DelegatedCredential.Request(
             method: request.method, path: request.path, environment: environmentID, caller: caller,
-            socket: socket, now: services.now())
+            socket: socket, now: services.now(), environmentJudgedUpstream: upstreamJudges)
         if case .refused(let reason) = credential.judge(judged) { return reason }
         return nil
     }
@@ -282,6 +284,11 @@ package final class PortalProxy: @unchecked Sendable {
                 trace("proxy: \(proxied.method) refused (delegated credential)")
                 line.outcome = .refused
                 line.status = 403
+                if case .write(let unwritten) = RefusalAudit.admit(.unnamed) {
+                    line.unwrittenRefusals = unwritten
+                } else {
+                    line.written = false
+                }
                 try? exchange.answer(
                     HTTPServerResponse.failure(403, "the proxy refused the request: \(refusal)", exit: .storage))
                 return

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import PortalTokenCore
 import PortalTokenTestSupport
 import Testing
 
@@ -221,6 +222,53 @@ struct DelegationTests {
         #expect(try portal.git.portalToken(["delegations", "--revoke", "nothex"]).exitCode == 2)
     }
 
+    @Test("concurrent requests spend a --uses bound exactly once each, and no chain may take another's id")
+    func concurrentUsesAndTakenIDs() throws {
+        let (portal, _) = try ProxyTests.signedIn()
+        let victim = try Self.delegate(portal, ["--ttl", "1h", "--uses", "3"])
+        let parent = try #require(DelegatedCredential(text: Array(try Self.delegate(portal, ["--ttl", "1h"]).utf8)))
+        let victimID = try #require(DelegatedCredential(text: Array(victim.utf8))?.id)
+        // A holder who names its derived credential with the victim's id, to spend the victim's uses.
+        let thief = parent.narrowed(id: victimID, by: [.uses(1000)]).text.text
+        var environment = portal.git.environment
+        (environment["VICTIM"], environment["THIEF"]) = (victim, thief)
+        let result = try Self.exec(
+            portal,
+            """
+            s thief "$THIEF" "$u"
+            for i in 1 2 3 4 5 6 7 8 9 10; do s victim "$VICTIM" "$u" & done
+            wait
+            """, environment: environment)
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "thief=403", "\(result.stdout) \(result.stderr)")
+        #expect(lines.filter { $0 == "victim=200" }.count == 3, "\(lines)")
+        #expect(lines.filter { $0 == "victim=403" }.count == 7, "\(lines)")
+        #expect(portal.server.requests.count == 3)
+    }
+
+    @Test("exec --proxy's credential works where the registry cannot be written; it only goes unlisted")
+    func unwritableRegistry() throws {
+        let (portal, _) = try ProxyTests.signedIn()
+        var environment = portal.git.environment
+        environment["XDG_STATE_HOME"] = "/dev/null/state"
+        let result = try Self.exec(
+            portal, "s own \"$PORTAL_TOKEN_PROXY_CREDENTIAL\" \"$u\"", environment: environment)
+        #expect(result.stdout == "own=200\n", "\(result.stdout) \(result.stderr)")
+        // One that counts its uses cannot be counted there: refused, never served uncounted.
+        let counted = try ProcessRunner.run(
+            ProcessRunner.portalTokenPath,
+            [
+                "exec", "--proxy", "--", "sh", "-c",
+                Self.send
+                    + """
+                    c=$(printf '%s' "$PORTAL_TOKEN_PROXY_CREDENTIAL" | "$BIN" delegate --from - --uses 5)
+                    s counted "$c" "$u"
+                    """,
+            ], environment: environment.merging(["BIN": ProcessRunner.portalTokenPath]) { $1 }, timeout: 60)
+        #expect(counted.stdout == "counted=403\n", "\(counted.stdout) \(counted.stderr)")
+        #expect(portal.server.requests.count == 1)
+    }
+
     @Test("exec --proxy hands its child a delegated credential with an expiry, which the child can narrow")
     func execHandsADelegatedCredential() throws {
         let (portal, _) = try ProxyTests.signedIn()
@@ -270,6 +318,7 @@ struct DelegationTests {
         let token = try harness.signIn()
         let portal = harness.portal
         let mine = try Self.delegate(portal, ["--ttl", "1h", "--caller", "uid \(getuid())"])
+        let unbound = try Self.delegate(portal, ["--ttl", "1h", "--allow", "GET"])
         let other = try Self.delegate(portal, ["--ttl", "1h", "--caller", "uid 4242"])
         func curl(_ credential: String, sandboxed: Bool = false) throws -> ProcessResult {
             let arguments = AgentProxyTests.curlArguments(harness.socket) + ["-H", "Portal-Token-Proxy: \(credential)"]
@@ -285,8 +334,9 @@ struct DelegationTests {
         #expect(sandbox.stdout.contains("status=403"), "\(sandbox.stdout) \(sandbox.stderr)")
         #expect(portal.requests(to: "/api/v3/clients/me").map(\.bearerToken) == [token])
 
-        // Client mode: a proxy whose upstream is the agent passes the credential on, and the agent
-        // judges it against the session it holds.
+        // Client mode: a proxy whose upstream is the agent judges the caveats it can (a caller
+        // condition, on its loopback port, never holds) and passes the credential on; the agent
+        // checks it against the session it holds.
         let proxy = try RunningProcess(
             ProcessRunner.portalTokenPath, ["proxy", "--listen", "127.0.0.1:0"],
             environment: harness.clientEnvironment())
@@ -308,10 +358,11 @@ struct DelegationTests {
                 ]
             ).stdout
         }
-        let served = try viaClient(mine)
+        let served = try viaClient(unbound)
         #expect(served.hasSuffix("\n200"), "\(served)")
-        #expect(try viaClient(other).hasSuffix("the caller does not meet the credential's condition 'uid 4242'\n\n403"))
-        let forged = try viaClient(String(mine.dropLast(3)) + (mine.hasSuffix("AAA") ? "BBB" : "AAA"))
+        let bound = try viaClient(mine)
+        #expect(bound.hasSuffix("\n403") && bound.contains("loopback"), "\(bound)")
+        let forged = try viaClient(String(unbound.dropLast(3)) + (unbound.hasSuffix("AAA") ? "BBB" : "AAA"))
         #expect(forged.hasSuffix("\n403"), "\(forged)")
         #expect(portal.requests(to: "/api/v3/clients/me").count == 2)
         // Minting needs the session: in client mode it is refused naming the agent.

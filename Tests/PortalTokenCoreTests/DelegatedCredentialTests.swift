@@ -56,10 +56,17 @@ struct DelegatedCredentialTests {
         #expect(!passes(Self.request("POST")))
         #expect(!passes(Self.request("GET", "/api/v3/clients/me/other")))
         #expect(!passes(Self.request("GET", "/api/v3/clients/me/wallets")))
+        #expect(!passes(Self.request("GET", "/api/v3/clients/me/wallets/")))
         #expect(!passes(Self.request("GET", "/api/v3/clients/me/wallets/../../auth")))
         #expect(!passes(Self.request("GET", "/api/v3/clients/me/wallets/%2e%2e")))
         #expect(!passes(Self.request(environment: "env-b")))
         #expect(!passes(Self.request(environment: nil)))
+        // Left to the proxy upstream (the agent's, in client mode), and nothing else with it.
+        var deferred = Self.request(environment: nil)
+        deferred.environmentJudgedUpstream = true
+        #expect(passes(deferred))
+        deferred.method = "POST"
+        #expect(!passes(deferred))
 
         let bound = Self.root([.caller(.unit("ci-*.service"))])
         if case .refused(let reason) = bound.verify(Self.request(), keys: keys) {

@@ -93,7 +93,7 @@ public struct DelegatedCredential: Sendable, Equatable {
     /// A new root credential under `key`: `id ID` and the caveats.
     public static func mint(key: Secret, id: String, caveats: [Caveat]) -> DelegatedCredential {
         let first = Caveat.id(id).line
-        let tag = key.withBytes { Sodium.hmacSHA256(Array(first.utf8), key: Array($0)) }
+        let tag = keyed(key) { Sodium.hmacSHA256(Array(first.utf8), key: $0) }
         return DelegatedCredential(lines: [first], caveats: [.id(id)], tag: tag).adding(caveats)
     }
 
@@ -224,7 +224,7 @@ public struct DelegatedCredential: Sendable, Equatable {
             return path == pattern && ProxyRules.isAllowed(path: path, prefixes: [pattern])
         }
         let base = String(pattern.dropLast(2))
-        return path != base && ProxyRules.isAllowed(path: path, prefixes: [base])
+        return path.count > base.count + 1 && ProxyRules.isAllowed(path: path, prefixes: [base])
     }
 
     // MARK: Verification
@@ -239,10 +239,13 @@ public struct DelegatedCredential: Sendable, Equatable {
         public var caller: CallerIdentity?
         public var socket: AgentRules.Socket
         public var now: Int64
+        /// Whether `env` caveats are left to the proxy this one sends to (the agent's, in client
+        /// mode), which knows the environment of the session it holds and judges them there.
+        public var environmentJudgedUpstream: Bool
 
         public init(
             method: String, path: Substring, environment: String?, caller: CallerIdentity?,
-            socket: AgentRules.Socket = .main, now: Int64
+            socket: AgentRules.Socket = .main, now: Int64, environmentJudgedUpstream: Bool = false
         ) {
             self.method = method
             self.path = path
@@ -250,6 +253,7 @@ public struct DelegatedCredential: Sendable, Equatable {
             self.caller = caller
             self.socket = socket
             self.now = now
+            self.environmentJudgedUpstream = environmentJudgedUpstream
         }
     }
 
@@ -264,7 +268,7 @@ public struct DelegatedCredential: Sendable, Equatable {
     /// Whether the tag is the one `key` makes over these lines.
     public func isSigned(by key: Secret) -> Bool {
         guard let first = lines.first else { return false }
-        var remade = key.withBytes { Sodium.hmacSHA256(Array(first.utf8), key: Array($0)) }
+        var remade = Self.keyed(key) { Sodium.hmacSHA256(Array(first.utf8), key: $0) }
         for line in lines.dropFirst() { remade = Sodium.hmacSHA256(Array(line.utf8), key: remade) }
         return Sodium.equal(remade, tag)
     }
@@ -296,7 +300,7 @@ public struct DelegatedCredential: Sendable, Equatable {
                     return .refused("the credential does not allow this path")
                 }
             case .environment(let environment):
-                guard request.environment == environment else {
+                guard request.environmentJudgedUpstream || request.environment == environment else {
                     return .refused("the credential is for another environment")
                 }
             case .uses(let count):
@@ -317,9 +321,15 @@ public struct DelegatedCredential: Sendable, Equatable {
     /// The root key of a session's credentials, made from its token: a credential dies with the
     /// session it was minted under, and no key is stored anywhere.
     public static func rootKey(of session: PortalSession) -> Secret {
-        let key = session.token.withBytes {
-            Sodium.hmacSHA256(Array("portal-token delegation root key v1".utf8), key: Array($0))
-        }
+        var key = keyed(session.token) { Sodium.hmacSHA256(Array("portal-token delegation root key v1".utf8), key: $0) }
+        defer { zeroize(&key) }
         return Secret(bytes: key)
+    }
+
+    /// `body` with a copy of the secret's bytes, wiped afterwards.
+    private static func keyed<Result>(_ secret: Secret, _ body: ([UInt8]) -> Result) -> Result {
+        var bytes = secret.withBytes { Array($0) }
+        defer { zeroize(&bytes) }
+        return body(bytes)
     }
 }
