@@ -193,7 +193,14 @@ package final class PortalProxy: @unchecked Sendable {
     private func refuseDelegated(
         _ reason: String, _ request: HTTPServerRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine
     ) {
-        trace("proxy: \(request.method) \(request.path) refused (delegated credential)")
+        exchange.refuse(delegatedRefusal(reason, "\(request.method) \(request.path)", &line))
+    }
+
+    /// The answer to a refused delegated credential, its audit line filled in.
+    private func delegatedRefusal(_ reason: String, _ what: String, _ line: inout ProxyAuditLine)
+        -> HTTPServerResponse
+    {
+        trace("proxy: \(what) refused (delegated credential)")
         line.outcome = .refused
         line.status = 403
         if case .write(let unwritten) = RefusalAudit.admit(.unnamed) {
@@ -201,7 +208,7 @@ package final class PortalProxy: @unchecked Sendable {
         } else {
             line.written = false
         }
-        exchange.refuse(HTTPServerResponse.failure(403, "the proxy refused the request: \(reason)", exit: .storage))
+        return HTTPServerResponse.failure(403, "the proxy refused the request: \(reason)", exit: .storage)
     }
 
     /// A delegated credential's caveats against the request and the caller this proxy sees. A
@@ -281,16 +288,7 @@ package final class PortalProxy: @unchecked Sendable {
                 // Not this proxy's own: the agent's proxy checks it against the session it holds.
                 headers.append(HTTPHeader(ProxyRules.markerHeader, delegated.text.text))
             } else if let refusal = admit(delegated, session: signing) {
-                trace("proxy: \(proxied.method) refused (delegated credential)")
-                line.outcome = .refused
-                line.status = 403
-                if case .write(let unwritten) = RefusalAudit.admit(.unnamed) {
-                    line.unwrittenRefusals = unwritten
-                } else {
-                    line.written = false
-                }
-                try? exchange.answer(
-                    HTTPServerResponse.failure(403, "the proxy refused the request: \(refusal)", exit: .storage))
+                try? exchange.answer(delegatedRefusal(refusal, proxied.method, &line))
                 return
             }
         }
