@@ -368,5 +368,10 @@ struct DelegationTests {
         // Minting needs the session: in client mode it is refused naming the agent.
         let minting = try harness.client(["delegate", "--ttl", "1h"])
         #expect(minting.exitCode == 4 && minting.stderr.contains("agent"), "\(minting.stderr)")
+        // Neither the agent's log nor the client-mode proxy's output holds a piece of a secret.
+        let secrets = [mine, other, unbound, token]
+        Self.expectNoPiece(of: secrets, in: harness.log, "the agent's log")
+        Self.expectNoPiece(of: secrets, in: proxy.stderr, "the client-mode proxy's stderr")
+        Self.expectNoPiece(of: secrets, in: try Self.auditText(portal), "the audit log")
     }
 }
