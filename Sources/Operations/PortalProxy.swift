@@ -178,14 +178,29 @@ package final class PortalProxy: @unchecked Sendable {
             exchange.refuse(
                 HTTPServerResponse.failure(status, "the proxy refused the request: \(reason)", exit: .storage))
         case .forward(let proxied):
-            if let delegated, let refusal = judge(delegated, request, caller, socket) {
-                refuseDelegated(refusal, request, exchange, &line)
-                return
+            var offered: OfferedCredential?
+            if let delegated {
+                let ownKey = localKey.map(delegated.isSigned(by:)) == true
+                switch judge(delegated, ownKey: ownKey, request, caller, socket) {
+                case .refused(let reason):
+                    refuseDelegated(reason, request, exchange, &line)
+                    return
+                case .passes(_, let uses):
+                    offered = OfferedCredential(credential: delegated, ownKey: ownKey, uses: uses)
+                }
             }
             // Past the rules and checks: a body that streams slowly keeps its connection.
             exchange.admit()
-            forward(proxied, exchange, &line, delegated: delegated)
+            forward(proxied, exchange, &line, offered: offered)
         }
+    }
+
+    /// A delegated credential whose caveats passed: whether this proxy's own key signed it, and
+    /// the uses each credential of its chain may make.
+    private struct OfferedCredential {
+        let credential: DelegatedCredential
+        let ownKey: Bool
+        let uses: [String: Int]
     }
 
     /// A 403 for a delegated credential, before any upstream connection. Its audit line is
@@ -214,34 +229,30 @@ package final class PortalProxy: @unchecked Sendable {
     /// A delegated credential's caveats against the request and the caller this proxy sees. A
     /// proxy whose upstream is the agent and that did not mint the credential leaves its `env`
     /// caveats to the agent, which checks the whole credential again against the session it holds
-    /// (its caller conditions then against this process too). The reason for a refusal; nil to go on.
+    /// (its caller conditions then against this process too).
     private func judge(
-        _ credential: DelegatedCredential, _ request: HTTPServerRequest, _ caller: CallerIdentity?,
+        _ credential: DelegatedCredential, ownKey: Bool, _ request: HTTPServerRequest, _ caller: CallerIdentity?,
         _ socket: AgentRules.Socket
-    ) -> String? {
-        let upstreamJudges = sessions == nil && localKey.map(credential.isSigned(by:)) != true
-        let judged = DelegatedCredential.Request(
-            method: request.method, path: request.path, environment: environmentID, caller: caller,
-            socket: socket, now: services.now(), environmentJudgedUpstream: upstreamJudges)
-        if case .refused(let reason) = credential.judge(judged) { return reason }
-        return nil
+    ) -> DelegatedCredential.Verdict {
+        credential.judge(
+            DelegatedCredential.Request(
+                method: request.method, path: request.path, environment: environmentID, caller: caller,
+                socket: socket, now: services.now(), environmentJudgedUpstream: sessions == nil && !ownKey))
     }
 
     /// Whether a delegated credential that passed its caveats may be served with `session`: its
     /// signature under this proxy's key or the session's, then the registry (revoked, listed,
     /// used up). The reason for a refusal; nil to serve.
-    private func admit(_ credential: DelegatedCredential, session: PortalSession?) -> String? {
-        let local = localKey.map(credential.isSigned(by:)) == true
-        guard local || session.map({ credential.isSigned(by: DelegatedCredential.rootKey(of: $0)) }) == true else {
+    private func admit(_ offered: OfferedCredential, session: PortalSession?) -> String? {
+        let credential = offered.credential
+        guard offered.ownKey || session.map({ credential.isSigned(by: DelegatedCredential.rootKey(of: $0)) }) == true
+        else {
             return "the delegated credential's signature does not verify"
-        }
-        var uses: [String: Int] = [:]
-        for link in credential.links {
-            for case .uses(let count) in link.caveats { uses[link.id] = min(count, uses[link.id] ?? count) }
         }
         do {
             return try delegations.admit(
-                credential, uses: uses, listedRoot: !local, environment: environmentID, now: services.now())
+                credential, uses: offered.uses, listedRoot: !offered.ownKey, environment: environmentID,
+                now: services.now())
         } catch {
             return CLIError(error).message
         }
@@ -249,7 +260,7 @@ package final class PortalProxy: @unchecked Sendable {
 
     private func forward(
         _ proxied: ProxiedRequest, _ exchange: any LocalExchange, _ line: inout ProxyAuditLine,
-        delegated: DelegatedCredential?
+        offered: OfferedCredential?
     ) {
         let url = apiBase.url(path: proxied.target)
         var session: PortalSession?
@@ -257,9 +268,8 @@ package final class PortalProxy: @unchecked Sendable {
         var headers = proxied.headers
         // A delegated credential under the session's key is checked against the session, even
         // when the client sends its own Authorization (which then goes untouched).
-        let ownKey = delegated.map { credential in localKey.map(credential.isSigned(by:)) == true } ?? false
         var signing: PortalSession?
-        if authorization == nil || (delegated != nil && !ownKey), let sessions, let endedHere {
+        if authorization == nil || offered.map({ !$0.ownKey }) == true, let sessions, let endedHere {
             guard sessions.allowsBearer(url) else {
                 line.status = 502
                 try? exchange.answer(
@@ -283,11 +293,11 @@ package final class PortalProxy: @unchecked Sendable {
                 return
             }
         }
-        if let delegated {
-            if sessions == nil, !ownKey {
+        if let offered {
+            if sessions == nil, !offered.ownKey {
                 // Not this proxy's own: the agent's proxy checks it against the session it holds.
-                headers.append(HTTPHeader(ProxyRules.markerHeader, delegated.text.text))
-            } else if let refusal = admit(delegated, session: signing) {
+                headers.append(HTTPHeader(ProxyRules.markerHeader, offered.credential.text.text))
+            } else if let refusal = admit(offered, session: signing) {
                 try? exchange.answer(delegatedRefusal(refusal, proxied.method, &line))
                 return
             }
