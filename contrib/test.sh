@@ -172,6 +172,13 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
             echo "gnome-keyring did not start:" >&2; cat "$HOME/keyring.log" >&2
             kill "$keyring" 2>/dev/null; exit 1
         fi
+        # Every test that meets a locked or missing keyring here would otherwise be the only sign
+        # that the daemon itself ended (the bus would start a new one, locked, on the next call):
+        # say so at the moment it happens, with its log, between the tests that then fail.
+        (while kill -0 "$keyring" 2>/dev/null; do sleep 1; done
+            echo "test.sh: error: the suite'"'"'s gnome-keyring (pid $keyring) ended at $(date -u +%T) during the run; its log:" >&2
+            cat "$HOME/keyring.log" >&2) &
+        watcher=$!
         if [ $# -gt 0 ]; then
             swift test --skip-build --disable-xctest "$@"
             status=$?
@@ -193,7 +200,12 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
                 status=1
             fi
         fi
-        kill "$keyring"; wait "$keyring" 2>/dev/null
+        kill "$watcher" 2>/dev/null
+        if ! kill "$keyring" 2>/dev/null; then
+            echo "test.sh: error: the suite'"'"'s gnome-keyring ended before the suite did" >&2
+            status=1
+        fi
+        wait "$keyring" 2>/dev/null
         exit $status
     ' bash "$@" || status=$?
 
