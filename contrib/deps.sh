@@ -17,9 +17,10 @@ keyring=(gnome-keyring dbus-daemon dbus-bin libglib2.0-bin)
 # and KWallet's daemon with QCA's OpenSSL plugin, without which its Secret Service API cannot open
 # the encrypted session libsecret asks for.
 # swtpm and tpm2-tools: a real TPM 2.0 for the sealed file store, reached through tpm2-tss's swtpm TCTI.
+# python3-dbus and python3-gi: the test notification server the agent's questions go to, on a private bus.
 # jq: a README recipe, which the suite runs (contrib/testing/doc-recipes.sh), pipes JSON through it.
 providers=(keepassxc libkf5wallet-bin libqca-qt5-2-plugins)
-test=("${keyring[@]}" "${providers[@]}" libsystemd-dev libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl jq valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap swtpm tpm2-tools libtss2-tcti-swtpm0)
+test=("${keyring[@]}" "${providers[@]}" libsystemd-dev libsecret-1-dev libglib2.0-dev libsecret-tools binutils hyperfine time python3 python3-pip python3-jsonschema openssl coreutils curl jq valgrind keyutils util-linux zsh fish man-db groff xdg-utils skopeo docker-registry apache2-utils make xz-utils zlib1g-dev strace systemd bubblewrap swtpm tpm2-tools libtss2-tcti-swtpm0 python3-dbus python3-gi)
 
 wanted=("${build[@]}" "${runtime[@]}")
 case "${1:-}" in

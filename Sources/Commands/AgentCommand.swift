@@ -23,11 +23,12 @@ struct AgentCommand: Command {
         Endpoints: GET /v1/token, /v1/status, /v1/exec-credential, /v1/list;
         POST /v1/lock; POST /v1/git/get|store|erase|capability (git's credential
         protocol as the body); POST /v1/docker/get|store|erase|list (Docker's helper
-        input as the body). Any other path is proxied to the Portal API with the session
-        token added, as portal-token proxy does, for callers the rules allow (allow
-        proxy; by default the same user may use the client API paths under
-        /api/v3/clients/me). The settings flags the agent is started with hold for every
-        request it serves.
+        input as the body); GET /v1/consent, POST /v1/consent/answer|forget (the
+        questions of ask rules, for the agent's own user: portal-token approve). Any
+        other path is proxied to the Portal API with the session token added, as
+        portal-token proxy does, for callers the rules allow (allow proxy; by default
+        the same user may use the client API paths under /api/v3/clients/me). The
+        settings flags the agent is started with hold for every request it serves.
 
         Clients: PORTAL_TOKEN_AGENT_SOCK=PATH (or --agent-socket PATH) makes get, store,
         erase, token, exec, exec --proxy, exec-credential, api, refresh, status, list,
@@ -45,6 +46,14 @@ struct AgentCommand: Command {
         next request it judges; a file with a mistake keeps the rules read before in
         force and is logged once, naming its line. SIGTERM, SIGINT or SIGHUP stop the
         agent, and it removes the sockets it made. --idle-exit takes 1 to 86400 seconds.
+
+        A rule's ask line (ask token ENV, ask git-get HOST, ask proxy …) holds the
+        request while the agent asks its user: a desktop notification with Allow and
+        Deny (org.freedesktop.Notifications), and portal-token approve in a terminal.
+        The answer is kept for that caller as the kernel names it for the rule's
+        remember IDLE CAP (10m and 12h by default); no answer within ask-timeout-ms
+        (30000) is 403 "not approved", with nothing kept. Clients in client mode wait
+        for it (the agent sends 102 Processing first).
 
         It will not start (exit 2) with a rules file, or a directory holding it, that is
         another user's or that others may write to, nor with a rules file that has a
@@ -68,7 +77,12 @@ struct AgentCommand: Command {
         separated by spaces or commas; gid=N is taken too; the uid is yours and the
         socket main unless named), asking what --asks names: it prints the rule that
         decides and, when refused, the rule that would admit it; exit 0 allowed,
-        1 refused. The rules file's syntax: man portal-token-agent.rules.
+        1 refused or asked (a rule that asks the user first says so). The rules file's
+        syntax: man portal-token-agent.rules.
+
+        With --forget it serves nothing: it makes the agent on --socket (default the
+        main socket) drop every answer to its questions that it keeps (portal-token
+        approve answers them), so that each caller is asked again.
         """
 
     let socketPath: String?
@@ -81,6 +95,8 @@ struct AgentCommand: Command {
     /// `--caller` and `--asks`: a described caller to judge.
     let describedCaller: String?
     let describedRequest: String?
+    /// `--forget`: ask the running agent to drop the answers it keeps, instead of serving.
+    let forget: Bool
 
     init(arguments: ParsedArguments) throws(CLIError) {
         socketPath = arguments.value(.agentSocketPath)
@@ -90,6 +106,7 @@ struct AgentCommand: Command {
         checkedFile = arguments.operands.first
         describedCaller = arguments.value(.checkedCaller)
         describedRequest = arguments.value(.checkedRequest)
+        forget = arguments.has(.forget)
         if (checkedFile != nil || describedCaller != nil) && !checkRules {
             throw .usage(
                 "'agent' takes a FILE and --caller only with --check-rules", hint: "see 'portal-token agent --help'")
@@ -109,6 +126,15 @@ struct AgentCommand: Command {
 
     func run(in context: Context) throws {
         if checkRules { return try RulesCheck(command: self).run(in: context) }
+        if forget {
+            let agent = try Consent.agent(context, socketPath: socketPath)
+            let forgotten = try Consent.forget(agent)
+            context.streams.printError(
+                "portal-token: the agent on \(agent.socketPath) forgot \(forgotten.approvals) "
+                    + "approval\(forgotten.approvals == 1 ? "" : "s") and \(forgotten.refusals) "
+                    + "refusal\(forgotten.refusals == 1 ? "" : "s")")
+            return
+        }
         let environment = context.environment
         // Under socket activation the sockets come from systemd, and no path is needed.
         let main = socketPath ?? AgentConnection.defaultSocketPath("agent.sock", environment: environment)
@@ -116,7 +142,11 @@ struct AgentCommand: Command {
             restrictedSocketPath ?? AgentConnection.defaultSocketPath("agent-restricted.sock", environment: environment)
         let streams = context.streams
         let log: @Sendable (String) -> Void = { streams.printError($0) }
-        let policy = try CallerPolicy.load(context, rulesPath: rulesPath, report: log)
+        var policy = try CallerPolicy.load(context, rulesPath: rulesPath, report: log)
+        policy.consent = ConsentBroker(
+            boundMilliseconds: try context.settings.milliseconds(
+                .askTimeout, default: ConsentBroker.defaultBoundMilliseconds),
+            desktop: context.services.askOnDesktop, log: log)
         // The settings flags the agent was started with hold for every request it runs, the
         // Docker helper's included (which reads no flags): as their environment variables.
         var requestEnvironment = environment
@@ -213,6 +243,13 @@ struct RulesCheck {
         let streams = context.streams
         streams.print("\(caller), asking \(operation) on the \(socket.rawValue) socket:")
         guard !decision.allowed else { return streams.print("  allowed by \(decision.decidedBy) of \(policy.path)") }
+        if let ask = decision.ask {
+            streams.print(
+                "  asks the user first: \(decision.decidedBy)'s '\(ask.grant)' (an answer is kept "
+                    + "\(ConsentBroker.duration(ask.remember.idleSeconds)) idle, "
+                    + "\(ConsentBroker.duration(ask.remember.capSeconds)) at most)")
+            throw SilentExit(code: .notSignedIn)
+        }
         streams.print("  refused by \(decision.decidedBy): \(decision.reason)")
         switch policy.suggestion(for: operation, caller: caller, on: socket) {
         case .success(let suggestion):

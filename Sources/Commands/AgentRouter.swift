@@ -227,7 +227,9 @@ final class AgentRouter: Sendable {
         }
         request.body = body
         defer { zeroize(&request.body) }
-        let reply = answer(request, caller: caller, socket: socket)
+        let reply = answer(request, caller: caller, socket: socket) { milliseconds in
+            exchange.inform([HTTPHeader(HTTPHeader.askingMilliseconds, String(milliseconds))])
+        }
         if reply.refused {
             exchange.refuse(reply.response)
         } else {
@@ -241,9 +243,16 @@ final class AgentRouter: Sendable {
         var refused: Bool
     }
 
-    func answer(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
+    /// `waiting` hears how long the request may wait when it waits for the user's answer.
+    func answer(
+        _ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket,
+        waiting: (Int64) -> Void = { _ in }
+    ) -> Reply {
         let path = request.path
         if path == "/v1/refusals" { return refusals(request, caller: caller, socket: socket) }
+        if path == "/v1/consent" || path.hasPrefix("/v1/consent/") {
+            return consent(request, caller: caller, socket: socket)
+        }
         guard let route = Self.routes[String(path)] else {
             return Self.refusal(
                 404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
@@ -269,7 +278,7 @@ final class AgentRouter: Sendable {
         case .success(let judged): operation = judged
         case .failure(let refusal): return Self.refusal(400, refusal.message, hint: refusal.hint)
         }
-        let decision = policy.decide(operation, for: caller, on: socket)
+        let decision = policy.admit(operation, for: caller, on: socket, waiting: waiting)
         guard decision.allowed else {
             return refused(request, operation, route: route, decision, caller: caller, socket: socket)
         }
@@ -337,6 +346,73 @@ final class AgentRouter: Sendable {
         }
     }
 
+    /// The questions the agent waits on and the answers it keeps (docs/agent.md, "Asking the
+    /// user"), to the agent's own user only: `GET /v1/consent` lists the open questions,
+    /// `POST /v1/consent/answer` answers one (`{"id","answer":"allow"|"deny"}`), and
+    /// `POST /v1/consent/forget` drops every kept answer. A caller a rule asks about can never
+    /// answer for itself, unless it is the agent's own user outside any sandbox.
+    private func consent(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
+        let path = String(request.path)
+        let method = path == "/v1/consent" ? "GET" : "POST"
+        guard ["/v1/consent", "/v1/consent/answer", "/v1/consent/forget"].contains(path) else {
+            return Self.refusal(
+                404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
+        }
+        guard request.method == method || (method == "GET" && request.method == "HEAD") else {
+            var reply = Self.refusal(405, "\(path) takes \(method)", hint: nil)
+            reply.response.headers.append(HTTPHeader("Allow", method))
+            return reply
+        }
+        guard policy.isOwnUser(caller, on: socket) else {
+            return Self.refusal(
+                403,
+                "only the agent's own user, on the main socket and outside any sandbox, may see or answer its "
+                    + "questions", hint: "run 'portal-token approve' on the agent's host, or over ssh to it")
+        }
+        guard let broker = policy.consent else {
+            return Self.refusal(503, "this agent asks no questions", hint: nil)
+        }
+        let body: JSONValue
+        switch path {
+        case "/v1/consent":
+            let now = MonotonicClock.milliseconds()
+            body = .object(["questions": .array(broker.pending.map { $0.json(now: now) })])
+        case "/v1/consent/answer":
+            guard let object = try? JSONValue.parse(request.body), let id = object["id"]?.stringValue,
+                let answer = object["answer"]?.stringValue.flatMap(ConsentMemory.Answer.init(rawValue:))
+            else {
+                return Self.refusal(
+                    400, "the answer is not {\"id\":…,\"answer\":\"allow\"|\"deny\"}", hint: nil)
+            }
+            guard broker.answer(id, answer, by: "portal-token approve") else {
+                return Self.refusal(
+                    404, "no question \(id.prefix(32)) is waiting: it was answered, or its time passed",
+                    hint: "'portal-token approve' lists the questions that wait")
+            }
+            body = .object(["answered": .string(answer.rawValue)])
+        default:
+            let forgotten = broker.forget()
+            log(
+                "portal-token agent: forgot \(forgotten.approvals) approval\(forgotten.approvals == 1 ? "" : "s") and "
+                    + "\(forgotten.refusals) refusal\(forgotten.refusals == 1 ? "" : "s")")
+            body = .object([
+                "approvals": .int(Int64(forgotten.approvals)), "refusals": .int(Int64(forgotten.refusals)),
+            ])
+        }
+        return Self.jsonReply(body)
+    }
+
+    /// A 200 of the agent's own endpoints, `value` as its body.
+    private static func jsonReply(_ value: JSONValue) -> Reply {
+        Reply(
+            response: HTTPServerResponse(
+                status: 200,
+                headers: [
+                    HTTPHeader(AgentConnection.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
+                    HTTPHeader("Cache-Control", "no-store"),
+                ], body: Array((value.serialized + "\n").utf8)), refused: false)
+    }
+
     /// The last refusals, for `agent --check-rules`: to the agent's own user only.
     private func refusals(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
         guard request.method == "GET" || request.method == "HEAD" else {
@@ -349,14 +425,7 @@ final class AgentRouter: Sendable {
                 403, "only the agent's own user, on the main socket, may read the agent's refusals",
                 hint: "run 'portal-token agent --check-rules' on the agent's host")
         }
-        let body = JSONValue.object(["refusals": .array(policy.recent.all.map(\.json))]).serialized + "\n"
-        return Reply(
-            response: HTTPServerResponse(
-                status: 200,
-                headers: [
-                    HTTPHeader(AgentConnection.exitHeader, "0"), HTTPHeader("Content-Type", "application/json"),
-                    HTTPHeader("Cache-Control", "no-store"),
-                ], body: Array(body.utf8)), refused: false)
+        return Self.jsonReply(.object(["refusals": .array(policy.recent.all.map(\.json))]))
     }
 
     /// A request the rules refused: remembered for `--check-rules`, logged and audited within
@@ -366,7 +435,7 @@ final class AgentRouter: Sendable {
         caller: CallerIdentity, socket: AgentRules.Socket
     ) -> Reply {
         policy.remember(operation, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
-        let suggestion = policy.suggestionLines(for: operation, caller: caller, on: socket)
+        let suggestion = decision.ask == nil ? policy.suggestionLines(for: operation, caller: caller, on: socket) : ""
         // Lines of refusals are throttled: no caller can push served lines out of the log.
         if case .write(let unwritten) = RefusalAudit.admit(.named) {
             if let audited = route.audit {
@@ -386,10 +455,15 @@ final class AgentRouter: Sendable {
         }
         var reply = Self.refusal(
             403, "the agent refused \(operation): \(decision.reason) (decided by \(decision.decidedBy))",
-            hint: Self.refusalHint(decision.decidedBy), more: suggestion)
+            hint: decision.ask == nil ? Self.refusalHint(decision.decidedBy) : Self.askedHint, more: suggestion)
         reply.response.headers.append(HTTPHeader("Portal-Token-Decided-By", decision.decidedBy))
         return reply
     }
+
+    /// What a caller refused by a rule that asks can do about it.
+    static let askedHint =
+        "the rule asks the agent's user: answer on the desktop or with 'portal-token approve' while the request "
+        + "waits; 'portal-token agent --forget' drops the answers kept"
 
     /// What a refused caller can do about it, by what refused it.
     static func refusalHint(_ decidedBy: String) -> String {

@@ -269,6 +269,10 @@ extension OptionSpec {
         help: "with --caller: what it asks, as a rule grants it: 'token ENV[/END_USER]', 'git-get HOST', "
             + "'docker-get REGISTRY', 'status', 'list', 'write' or 'proxy METHOD PATH' (default: token of "
             + "the configured environment)")
+    static let forget = OptionSpec(
+        "forget", excludes: ["idle-exit", "restricted-socket", "check-rules", "rules"],
+        help: "make the agent on --socket (default the main socket) drop every answer to its questions it keeps")
+    static let deny = OptionSpec("deny", help: "deny the question instead of allowing it")
     static let idleExit = OptionSpec(
         "idle-exit", value: "SECONDS", help: "stop once no client has been connected for SECONDS")
 
@@ -369,13 +373,18 @@ public enum OptionTable {
             ],
             options: [
                 .agentSocketPath, .agentRestrictedSocketPath, .agentRules, .idleExit, .checkRules, .checkedCaller,
-                .checkedRequest,
+                .checkedRequest, .forget,
             ],
             usage: [
                 "portal-token agent [--socket PATH] [--restricted-socket PATH] [--rules PATH] [--idle-exit SECONDS]",
                 "portal-token agent --check-rules [--socket PATH] [FILE]",
                 "portal-token agent --check-rules --caller DESCRIPTION [--asks OPERATION] [FILE]",
+                "portal-token agent --forget [--socket PATH]",
             ]),
+        CommandSpec(
+            "approve", ApproveCommand.summary,
+            positionals: [PositionalSpec("ID", optional: true, help: "the question to answer, as the list shows it")],
+            options: [.deny], usage: ["portal-token approve", "portal-token approve [--deny] ID"]),
         CommandSpec("version", VersionCommand.summary),
     ]
 

@@ -108,6 +108,9 @@ public enum Composition {
                 return try AgentClient.exchange(socketPath: path, request: request, timeoutMilliseconds: timeout)
             },
             agentServices: forAgent ? nil : { live(forAgent: true) },
+            askOnDesktop: { summary, body, deadline, open in
+                DesktopNotification.ask(summary: summary, body: body, deadline: deadline, open: open)
+            },
             auditLog: { (options: AuditLogOptions) -> any AuditLog in
                 var forward: (([UInt8]) -> Void)?
                 if options.journal { forward = journalCopy }

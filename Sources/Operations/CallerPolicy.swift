@@ -23,6 +23,9 @@ package struct CallerPolicy: Sendable {
     package var path: String = ""
     /// The last refusals, for `agent --check-rules` (`GET /v1/refusals`).
     package let recent = RecentRefusals()
+    /// Who puts a rule's questions to the user: the agent's; nil elsewhere (`proxy --socket`),
+    /// where a rule that asks refuses.
+    package var consent: ConsentBroker?
 
     package func decide(_ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket)
         -> AgentRules.Decision
@@ -30,6 +33,41 @@ package struct CallerPolicy: Sendable {
         rules.decide(
             operation, for: caller, on: socket, agentUID: agentUID, agentPlacement: agentPlacement,
             defaultProxy: defaultProxy)
+    }
+
+    /// What `decide` says, once the user is asked when the rule that decides asks rather than
+    /// allows (docs/agent.md, "Asking the user"). `waiting` hears, before the request waits for
+    /// an answer, how many milliseconds it may wait at most.
+    package func admit(
+        _ operation: AgentRules.Operation, for caller: CallerIdentity, on socket: AgentRules.Socket,
+        waiting: (Int64) -> Void = { _ in }
+    ) -> AgentRules.Decision {
+        var decision = decide(operation, for: caller, on: socket)
+        guard let ask = decision.ask else { return decision }
+        guard let consent else {
+            decision.reason = "not approved: rule \(ask.rule) asks the user, which only the agent does"
+            return decision
+        }
+        let outcome = consent.ask(ask, operation: operation, caller: caller) {
+            waiting(Int64(consent.boundMilliseconds))
+        }
+        switch outcome {
+        case .approved(let kept):
+            return AgentRules.Decision(
+                allowed: true, decidedBy: decision.decidedBy,
+                reason: kept ? "approved by the user earlier" : "approved by the user")
+        case .denied(let kept):
+            decision.reason =
+                "not approved: the user denied it"
+                + (kept ? " (an answer kept from earlier; 'portal-token agent --forget' drops it)" : "")
+        case .unanswered:
+            decision.reason = "not approved: no answer within \(consent.boundMilliseconds / 1000) s"
+        case .unnamed:
+            decision.reason =
+                "not approved: the caller's process or executable could not be read, so no answer can be asked "
+                + "or kept for it"
+        }
+        return decision
     }
 
     /// The rules file (`rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`) with this

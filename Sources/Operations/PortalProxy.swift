@@ -140,7 +140,11 @@ package final class PortalProxy: @unchecked Sendable {
             // a missing identity here is a refusal too.
             let operation = AgentRules.Operation.proxy(method: request.method, path: String(request.path))
             let decision =
-                caller.map { policy.decide(operation, for: $0, on: socket) }
+                caller.map { caller in
+                    policy.admit(operation, for: caller, on: socket) { milliseconds in
+                        exchange.inform([HTTPHeader(HTTPHeader.askingMilliseconds, String(milliseconds))])
+                    }
+                }
                 ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
             guard decision.allowed else {
                 trace("proxy: \(request.method) \(request.path) refused (\(decision.decidedBy))")
@@ -148,7 +152,9 @@ package final class PortalProxy: @unchecked Sendable {
                 if let caller {
                     policy.remember(
                         operation, for: caller, on: socket, decidedBy: decision.decidedBy, time: Int64(time(nil)))
-                    suggestion = policy.suggestionLines(for: operation, caller: caller, on: socket)
+                    if decision.ask == nil {
+                        suggestion = policy.suggestionLines(for: operation, caller: caller, on: socket)
+                    }
                 }
                 line.outcome = .refused
                 line.status = 403

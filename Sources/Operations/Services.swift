@@ -85,6 +85,9 @@ public struct Services {
     /// keyring where the agent may use it, else in its own memory (docs/agent.md, "Where the keys
     /// are kept"), and no agent of its own to ask. nil: these services.
     public var agentServices: (() -> Services)?
+    /// Puts one of the agent's questions on the desktop, with "Allow" and "Deny", and waits for
+    /// the user's choice (docs/agent.md, "Asking the user").
+    public var askOnDesktop: DesktopAsking
 
     public init(
         connectSessionBus: @escaping (Int) throws(StoreError) -> (any SessionBusConnection)?,
@@ -120,6 +123,7 @@ public struct Services {
             path, _, _ throws(HTTPError) in throw .cannotConnect(host: "the agent at \(path)")
         },
         agentServices: (() -> Services)? = nil,
+        askOnDesktop: @escaping DesktopAsking = { _, _, _, _ in .unavailable("this build shows no notifications") },
         auditLog: @escaping (AuditLogOptions) -> any AuditLog = { _ in NoAuditLog() },
         describeProcess: @escaping @Sendable (Int32) -> AuditCaller = { AuditCaller(pid: $0 > 0 ? $0 : nil) },
         streamingTransport: @escaping (HTTPTransportOptions) -> any StreamingHTTPTransport = { _ in
@@ -131,6 +135,7 @@ public struct Services {
         }
     ) {
         self.auditLog = auditLog
+        self.askOnDesktop = askOnDesktop
         self.describeProcess = describeProcess
         self.connectSessionBus = connectSessionBus
         self.keyringItems = keyringItems

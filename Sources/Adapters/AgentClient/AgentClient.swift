@@ -22,7 +22,7 @@ public enum AgentClient {
     public static func exchange(socketPath path: String, request: HTTPRequest, timeoutMilliseconds: Int)
         throws(HTTPError) -> HTTPResponse
     {
-        let deadline = MonotonicClock.milliseconds() + Int64(timeoutMilliseconds)
+        var deadline = MonotonicClock.milliseconds() + Int64(timeoutMilliseconds)
         let name = "the agent at \(path)"
         let descriptor = try connectedSocket(path: path, deadline: deadline, timeoutMilliseconds: timeoutMilliseconds)
         defer { _ = close(descriptor) }
@@ -59,7 +59,19 @@ public enum AgentClient {
         var chunk = [UInt8](repeating: 0, count: 16_384)
         defer { zeroize(&chunk) }
         while true {
-            if let parsed = try parse(response, complete: false, name: name) { return parsed }
+            if let parsed = try parse(response, complete: false, name: name) {
+                guard (100..<200).contains(parsed.status) else { return parsed }
+                // The agent asks its user first (docs/agent.md, "Asking the user"): the wait it
+                // names, and the usual bound after it.
+                if let waited = parsed.headers.value(for: HTTPHeader.askingMilliseconds).flatMap({ Int64($0) }),
+                    waited > 0,
+                    waited <= 3_600_000
+                {
+                    deadline = max(deadline, MonotonicClock.milliseconds() + waited + Int64(timeoutMilliseconds))
+                }
+                response.removeSubrange(..<(headEnd(response)! + 4))
+                continue
+            }
             let count = recv(descriptor, &chunk, chunk.count, 0)
             if count > 0 {
                 response += chunk[0..<count]
@@ -171,6 +183,10 @@ public enum AgentClient {
             headers.append(HTTPHeader(String(line[..<colon]), line[line.index(after: colon)...].trimmingWhitespace))
         }
         let bodyStart = end + 4
+        // An interim answer has no body: the real one follows it.
+        if (100..<200).contains(status) {
+            return HTTPResponse(status: status, headers: headers, body: [], effectiveURL: "unix:")
+        }
         if let lengthText = headers.value(for: "Content-Length"), let length = Int(lengthText) {
             guard bytes.count - bodyStart >= length else {
                 if complete { throw .other(host: name, detail: "the agent's answer was cut short") }

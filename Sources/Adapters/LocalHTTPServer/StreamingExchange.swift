@@ -235,6 +235,13 @@ extension StreamingExchange: LocalExchange {
 
     public func admit() { admitted() }
 
+    public func inform(_ headers: [HTTPHeader]) {
+        guard isHTTP11, !began, !failed else { return }
+        var head = "HTTP/1.1 102 Processing\r\n"
+        for header in headers { head += "\(header.name): \(header.value)\r\n" }
+        if !connection.write(Array((head + "\r\n").utf8)) { failed = true }
+    }
+
     public func refuse(_ response: HTTPServerResponse) {
         refused = true
         try? answer(response)

@@ -28,6 +28,7 @@ _portal_token_commands=(
     "unlock:unlock the keyring (or open the encrypted file) from this terminal"
     "audit:show what used your credentials, when and from where (the audit log)"
     "agent:serve the token and the credential store on a Unix socket, to containers and sandboxes"
+    "approve:answer the agent's questions from a terminal: list them, allow or deny one"
     "version:print portal-token's version"
     "help:show the help of a command"
 )
@@ -58,7 +59,8 @@ _portal_token_command_options() {
         delegate) printf '%s\n' --ttl --allow --path --caller --uses --from ;;
         delegations) printf '%s\n' --revoke --format ;;
         audit) printf '%s\n' --since --format ;;
-        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules --caller --asks ;;
+        agent) printf '%s\n' --socket --restricted-socket --rules --idle-exit --check-rules --caller --asks --forget ;;
+        approve) printf '%s\n' --deny ;;
     esac
 }
 
@@ -99,6 +101,7 @@ _portal_token_excluded() {
         --new-passphrase-file) [[ $2 == *" --new-passphrase "* ]] ;;
         --check-rules) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
         --asks) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* ]] ;;
+        --forget) [[ $2 == *" --idle-exit "* || $2 == *" --restricted-socket "* || $2 == *" --check-rules "* || $2 == *" --rules "* ]] ;;
         *) return 1 ;;
     esac
 }

@@ -1,4 +1,4 @@
-set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate file-key delegate delegations lock unlock audit agent version help
+set -l commands get store erase capability token exec exec-credential list setup-git doctor methods login redirect verify-totp status accounts refresh api proxy logout migrate file-key delegate delegations lock unlock audit agent approve version help
 
 # Commands
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a get -d 'Print the stored credential that matches the request on stdin'
@@ -29,6 +29,7 @@ complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a lock 
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a unlock -d 'Unlock the keyring (or open the encrypted file) from this terminal'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a audit -d 'Show what used your credentials, when and from where (the audit log)'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a agent -d 'Serve the token and the credential store on a Unix socket, to containers and sandboxes'
+complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a approve -d 'Answer the agent\'s questions from a terminal: list them, allow or deny one'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a version -d 'Print portal-token\'s version'
 complete -c portal-token -n "not __fish_seen_subcommand_from $commands" -a help -d 'Show the help of a command'
 complete -c portal-token -n "__fish_seen_subcommand_from help" -a "(string match -v help -- $commands)"
@@ -136,3 +137,7 @@ complete -c portal-token -n "__fish_seen_subcommand_from agent" -l idle-exit -x 
 complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt check-rules idle-exit restricted-socket" -l check-rules -d 'Check the rules file (FILE, else --rules or the default), and show for the agent\'s last refusals what decides each and the rule that would admit it'
 complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt caller idle-exit restricted-socket" -l caller -x -d 'With --check-rules: a caller to judge instead of the last refusals, as \'uid=N cgroup=PATH exe=PATH user-namespace=same|other flatpak-info socket=main|restricted\''
 complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt asks idle-exit restricted-socket" -l asks -x -d 'With --caller: what it asks, as a rule grants it: \'token ENV[/END_USER]\', \'git-get HOST\', \'docker-get REGISTRY\', \'status\', \'list\', \'write\' or \'proxy METHOD PATH\' (default: token of the configured environment)'
+complete -c portal-token -n "__fish_seen_subcommand_from agent; and not __fish_contains_opt forget idle-exit restricted-socket check-rules rules" -l forget -d 'Make the agent on --socket (default the main socket) drop every answer to its questions it keeps'
+
+# approve
+complete -c portal-token -n "__fish_seen_subcommand_from approve" -l deny -d 'Deny the question instead of allowing it'

@@ -3,8 +3,9 @@
 /// out; an operation and a caller go in, a decision naming the rule that made it comes out.
 ///
 /// The file is a list of rules, each a `rule NAME` line followed by indented lines: conditions
-/// the caller must meet (all of them) and what the rule grants. Every rule names at least one
-/// condition; `any-caller` is the explicit way to say it applies to everyone.
+/// the caller must meet (all of them), what the rule grants (`allow`), what it grants once the
+/// user says yes (`ask`), and how long such an answer is kept (`remember IDLE CAP`). Every rule
+/// names at least one condition; `any-caller` is the explicit way to say it applies to everyone.
 ///
 /// ```
 /// rule build-container
@@ -77,12 +78,22 @@ public struct AgentRules: Sendable, Equatable {
         /// no condition and without it matches no one.
         public var anyCaller = false
         public var grants: [Grant] = []
+        /// What the rule grants only once the user says yes (`ask` lines, docs/agent.md, "Asking
+        /// the user"), in the file's order.
+        public var asks: [Grant] = []
+        /// How long an answer to one of its questions is kept (`remember IDLE CAP`).
+        public var remember = Remember()
 
-        public init(name: String, conditions: [Condition] = [], anyCaller: Bool = false, grants: [Grant] = []) {
+        public init(
+            name: String, conditions: [Condition] = [], anyCaller: Bool = false, grants: [Grant] = [],
+            asks: [Grant] = [], remember: Remember = Remember()
+        ) {
             self.name = name
             self.conditions = conditions
             self.anyCaller = anyCaller
             self.grants = grants
+            self.asks = asks
+            self.remember = remember
         }
 
         public func matches(_ caller: CallerIdentity, on socket: Socket) -> Bool {
@@ -92,6 +103,41 @@ public struct AgentRules: Sendable, Equatable {
 
         public func grants(_ operation: Operation) -> Bool {
             grants.contains { $0.covers(operation) }
+        }
+    }
+
+    /// How long the user's answer to a rule's question stands for the caller it was given for:
+    /// until `idleSeconds` pass without a request it covers, and at most `capSeconds` after it
+    /// was given. `remember 0s 0s` asks every time, as `ssh-add -c` does.
+    public struct Remember: Sendable, Equatable {
+        /// 1Password's CLI keeps an authorisation for 10 minutes idle and 12 hours at most.
+        public static let defaultIdleSeconds: Int64 = 600
+        public static let defaultCapSeconds: Int64 = 43_200
+        /// The longest a rule may keep an answer: a week, a session's own cap.
+        public static let maximumSeconds: Int64 = 7 * 86_400
+
+        public var idleSeconds: Int64
+        public var capSeconds: Int64
+
+        public init(idleSeconds: Int64 = defaultIdleSeconds, capSeconds: Int64 = defaultCapSeconds) {
+            self.idleSeconds = idleSeconds
+            self.capSeconds = capSeconds
+        }
+    }
+
+    /// A question a rule puts to the user before it grants: the rule, which of its `ask` lines
+    /// covers the operation (its index and its text) and how long the answer is kept.
+    public struct Ask: Sendable, Equatable {
+        public var rule: String
+        public var index: Int
+        public var grant: String
+        public var remember: Remember
+
+        public init(rule: String, index: Int, grant: String, remember: Remember) {
+            self.rule = rule
+            self.index = index
+            self.grant = grant
+            self.remember = remember
         }
     }
 
@@ -176,6 +222,20 @@ public struct AgentRules: Sendable, Equatable {
         /// `ProxyRules.defaultPathPrefixes`).
         case proxy(methods: [String], prefixes: [String])
 
+        /// The grant as an `allow` or `ask` line writes it, after that word.
+        public var text: String {
+            func line(_ word: String, _ values: [String]) -> String { ([word] + values).joined(separator: " ") }
+            switch self {
+            case .token(let patterns): return line("token", patterns)
+            case .status: return "status"
+            case .gitGet(let patterns): return line("git-get", patterns)
+            case .dockerGet(let patterns): return line("docker-get", patterns)
+            case .list: return "list"
+            case .write: return "write"
+            case .proxy(let methods, let prefixes): return line("proxy", methods + prefixes)
+            }
+        }
+
         func covers(_ operation: Operation) -> Bool {
             switch (self, operation) {
             case (.token(let patterns), .token(let account)):
@@ -214,11 +274,15 @@ public struct AgentRules: Sendable, Equatable {
         public var decidedBy: String
         /// Why, in a few words, when refused.
         public var reason: String
+        /// The question to put to the user, when the rule that decided asks rather than allows:
+        /// the operation is refused unless the user says yes (docs/agent.md, "Asking the user").
+        public var ask: Ask?
 
-        public init(allowed: Bool, decidedBy: String, reason: String) {
+        public init(allowed: Bool, decidedBy: String, reason: String, ask: Ask? = nil) {
             self.allowed = allowed
             self.decidedBy = decidedBy
             self.reason = reason
+            self.ask = ask
         }
     }
 
@@ -242,10 +306,17 @@ public struct AgentRules: Sendable, Equatable {
             return Decision(allowed: false, decidedBy: "identity", reason: distrust)
         }
         if let rule = rules.first(where: { $0.matches(caller, on: socket) }) {
-            let allowed = rule.grants(operation)
+            if rule.grants(operation) {
+                return Decision(allowed: true, decidedBy: "rule \(rule.name)", reason: "granted")
+            }
+            if let index = rule.asks.firstIndex(where: { $0.covers(operation) }) {
+                return Decision(
+                    allowed: false, decidedBy: "rule \(rule.name)", reason: "rule \(rule.name) asks the user first",
+                    ask: Ask(
+                        rule: rule.name, index: index, grant: "ask " + rule.asks[index].text, remember: rule.remember))
+            }
             return Decision(
-                allowed: allowed, decidedBy: "rule \(rule.name)",
-                reason: allowed ? "granted" : "rule \(rule.name) does not grant \(operation)")
+                allowed: false, decidedBy: "rule \(rule.name)", reason: "rule \(rule.name) does not grant \(operation)")
         }
         guard socket == .main else {
             return Decision(
@@ -300,6 +371,8 @@ public struct AgentRules: Sendable, Equatable {
         let bytes = Array(text)
         var rules: [Rule] = []
         var names: Set<String> = []
+        /// The rules that have their `remember` line.
+        var remembers: Set<Int> = []
         /// The line of the current rule's `rule NAME`.
         var ruleLine = 0
         func requireCondition() throws(ParseError) {
@@ -332,7 +405,7 @@ public struct AgentRules: Sendable, Equatable {
                 throw ParseError(line: number, "an indented line comes before any 'rule NAME'")
             }
             let values = Array(words.dropFirst())
-            if keyword != "allow" {
+            if keyword != "allow" && keyword != "ask" && keyword != "remember" {
                 if keyword == "any-caller" {
                     guard values.isEmpty else { throw ParseError(line: number, "'any-caller' takes no value") }
                     guard rules[rules.count - 1].conditions.isEmpty else {
@@ -350,24 +423,40 @@ public struct AgentRules: Sendable, Equatable {
                 continue
             }
             switch keyword {
-            case "allow":
-                guard let what = values.first else { throw ParseError(line: number, "'allow' needs what it allows") }
+            case "remember":
+                guard !remembers.contains(rules.count - 1) else {
+                    throw ParseError(line: number, "a rule takes one 'remember' line")
+                }
+                guard values.count == 2, let idle = AuditDuration.seconds(values[0]),
+                    let cap = AuditDuration.seconds(values[1]), cap <= Remember.maximumSeconds, idle <= cap
+                else {
+                    throw ParseError(
+                        line: number,
+                        "'remember' takes an idle time and a cap, such as 'remember 10m 12h': the idle time at most "
+                            + "the cap, the cap at most 7d")
+                }
+                remembers.insert(rules.count - 1)
+                rules[rules.count - 1].remember = Remember(idleSeconds: idle, capSeconds: cap)
+            case "allow", "ask":
+                guard let what = values.first else {
+                    throw ParseError(line: number, "'\(keyword)' needs what it \(keyword)s for")
+                }
                 let patterns = Array(values.dropFirst())
                 let grant: Grant
                 switch what {
                 case "token":
                     guard !patterns.isEmpty else {
-                        throw ParseError(line: number, "'allow token' needs environment IDs (or *)")
+                        throw ParseError(line: number, "'\(keyword) token' needs environment IDs (or *)")
                     }
                     grant = .token(patterns)
                 case "git-get":
                     guard !patterns.isEmpty else {
-                        throw ParseError(line: number, "'allow git-get' needs hosts (or *)")
+                        throw ParseError(line: number, "'\(keyword) git-get' needs hosts (or *)")
                     }
                     grant = .gitGet(patterns)
                 case "docker-get":
                     guard !patterns.isEmpty else {
-                        throw ParseError(line: number, "'allow docker-get' needs registries (or *)")
+                        throw ParseError(line: number, "'\(keyword) docker-get' needs registries (or *)")
                     }
                     grant = .dockerGet(patterns)
                 case "proxy":
@@ -378,14 +467,14 @@ public struct AgentRules: Sendable, Equatable {
                             guard ProxyRules.isAllowed(path: value[...], prefixes: [value]) else {
                                 throw ParseError(
                                     line: number,
-                                    "'allow proxy' takes path prefixes without dot segments or encoded slashes")
+                                    "'\(keyword) proxy' takes path prefixes without dot segments or encoded slashes")
                             }
                             prefixes.append(value)
                         } else {
                             guard ProxyRules.defaultMethods.contains(value) else {
                                 throw ParseError(
                                     line: number,
-                                    "'allow proxy' takes methods ("
+                                    "'\(keyword) proxy' takes methods ("
                                         + ProxyRules.defaultMethods.joined(separator: ", ")
                                         + ") and path prefixes starting with /")
                             }
@@ -394,18 +483,24 @@ public struct AgentRules: Sendable, Equatable {
                     }
                     grant = .proxy(methods: methods, prefixes: prefixes)
                 case "status", "list", "write":
-                    guard patterns.isEmpty else { throw ParseError(line: number, "'allow \(what)' takes no value") }
+                    guard patterns.isEmpty else {
+                        throw ParseError(line: number, "'\(keyword) \(what)' takes no value")
+                    }
                     grant = what == "status" ? .status : what == "list" ? .list : .write
                 default:
                     throw ParseError(
-                        line: number, "'allow' takes token, git-get, docker-get, proxy, status, list or write")
+                        line: number, "'\(keyword)' takes token, git-get, docker-get, proxy, status, list or write")
                 }
-                rules[rules.count - 1].grants.append(grant)
+                if keyword == "allow" {
+                    rules[rules.count - 1].grants.append(grant)
+                } else {
+                    rules[rules.count - 1].asks.append(grant)
+                }
             default:
                 throw ParseError(
                     line: number,
                     "unknown word: a rule holds uid, user-namespace, container, cgroup, flatpak, unit, exe, socket, "
-                        + "any-caller and allow lines")
+                        + "any-caller, allow, ask and remember lines")
             }
         }
         try requireCondition()

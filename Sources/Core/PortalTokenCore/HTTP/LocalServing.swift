@@ -22,6 +22,9 @@ public protocol LocalExchange: HTTPBodySource, HTTPResponseSink {
     /// whose body streams): its connection is then not ended to make room for a new one while it
     /// waits on the client (docs/agent.md, "Connections").
     func admit()
+    /// Tells an HTTP/1.1 client, before the answer, that it is to wait (`102 Processing` with
+    /// `headers`); nothing once the answer has begun, or to an HTTP/1.0 client.
+    func inform(_ headers: [HTTPHeader])
 }
 
 extension HTTPBodySource {
@@ -57,4 +60,10 @@ public protocol LocalStreamingServer: AnyObject, Sendable {
     /// Serves on this thread until `stop`.
     func run(_ handler: @escaping LocalStreamHandler) throws
     func stop()
+}
+
+extension HTTPHeader {
+    /// The header of the agent's `102 Processing` (docs/agent.md, "Asking the user"): how many
+    /// milliseconds it may hold the request while it asks its user, which its client waits too.
+    public static let askingMilliseconds = "Portal-Token-Asking-Ms"
 }

@@ -110,6 +110,9 @@ public struct Setting: Sendable, Hashable {
     public static let httpTimeout = Setting(key: "http-timeout-ms", environment: "PORTAL_TOKEN_HTTP_TIMEOUT_MS")
     /// Bound on each exchange of client mode with the agent, connection included; default 10000 ms.
     public static let agentTimeout = Setting(key: "agent-timeout-ms", environment: "PORTAL_TOKEN_AGENT_TIMEOUT_MS")
+    /// How long the agent holds a request while it asks the user (an `ask` rule, docs/agent.md,
+    /// "Asking the user"); default 30000 ms. Unanswered by then, the request is refused.
+    public static let askTimeout = Setting(key: "ask-timeout-ms", environment: "PORTAL_TOKEN_ASK_TIMEOUT_MS")
     /// A PEM file of CA certificates trusted in addition to the system's (a test CA, a
     /// corporate TLS-intercepting proxy). Verification itself can never be turned off.
     public static let caBundle = Setting(key: "ca-bundle", environment: "PORTAL_TOKEN_CA_BUNDLE")
@@ -171,7 +174,8 @@ public struct Setting: Sendable, Hashable {
         fileTPMRecovery,
         onSessionInvalidated,
         keyringTimeout, keyCacheTimeout, keyCacheMax, trace, httpConnectTimeout, httpTimeout, agentTimeout,
-        caBundle, vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix, vaultRoleID,
+        askTimeout, caBundle, vaultAddress, vaultTokenFile, vaultCACert, vaultNamespace, vaultMount, vaultPathPrefix,
+        vaultRoleID,
         vaultSecretIDFile, vaultAppRoleMount, vaultCacheSeconds, vaultAllowHTTP, auditLog, auditLogMaxBytes,
         auditJournal,
     ]

@@ -117,6 +117,24 @@ public enum Sodium {
         return digest
     }
 
+    /// SHA-256 of the bytes `next` writes into its buffer, chunk by chunk: it returns how many
+    /// it wrote, 0 at the end, or a negative number on failure (then the result is nil).
+    public static func sha256(streaming next: (UnsafeMutableRawBufferPointer) -> Int) -> [UInt8]? {
+        precondition(ready, "libsodium could not be initialised")
+        var state = crypto_hash_sha256_state()
+        _ = crypto_hash_sha256_init(&state)
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { next($0) }
+            if count < 0 { return nil }
+            if count == 0 { break }
+            _ = crypto_hash_sha256_update(&state, chunk, UInt64(count))
+        }
+        var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        _ = crypto_hash_sha256_final(&state, &digest)
+        return digest
+    }
+
     /// HMAC (RFC 2104) over SHA-256, in libsodium's streaming form, which takes a key of any
     /// length as RFC 2104 does.
     public static func hmacSHA256(_ message: [UInt8], key: [UInt8]) -> [UInt8] {

@@ -1,0 +1,305 @@
+import Foundation
+import PortalTokenTestSupport
+import Testing
+
+/// An agent whose rules ask, on a private session bus where contrib/testing/notification-server.py
+/// stands in for the desktop: it records every notification and answers as told.
+final class ConsentHarness: @unchecked Sendable {
+    let agent: AgentHarness
+    let bus: PrivateKeyring?
+    let server: pid_t?
+    let token: String
+    var directory: String { agent.scratch + "/notifications" }
+
+    static let serverScript = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("contrib/testing/notification-server.py").path
+
+    /// `rule` holds the rule's conditions and grant lines, without its `rule` line; with `desktop`
+    /// false the agent has no session bus at all, as on a server.
+    init(rule: String, askTimeoutMilliseconds: Int = 20_000, desktop: Bool = true) throws {
+        agent = try AgentHarness(rules: "rule asked\n" + rule, start: false)
+        mkdir(agent.scratch + "/notifications", 0o700)
+        if desktop {
+            let bus = try PrivateKeyring(withKeyring: false)
+            self.bus = bus
+            server = try ProcessRunner.spawn(
+                "/usr/bin/python3", [Self.serverScript, agent.scratch + "/notifications"],
+                environment: bus.environment, stderr: agent.scratch + "/notifications/server.log")
+            let deadline = Date().addingTimeInterval(15)
+            while !FileManager.default.fileExists(atPath: agent.scratch + "/notifications/ready") {
+                guard Date() < deadline else {
+                    let log =
+                        (try? String(contentsOfFile: agent.scratch + "/notifications/server.log", encoding: .utf8))
+                    throw ConsentSetupFailure("the notification server did not start: \(log ?? "")")
+                }
+                usleep(20_000)
+            }
+        } else {
+            bus = nil
+            server = nil
+        }
+        try agent.start(environmentChanges: [
+            "DBUS_SESSION_BUS_ADDRESS": bus?.busAddress, "PORTAL_TOKEN_ASK_TIMEOUT_MS": String(askTimeoutMilliseconds),
+        ])
+        token = try agent.signIn()
+    }
+
+    deinit {
+        agent.stop()
+        if let server {
+            kill(server, SIGKILL)
+            _ = waitpid(server, nil, 0)
+        }
+    }
+
+    /// What the notification server does with the next notifications.
+    func answer(_ action: String) throws {
+        try action.write(toFile: directory + "/answer", atomically: true, encoding: .utf8)
+    }
+
+    /// Every notification shown so far.
+    var notifications: [[String: Any]] {
+        let text = (try? String(contentsOfFile: directory + "/notifications.jsonl", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    /// A caller of its own: a copy of portal-token under another name (the agent keeps an
+    /// answer for the executable's path and contents).
+    func caller(_ name: String) throws -> String {
+        let path = agent.scratch + "/bin/" + name
+        // Copied by cp, so that no descriptor of the test process, inherited by a child another
+        // test starts meanwhile, holds the copy open for writing (exec would fail, ETXTBSY).
+        if !FileManager.default.fileExists(atPath: path) {
+            let copied = try ProcessRunner.run("/bin/cp", [ProcessRunner.portalTokenPath, path])
+            guard copied.exitCode == 0 else { throw ConsentSetupFailure("cp failed: \(copied.stderr)") }
+        }
+        return path
+    }
+
+    /// `CALLER token` in client mode.
+    func token(by caller: String, environment changes: [String: String] = [:]) throws -> ProcessResult {
+        var environment = agent.clientEnvironment()
+        for (name, value) in changes { environment[name] = value }
+        return try ProcessRunner.run(caller, ["token"], environment: environment, timeout: 60)
+    }
+
+    /// `portal-token approve ARGUMENTS` as the agent's own user.
+    func approve(_ arguments: [String] = []) throws -> ProcessResult {
+        try agent.client(["approve"] + arguments)
+    }
+
+    /// Waits until the agent lists `count` open questions; their ids.
+    func waitForQuestions(_ count: Int = 1, timeout: Double = 15) throws -> [String] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let listed = try approve()
+            let ids = listed.stdout.split(separator: "\n").compactMap { line -> String? in
+                guard line.hasPrefix("q"), let colon = line.firstIndex(of: ":") else { return nil }
+                return String(line[..<colon])
+            }
+            if ids.count >= count { return ids }
+            guard Date() < deadline else {
+                throw ConsentSetupFailure("no question was asked: \(listed.stdout)\(agent.log)")
+            }
+            usleep(50_000)
+        }
+    }
+}
+
+@Suite("asking the user: ask rules, the desktop notification and portal-token approve", .serialized)
+struct ConsentTests {
+    @Test("allow serves the request; the answer is kept for that caller for the idle time, and at most the cap")
+    func allowIdleAndCap() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n    remember 3s 6s\n")
+        try harness.answer("allow")
+        let caller = try harness.caller("caller-a")
+        let first = try harness.token(by: caller)
+        #expect(first.exitCode == 0 && first.stdout == harness.token + "\n", "\(first.stderr)")
+        let shown = try #require(harness.notifications.first)
+        #expect(harness.notifications.count == 1)
+        #expect(shown["actions"] as? [String] == ["allow", "Allow", "deny", "Deny"])
+        #expect((shown["body"] as? String)?.contains("exe \(caller)") == true, "\(shown)")
+        #expect((shown["body"] as? String)?.contains("rule asked") == true)
+        for field in ["summary", "body"] {
+            let text = shown[field] as? String ?? ""
+            #expect(!text.contains(harness.token.prefix(8)), "the token is in the notification's \(field)")
+        }
+        // Within the idle time: no question.
+        let again = try harness.token(by: caller)
+        #expect(again.exitCode == 0 && harness.notifications.count == 1, "\(again.stderr)")
+        // Another caller is asked for itself.
+        #expect(try harness.token(by: try harness.caller("caller-b")).exitCode == 0)
+        #expect(harness.notifications.count == 2)
+        // Past the idle time: asked again.
+        sleep(4)
+        #expect(try harness.token(by: caller).exitCode == 0)
+        #expect(harness.notifications.count == 3)
+        // Used every second, the answer still ends at the cap, 6 s after it was given.
+        let answered = Date()
+        while Date().timeIntervalSince(answered) < 5.0 {
+            usleep(900_000)
+            #expect(try harness.token(by: caller).exitCode == 0)
+        }
+        #expect(harness.notifications.count == 3, "asked again before the cap")
+        while Date().timeIntervalSince(answered) < 6.5 { usleep(200_000) }
+        #expect(try harness.token(by: caller).exitCode == 0)
+        #expect(harness.notifications.count == 4, "not asked again at the cap")
+        #expect(!harness.agent.log.contains(harness.token.prefix(8)))
+    }
+
+    @Test("deny refuses with 403 'not approved' and is kept; agent --forget drops it")
+    func denyIsRemembered() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n")
+        try harness.answer("deny")
+        let caller = try harness.caller("caller-denied")
+        let denied = try harness.token(by: caller)
+        #expect(denied.exitCode == 4 && denied.stdout.isEmpty)
+        #expect(denied.stderr.contains("not approved: the user denied it"), "\(denied.stderr)")
+        #expect(denied.stderr.contains("portal-token approve"), "\(denied.stderr)")
+        let kept = try harness.token(by: caller)
+        #expect(kept.exitCode == 4 && kept.stderr.contains("kept from earlier"), "\(kept.stderr)")
+        #expect(harness.notifications.count == 1)
+        // Refusals and approvals are kept apart: forgetting drops the refusal, and the next
+        // request is asked about again.
+        let forgot = try harness.agent.client(["agent", "--forget"])
+        #expect(forgot.exitCode == 0 && forgot.stderr.contains("forgot 0 approvals and 1 refusal"), "\(forgot.stderr)")
+        try harness.answer("allow")
+        #expect(try harness.token(by: caller).exitCode == 0)
+        #expect(harness.notifications.count == 2)
+    }
+
+    @Test("a proxied request a rule asks about waits for the answer (curl takes the agent's 102), then is served")
+    func askedProxy() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask proxy GET /api/v3/clients/me\n")
+        try harness.answer("allow")
+        for round in 1...2 {
+            let curl = try AgentProxyTests.curl(harness.agent.socket)
+            #expect(curl.stdout.contains("HTTP/1.1 102 Processing") == (round == 1), "round \(round): \(curl.stdout)")
+            #expect(curl.stdout.hasSuffix("status=200\n"), "round \(round): \(curl.stdout) \(harness.agent.log)")
+            #expect(harness.notifications.count == 1, "round \(round)")
+        }
+        try harness.answer("deny")
+        #expect(try harness.agent.client(["agent", "--forget"]).exitCode == 0)
+        let refused = try AgentProxyTests.curl(harness.agent.socket)
+        #expect(refused.stdout.hasSuffix("status=403\n"), "\(refused.stdout)")
+        #expect(refused.stdout.contains("not approved: the user denied it"), "\(refused.stdout)")
+        #expect(harness.notifications.count == 2)
+    }
+
+    @Test("10 concurrent requests of one caller make one question, which portal-token approve answers for all")
+    func concurrentRequestsOneQuestion() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n")
+        try harness.answer("none")
+        let caller = try harness.caller("caller-many")
+        let waiting = try (0..<10).map { _ in
+            try RunningProcess(caller, ["token"], environment: harness.agent.clientEnvironment())
+        }
+        let ids = try harness.waitForQuestions()
+        // Give every request its time to arrive and join the question.
+        usleep(500_000)
+        #expect(try harness.waitForQuestions() == ids)
+        #expect(ids.count == 1)
+        let approved = try harness.approve([ids[0]])
+        #expect(approved.exitCode == 0 && approved.stderr.contains("question \(ids[0]): allowed"), "\(approved.stderr)")
+        for request in waiting {
+            let result = try request.finish(timeout: 30)
+            #expect(result.exitCode == 0 && result.stdout == harness.token + "\n", "\(result.stderr)")
+        }
+        #expect(harness.notifications.count == 1)
+        // The notification answered elsewhere is taken away.
+        let closed = (try? String(contentsOfFile: harness.directory + "/closed", encoding: .utf8)) ?? ""
+        #expect(closed == "1\n", "\(closed)")
+        // The same question cannot be answered twice.
+        #expect(try harness.approve(["--deny", ids[0]]).exitCode == 1)
+    }
+
+    @Test(
+        "no answer within the bound: 403 'not approved', nothing kept; a forged answer from another client is ignored"
+    )
+    func unansweredAndForged() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n", askTimeoutMilliseconds: 2500)
+        try harness.answer("none")
+        let caller = try harness.caller("caller-slow")
+        // The client's own bound (1 s) is shorter than the question's: the agent's 102 says to wait.
+        let request = try RunningProcess(
+            caller, ["token"],
+            environment: harness.agent.clientEnvironment().merging(["PORTAL_TOKEN_AGENT_TIMEOUT_MS": "1000"]) { $1 })
+        let deadline = Date().addingTimeInterval(10)
+        while harness.notifications.isEmpty && Date() < deadline { usleep(20_000) }
+        let id = try #require(harness.notifications.first?["id"] as? Int)
+        // Any client of the session bus can emit the server's signal; only the server's counts.
+        let bus = try #require(harness.bus)
+        let forged = try ProcessRunner.run(
+            "/usr/bin/gdbus",
+            [
+                "emit", "--session", "--object-path", "/org/freedesktop/Notifications", "--signal",
+                "org.freedesktop.Notifications.ActionInvoked", "uint32 \(id)", "allow",
+            ], environment: bus.environment, timeout: 10)
+        #expect(forged.exitCode == 0, "\(forged.stderr)")
+        let result = try request.finish(timeout: 30)
+        #expect(result.exitCode == 4 && result.stdout.isEmpty, "\(result.stderr)")
+        #expect(result.stderr.contains("not approved: no answer within 2 s"), "\(result.stderr)")
+        #expect(!result.stderr.contains("did not answer within"), "\(result.stderr)")
+        // Nothing was kept: the next request is asked about again.
+        try harness.answer("allow")
+        #expect(try harness.token(by: caller).exitCode == 0)
+        #expect(harness.notifications.count == 2)
+    }
+
+    @Test("with no desktop, portal-token approve answers over a terminal; a sandboxed caller cannot answer itself")
+    func terminalRoute() throws {
+        let harness = try ConsentHarness(rule: "    user-namespace other\n    ask token *\n", desktop: false)
+        let request = try RunningProcess(
+            "/usr/bin/unshare",
+            ["-Urpf", "--mount-proc", try AgentHarness.denyKeyctl(), ProcessRunner.portalTokenPath, "token"],
+            environment: harness.agent.clientEnvironment())
+        let ids = try harness.waitForQuestions()
+        #expect(harness.agent.log.contains("is not on the desktop (no session bus"), "\(harness.agent.log)")
+        // The sandbox asking cannot answer for itself, nor list the questions.
+        for arguments in [["approve", ids[0]], ["approve"]] {
+            let itself = try harness.agent.sandboxed([ProcessRunner.portalTokenPath] + arguments)
+            #expect(itself.exitCode == 4, "\(arguments): \(itself.stderr)")
+            #expect(itself.stderr.contains("only the agent's own user"), "\(itself.stderr)")
+        }
+        var environment = harness.agent.clientEnvironment()
+        environment["DISPLAY"] = nil
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        let terminal = try TerminalProcess(ProcessRunner.portalTokenPath, ["approve"], environment: environment)
+        try terminal.waitFor("[a]llow, [d]eny, Enter to leave it: ")
+        #expect(terminal.text.contains("\(ids[0]): uid "), "\(terminal.text)")
+        #expect(terminal.text.contains("asks for the token of environment"), "\(terminal.text)")
+        terminal.type("a\n")
+        try terminal.waitFor("allowed")
+        #expect(try terminal.finish() == 0)
+        let served = try request.finish(timeout: 30)
+        #expect(served.exitCode == 0 && served.stdout == harness.token + "\n", "\(served.stderr)")
+    }
+
+    @Test("check-rules names a rule that asks; a rules file's ask and remember lines are checked")
+    func checkRules() throws {
+        let harness = try ConsentHarness(
+            rule: "    any-caller\n    ask git-get github.com\n    remember 5m 1h\n", desktop: false)
+        let checked = try harness.agent.client([
+            "agent", "--check-rules", "--caller", "uid=\(getuid())", "--asks", "git-get github.com",
+            harness.agent.rulesPath,
+        ])
+        #expect(checked.exitCode == 1)
+        #expect(
+            checked.stdout.contains(
+                "asks the user first: rule asked's 'ask git-get github.com' (an answer is kept 5m idle, 1h at most)"),
+            "\(checked.stdout)")
+        try harness.agent.write(rules: "rule asked\n    any-caller\n    remember 2h 1h\n")
+        let wrong = try harness.agent.client(["agent", "--check-rules", harness.agent.rulesPath])
+        #expect(
+            wrong.exitCode == 2 && wrong.stderr.contains("line 3: 'remember' takes an idle time and a cap"),
+            "\(wrong.stderr)")
+    }
+}
+
+struct ConsentSetupFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,113 @@
+import PortalTokenCore
+import Testing
+
+/// `ask` and `remember` lines, and what the agent keeps of the user's answers.
+@Suite("asking the user: ask rules and kept answers")
+struct ConsentMemoryTests {
+    static let sandbox = CallerIdentity(
+        uid: 1000, gid: 1000, pid: 4343, sameUserNamespace: false, cgroup: "/user.slice", executable: "/usr/bin/tool")
+
+    @Test("an ask line grants nothing by itself: the decision carries the question, an allow line still allows")
+    func askDecisions() throws {
+        let rules = try AgentRules.parse(
+            """
+            rule sandbox
+                user-namespace other
+                allow status
+                ask token env-prod
+                ask proxy GET /api/v3/clients/me
+                remember 5m 1h
+
+            """.utf8)
+        let rule = try #require(rules.rules.first)
+        #expect(rule.asks == [.token(["env-prod"]), .proxy(methods: ["GET"], prefixes: ["/api/v3/clients/me"])])
+        #expect(rule.remember == AgentRules.Remember(idleSeconds: 300, capSeconds: 3600))
+        let token = rules.decide(.token(environment: "env-prod"), for: Self.sandbox, on: .main, agentUID: 1000)
+        #expect(!token.allowed)
+        #expect(
+            token.ask == AgentRules.Ask(rule: "sandbox", index: 0, grant: "ask token env-prod", remember: rule.remember)
+        )
+        let proxied = rules.decide(
+            .proxy(method: "GET", path: "/api/v3/clients/me"), for: Self.sandbox, on: .main, agentUID: 1000)
+        #expect(proxied.ask?.index == 1 && proxied.ask?.grant == "ask proxy GET /api/v3/clients/me")
+        // What no line covers is refused unasked; what an allow line covers is allowed unasked.
+        let other = rules.decide(.token(environment: "env-dev"), for: Self.sandbox, on: .main, agentUID: 1000)
+        #expect(!other.allowed && other.ask == nil)
+        let status = rules.decide(.status, for: Self.sandbox, on: .main, agentUID: 1000)
+        #expect(status.allowed && status.ask == nil)
+        // The restricted socket still never writes, whatever a rule asks.
+        let writes = try AgentRules.parse("rule w\n    any-caller\n    ask write\n".utf8)
+        let write = writes.decide(.write, for: Self.sandbox, on: .restricted, agentUID: 1000)
+        #expect(!write.allowed && write.ask == nil)
+        // Without a remember line, 1Password's defaults: 10 minutes idle, 12 hours at most.
+        #expect(writes.rules[0].remember == AgentRules.Remember(idleSeconds: 600, capSeconds: 43_200))
+    }
+
+    @Test("ask and remember lines are read strictly, naming the line")
+    func strictLines() {
+        for (text, line, words) in [
+            ("rule a\n  any-caller\n  ask\n", 3, "'ask' needs"),
+            ("rule a\n  any-caller\n  ask token\n", 3, "'ask token'"),
+            ("rule a\n  any-caller\n  ask proxy /a/../b\n", 3, "dot segments"),
+            ("rule a\n  any-caller\n  remember 10m\n", 3, "'remember' takes"),
+            ("rule a\n  any-caller\n  remember 2h 1h\n", 3, "idle time at most the cap"),
+            ("rule a\n  any-caller\n  remember 1m 8d\n", 3, "at most 7d"),
+            ("rule a\n  any-caller\n  remember 1m 1h\n  remember 1m 1h\n", 4, "one 'remember' line"),
+            ("rule a\n  any-caller\n  remember ten 1h\n", 3, "'remember' takes"),
+        ] {
+            do {
+                _ = try AgentRules.parse(text.utf8)
+                Issue.record("accepted: \(text.debugDescription)")
+            } catch {
+                #expect(error.line == line, "\(text.debugDescription)")
+                #expect(error.message.contains(words), "\(error.message)")
+            }
+        }
+    }
+
+    @Test("an answer stands until its idle time passes without use, and at most its cap; refusals apart")
+    func idleAndCap() {
+        var memory = ConsentMemory()
+        let key = ConsentMemory.Key(rule: "r", index: 0, caller: "c")
+        let other = ConsentMemory.Key(rule: "r", index: 1, caller: "c")
+        let remember = AgentRules.Remember(idleSeconds: 10, capSeconds: 25)
+        #expect(memory.answer(for: key, at: 0) == nil)
+        memory.record(.allow, for: key, remember: remember, at: 0)
+        #expect(memory.answer(for: other, at: 1) == nil)
+        // Each use moves the idle time on, never the cap.
+        for now in stride(from: Int64(9_000), through: 24_000, by: 5_000) {
+            #expect(memory.answer(for: key, at: now) == .allow, "\(now)")
+        }
+        #expect(memory.answer(for: key, at: 25_000) == nil)
+        #expect(memory.answer(for: key, at: 25_001) == nil)
+        // Idle: 10 s without a use.
+        memory.record(.allow, for: key, remember: remember, at: 30_000)
+        #expect(memory.answer(for: key, at: 39_999) == .allow)
+        #expect(memory.answer(for: key, at: 50_000) == nil)
+        // A refusal replaces an approval, and is counted apart.
+        memory.record(.allow, for: key, remember: remember, at: 60_000)
+        memory.record(.deny, for: other, remember: remember, at: 60_000)
+        #expect(memory.count(at: 60_001) == (approvals: 1, refusals: 1))
+        memory.record(.deny, for: key, remember: remember, at: 61_000)
+        #expect(memory.answer(for: key, at: 62_000) == .deny)
+        #expect(memory.count(at: 62_000) == (approvals: 0, refusals: 2))
+        #expect(memory.forget() == (approvals: 0, refusals: 2))
+        #expect(memory.answer(for: key, at: 62_001) == nil)
+        // remember 0s 0s keeps nothing: every request asks.
+        memory.record(.allow, for: key, remember: AgentRules.Remember(idleSeconds: 0, capSeconds: 0), at: 70_000)
+        #expect(memory.answer(for: key, at: 70_000) == nil)
+    }
+
+    @Test("the caller an answer is kept for is the kernel's: unnamed when its process or executable is not known")
+    func callerKeys() {
+        var caller = Self.sandbox
+        let key = ConsentMemory.callerKey(caller, executableDigest: "ab12")
+        #expect(key?.contains("exe /usr/bin/tool sha256 ab12") == true)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "cd34") != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: nil) == nil)
+        caller.cgroup = "/system.slice/docker-" + String(repeating: "a", count: 64) + ".scope"
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12") != key)
+        caller.pidVerified = false
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12") == nil)
+    }
+}
