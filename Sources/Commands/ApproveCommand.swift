@@ -17,8 +17,8 @@ struct ApproveCommand: Command {
         what it asks, the rule, and how long the answer would be kept); on a terminal
         it then asks about each in turn: a allows, d denies, Enter leaves it. With an
         ID it allows that question, or denies it with --deny. An answer is kept for
-        that caller (its uid, user namespace, container, unit, Flatpak app, and its
-        executable with the SHA-256 of its contents) for the rule's idle time and cap
+        that caller (its uid, user and mount namespaces, container, unit, Flatpak app,
+        and its executable with the SHA-256 of its contents) for the rule's idle time and cap
         (remember IDLE CAP; 10m and 12h unless the rule says); portal-token agent
         --forget drops every kept answer.
 

@@ -62,6 +62,9 @@ package struct CallerPolicy: Sendable {
                 + (kept ? " (an answer kept from earlier; 'portal-token agent --forget' drops it)" : "")
         case .unanswered:
             decision.reason = "not approved: no answer within \(consent.boundMilliseconds / 1000) s"
+        case .tooMany:
+            decision.reason =
+                "not approved: \(ConsentBroker.maximumOpenQuestions) questions already wait for the user's answer"
         case .unnamed:
             decision.reason =
                 "not approved: the caller's process or executable could not be read, so no answer can be asked "

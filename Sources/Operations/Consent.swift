@@ -66,6 +66,20 @@ package final class ConsentBroker: Sendable {
         case unanswered
         /// The caller cannot be named well enough to keep an answer for it: refused unasked.
         case unnamed
+        /// `maximumOpenQuestions` wait already: refused unasked.
+        case tooMany
+    }
+
+    /// The most questions open at once.
+    package static let maximumOpenQuestions = 16
+
+    /// `/proc/PID/ns/mnt`'s link (`mnt:[INODE]`); nil when it cannot be read.
+    static func mountNamespace(of pid: Int32) -> String? {
+        guard pid > 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = readlink("/proc/\(pid)/ns/mnt", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The default bound on a question: about what a person needs to notice and answer it.
@@ -125,14 +139,19 @@ package final class ConsentBroker: Sendable {
     package func ask(
         _ ask: AgentRules.Ask, operation: AgentRules.Operation, caller: CallerIdentity, waiting: () -> Void
     ) -> Outcome {
-        guard let name = ConsentMemory.callerKey(caller, executableDigest: digests.digest(of: caller.pid)) else {
-            return .unnamed
-        }
+        guard
+            let name = ConsentMemory.callerKey(
+                caller, executableDigest: digests.digest(of: caller.pid),
+                mountNamespace: Self.mountNamespace(of: caller.pid))
+        else { return .unnamed }
         let key = ConsentMemory.Key(rule: ask.rule, index: ask.index, caller: name)
         let now = now()
         let step = state.withLock { state -> (kept: ConsentMemory.Answer?, asked: Asked?, new: Bool) in
             if let kept = state.memory.answer(for: key, at: now) { return (kept, nil, false) }
             if let open = state.open[key] { return (nil, open, false) }
+            // Callers that make themselves new (a copy of a program each time) cannot flood the
+            // desktop: past this many open questions, a new one is refused unasked.
+            guard state.byID.count < Self.maximumOpenQuestions else { return (nil, nil, false) }
             let question = Question(
                 id: Self.newID(), caller: caller.description, operation: operation.description, rule: ask.rule,
                 grant: ask.grant, remember: ask.remember,
@@ -143,7 +162,7 @@ package final class ConsentBroker: Sendable {
             return (nil, asked, true)
         }
         if let kept = step.kept { return kept == .allow ? .approved(remembered: true) : .denied(remembered: true) }
-        guard let asked = step.asked else { return .unanswered }
+        guard let asked = step.asked else { return .tooMany }
         waiting()
         if step.new {
             log(

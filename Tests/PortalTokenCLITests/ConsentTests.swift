@@ -150,6 +150,43 @@ struct ConsentTests {
         #expect(!harness.agent.log.contains(harness.token.prefix(8)))
     }
 
+    @Test("a sandbox sharing the caller's program, uid and cgroup but not its mounts is asked for itself")
+    func mountNamespaceNamesTheCaller() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n")
+        try harness.answer("allow")
+        let caller = try harness.caller("caller-mounts")
+        #expect(try harness.token(by: caller).exitCode == 0)
+        #expect(harness.notifications.count == 1)
+        // bwrap as root makes a mount namespace and no user namespace: only the mounts differ.
+        let sandboxed = try ProcessRunner.run(
+            "/usr/bin/bwrap", ["--dev-bind", "/", "/", caller, "token"], environment: harness.agent.clientEnvironment(),
+            timeout: 60)
+        #expect(sandboxed.exitCode == 0 && sandboxed.stdout == harness.token + "\n", "\(sandboxed.stderr)")
+        #expect(harness.notifications.count == 2, "the sandbox was served on the answer given to the host's caller")
+    }
+
+    @Test("at most 16 questions are open at once: a 17th caller is refused unasked, with no notification")
+    func openQuestionsAreBounded() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n", askTimeoutMilliseconds: 6000)
+        try harness.answer("none")
+        // Each in a mount namespace of its own: 17 callers of one program.
+        let sandbox = ["--dev-bind", "/", "/", ProcessRunner.portalTokenPath, "token"]
+        let waiting = try (0..<16).map { _ in
+            try RunningProcess("/usr/bin/bwrap", sandbox, environment: harness.agent.clientEnvironment())
+        }
+        #expect(try harness.waitForQuestions(16).count == 16)
+        let refused = try ProcessRunner.run(
+            "/usr/bin/bwrap", sandbox, environment: harness.agent.clientEnvironment(), timeout: 30)
+        #expect(refused.exitCode == 4, "\(refused.stderr)")
+        #expect(refused.stderr.contains("not approved: 16 questions already wait"), "\(refused.stderr)")
+        #expect(refused.duration < 3, "\(refused.duration) s")
+        #expect(harness.notifications.count == 16)
+        for request in waiting {
+            let result = try request.finish(timeout: 30)
+            #expect(result.exitCode == 4 && result.stderr.contains("no answer within 6 s"), "\(result.stderr)")
+        }
+    }
+
     @Test("deny refuses with 403 'not approved' and is kept; agent --forget drops it")
     func denyIsRemembered() throws {
         let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n")

@@ -101,13 +101,16 @@ struct ConsentMemoryTests {
     @Test("the caller an answer is kept for is the kernel's: unnamed when its process or executable is not known")
     func callerKeys() {
         var caller = Self.sandbox
-        let key = ConsentMemory.callerKey(caller, executableDigest: "ab12")
+        let mount = "mnt:[4026531841]"
+        let key = ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount)
         #expect(key?.contains("exe /usr/bin/tool sha256 ab12") == true)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "cd34") != key)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: nil) == nil)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "cd34", mountNamespace: mount) != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: "mnt:[4026532000]") != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: nil, mountNamespace: mount) == nil)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: nil) == nil)
         caller.cgroup = "/system.slice/docker-" + String(repeating: "a", count: 64) + ".scope"
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12") != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount) != key)
         caller.pidVerified = false
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12") == nil)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount) == nil)
     }
 }

@@ -77,17 +77,21 @@ public struct ConsentMemory: Sendable {
         (approvals.values.filter { $0.stands(at: now) }.count, refusals.values.filter { $0.stands(at: now) }.count)
     }
 
-    /// The caller as an answer is kept for: its uid and user namespace, the container, systemd
-    /// unit and Flatpak app that hold it, and its executable with the SHA-256 of its contents,
-    /// all as the kernel tells them. Nil when the process could not be tied to the connection:
+    /// The caller as an answer is kept for: its uid, user and mount namespaces, the container,
+    /// systemd unit and Flatpak app that hold it, and its executable with the SHA-256 of its
+    /// contents, all as the kernel tells them (a sandbox that shares the rest still has a mount
+    /// namespace of its own). Nil when the process could not be tied to the connection or read:
     /// no answer is kept for, or asked of, a caller that cannot be named.
-    public static func callerKey(_ caller: CallerIdentity, executableDigest: String?) -> String? {
+    public static func callerKey(_ caller: CallerIdentity, executableDigest: String?, mountNamespace: String?)
+        -> String?
+    {
         guard caller.pidVerified, caller.distrust == nil, let executable = caller.executable,
-            let executableDigest
+            let executableDigest, let mountNamespace
         else { return nil }
         let placement = caller.placement
         var fields = ["uid \(caller.uid)"]
         fields.append("user-namespace " + (caller.userNamespace.map { String($0) } ?? "unknown"))
+        fields.append("mount-namespace " + mountNamespace)
         fields.append("container " + (placement.containerID.map { (placement.runtime ?? "") + ":" + $0 } ?? "none"))
         fields.append("unit " + (placement.systemdUnit ?? "none"))
         fields.append("flatpak " + (placement.flatpakAppID ?? (caller.hasFlatpakInfo ? "unnamed" : "none")))
