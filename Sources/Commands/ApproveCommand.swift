@@ -17,10 +17,10 @@ struct ApproveCommand: Command {
         what it asks, the rule, and how long the answer would be kept); on a terminal
         it then asks about each in turn: a allows, d denies, Enter leaves it. With an
         ID it allows that question, or denies it with --deny. An answer is kept for
-        that caller (its uid, user and mount namespaces, container, unit, Flatpak app,
-        and its executable with the SHA-256 of its contents) for the rule's idle time and cap
-        (remember IDLE CAP; 10m and 12h unless the rule says); portal-token agent
-        --forget drops every kept answer.
+        that caller (its uid, user namespace, root mount, container, unit, Flatpak
+        app, and its executable with the SHA-256 of its contents) for the rule's idle
+        time and cap (remember IDLE CAP; 10m and 12h unless the rule says);
+        portal-token agent --forget drops every kept answer.
 
         Only the agent's own user, on its main socket and outside any sandbox, may see
         or answer its questions. It asks the agent on PORTAL_TOKEN_AGENT_SOCK (or
@@ -60,8 +60,10 @@ struct ApproveCommand: Command {
         }
         let interactive = streams.inputIsTerminal
         for question in questions {
-            streams.print("\(question.id): \(question.caller)")
-            streams.print("  asks for \(question.operation) (rule \(question.rule), '\(question.grant)')")
+            // What the caller chose (a host, a path) is shown with its control characters escaped.
+            streams.print(TerminalText.escaped("\(question.id): \(question.caller)"))
+            streams.print(
+                TerminalText.escaped("  asks for \(question.operation) (rule \(question.rule), '\(question.grant)')"))
             streams.print(
                 "  an answer is kept for this caller \(ConsentBroker.duration(question.remember.idleSeconds)) idle, "
                     + "\(ConsentBroker.duration(question.remember.capSeconds)) at most; "

@@ -61,16 +61,24 @@ package struct CallerPolicy: Sendable {
                 "not approved: the user denied it"
                 + (kept ? " (an answer kept from earlier; 'portal-token agent --forget' drops it)" : "")
         case .unanswered:
-            decision.reason = "not approved: no answer within \(consent.boundMilliseconds / 1000) s"
-        case .tooMany:
-            decision.reason =
-                "not approved: \(ConsentBroker.maximumOpenQuestions) questions already wait for the user's answer"
+            decision.reason = "not approved: no answer within \(Self.seconds(consent.boundMilliseconds))"
+        case .tooMany(let why):
+            // Refused unasked: what helps is what helps any refusal.
+            decision.reason = "not approved, and not asked: \(why)"
+            decision.ask = nil
         case .unnamed:
             decision.reason =
-                "not approved: the caller's process or executable could not be read, so no answer can be asked "
-                + "or kept for it"
+                "not approved, and not asked: the caller's process could not be tied to its connection or its "
+                + "mounts read, so no answer can be kept for it"
+            decision.ask = nil
         }
         return decision
+    }
+
+    /// `30 s`, `2.5 s`: a bound in milliseconds, in seconds.
+    static func seconds(_ milliseconds: Int) -> String {
+        milliseconds % 1000 == 0
+            ? "\(milliseconds / 1000) s" : "\(milliseconds / 1000).\((milliseconds % 1000) / 100) s"
     }
 
     /// The rules file (`rulesPath`, else `$XDG_CONFIG_HOME/portal-token/agent.rules`) with this

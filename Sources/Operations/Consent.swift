@@ -66,20 +66,26 @@ package final class ConsentBroker: Sendable {
         case unanswered
         /// The caller cannot be named well enough to keep an answer for it: refused unasked.
         case unnamed
-        /// `maximumOpenQuestions` wait already: refused unasked.
-        case tooMany
+        /// Too many questions wait already (`maximumOpenQuestions` in all, `maximumOpenPerGroup`
+        /// of the caller's group), or too many requests on this one: refused unasked.
+        case tooMany(String)
     }
 
-    /// The most questions open at once.
+    /// The most questions open at once, in all and for one group of callers (one uid, user
+    /// namespace, container, unit and Flatpak app: `ConsentMemory.group`), and the most requests
+    /// that wait on one question.
     package static let maximumOpenQuestions = 16
+    package static let maximumOpenPerGroup = 4
+    package static let maximumWaiters = 32
 
-    /// `/proc/PID/ns/mnt`'s link (`mnt:[INODE]`); nil when it cannot be read.
-    static func mountNamespace(of pid: Int32) -> String? {
-        guard pid > 0 else { return nil }
-        var buffer = [CChar](repeating: 0, count: 64)
-        let count = readlink("/proc/\(pid)/ns/mnt", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    /// The caller's root mount (`ConsentMemory.rootMount`), from `/proc/PID/mountinfo`.
+    package static func rootMount(of pid: Int32) -> String? {
+        guard pid >= 0,
+            let bytes = try? FileReading.contents(
+                of: pid == 0 ? "/proc/self/mountinfo" : "/proc/\(pid)/mountinfo",
+                limit: 4 << 20)
+        else { return nil }
+        return ConsentMemory.rootMount(inMountInfo: String(decoding: bytes, as: UTF8.self))
     }
 
     /// The default bound on a question: about what a person needs to notice and answer it.
@@ -89,11 +95,15 @@ package final class ConsentBroker: Sendable {
     private final class Asked: @unchecked Sendable {
         let question: Question
         let key: ConsentMemory.Key
+        let group: String
         var answer: ConsentMemory.Answer?
+        /// The requests that wait on it.
+        var waiters = 1
 
-        init(_ question: Question, key: ConsentMemory.Key) {
+        init(_ question: Question, key: ConsentMemory.Key, group: String) {
             self.question = question
             self.key = key
+            self.group = group
         }
     }
 
@@ -141,30 +151,51 @@ package final class ConsentBroker: Sendable {
     ) -> Outcome {
         guard
             let name = ConsentMemory.callerKey(
-                caller, executableDigest: digests.digest(of: caller.pid),
-                mountNamespace: Self.mountNamespace(of: caller.pid))
+                caller, executableDigest: digests.digest(of: caller.pid), rootMount: Self.rootMount(of: caller.pid))
         else { return .unnamed }
-        let key = ConsentMemory.Key(rule: ask.rule, index: ask.index, caller: name)
+        let key = ConsentMemory.Key(ask, caller: name)
+        let group = ConsentMemory.group(of: caller)
         let now = now()
-        let step = state.withLock { state -> (kept: ConsentMemory.Answer?, asked: Asked?, new: Bool) in
-            if let kept = state.memory.answer(for: key, at: now) { return (kept, nil, false) }
-            if let open = state.open[key] { return (nil, open, false) }
-            // Callers that make themselves new (a copy of a program each time) cannot flood the
-            // desktop: past this many open questions, a new one is refused unasked.
-            guard state.byID.count < Self.maximumOpenQuestions else { return (nil, nil, false) }
+        enum Step {
+            case kept(ConsentMemory.Answer)
+            case wait(Asked, new: Bool)
+            case refused(String)
+        }
+        let step = state.withLock { state -> Step in
+            if let kept = state.memory.answer(for: key, at: now) { return .kept(kept) }
+            if let open = state.open[key] {
+                guard open.waiters < Self.maximumWaiters else {
+                    return .refused("\(Self.maximumWaiters) requests already wait on this caller's question")
+                }
+                open.waiters += 1
+                return .wait(open, new: false)
+            }
+            // Callers that make themselves new (a copy of a program, a mount namespace each time)
+            // can neither flood the desktop nor crowd other callers' questions out.
+            guard state.byID.count < Self.maximumOpenQuestions else {
+                return .refused("\(Self.maximumOpenQuestions) questions already wait for the user's answer")
+            }
+            guard state.byID.values.filter({ $0.group == group }).count < Self.maximumOpenPerGroup else {
+                return .refused("\(Self.maximumOpenPerGroup) questions of callers like this one already wait")
+            }
             let question = Question(
-                id: Self.newID(), caller: caller.description, operation: operation.description, rule: ask.rule,
-                grant: ask.grant, remember: ask.remember,
+                id: Self.newID(), caller: caller.description, operation: String(operation.description.prefix(300)),
+                rule: ask.rule, grant: ask.grant, remember: ask.remember,
                 deadline: MonotonicClock.milliseconds() + Int64(boundMilliseconds))
-            let asked = Asked(question, key: key)
+            let asked = Asked(question, key: key, group: group)
             state.open[key] = asked
             state.byID[question.id] = asked
-            return (nil, asked, true)
+            return .wait(asked, new: true)
         }
-        if let kept = step.kept { return kept == .allow ? .approved(remembered: true) : .denied(remembered: true) }
-        guard let asked = step.asked else { return .tooMany }
+        let asked: Asked
+        let new: Bool
+        switch step {
+        case .kept(let kept): return kept == .allow ? .approved(remembered: true) : .denied(remembered: true)
+        case .refused(let why): return .tooMany(why)
+        case .wait(let waited, let isNew): (asked, new) = (waited, isNew)
+        }
         waiting()
-        if step.new {
+        if new {
             log(
                 "portal-token agent: asking the user (question \(asked.question.id), rule \(ask.rule), "
                     + "'\(ask.grant)') whether \(asked.question.caller) may have \(asked.question.operation)")
@@ -177,12 +208,14 @@ package final class ConsentBroker: Sendable {
     /// answers first: the request that asked drives it, the others wait on the state.
     private func putOnDesktop(_ asked: Asked) {
         let question = asked.question
-        let summary = "Allow \(question.operation)?"
-        let body =
-            "\(question.caller) asks the portal-token agent for \(question.operation) (rule \(question.rule)). "
-            + "An answer is kept for this caller for \(Self.duration(question.remember.idleSeconds)) idle and "
-            + "\(Self.duration(question.remember.capSeconds)) at most. Question \(question.id), which "
-            + "'portal-token approve' answers too."
+        let summary = Self.plain("Allow \(question.operation)?")
+        // A yes covers the whole line, for this caller: the body says which.
+        let body = Self.plain(
+            "\(question.caller) asks the portal-token agent for \(question.operation). A yes allows what rule "
+                + "\(question.rule)'s '\(question.grant)' covers, to this caller, for "
+                + "\(Self.duration(question.remember.idleSeconds)) idle and "
+                + "\(Self.duration(question.remember.capSeconds)) at most. Question \(question.id), which "
+                + "'portal-token approve' answers too.")
         let outcome = desktop(summary, body, question.deadline) { [self] in
             state.withLock { $0.byID[question.id] != nil }
         }
@@ -254,6 +287,21 @@ package final class ConsentBroker: Sendable {
         }
     }
 
+    /// Text for a notification: no control character, and none of the markup a notification
+    /// server may read in a body (`&`, `<`, `>`), since a caller's host or path is in it.
+    static func plain(_ text: String) -> String {
+        String(
+            String.UnicodeScalarView(
+                text.unicodeScalars.map { scalar in
+                    switch scalar {
+                    case "&": return "+"
+                    case "<": return "("
+                    case ">": return ")"
+                    default: return scalar.properties.generalCategory == .control ? "?" : scalar
+                    }
+                }))
+    }
+
     /// A question's id: short, random, not secret (only the agent's own user may answer).
     private static func newID() -> String {
         "q" + Hex.encode(Sodium.randomBytes(4))
@@ -289,6 +337,25 @@ final class ExecutableDigests: Sendable {
     private let known = Mutex<[FileKey: String]>([:])
     /// The most digests kept: a program per entry.
     static let capacity = 256
+    /// The largest executable read: past it, the key names the path alone.
+    static let maximumBytes = 256 << 20
+
+    /// Whether the file is on a file system whose reads answer from this machine: a FUSE,
+    /// network or 9p file system can hold a read for as long as its server likes, and tell the
+    /// times it likes, so its files are named by their path alone.
+    private static func isLocal(_ descriptor: Int32) -> Bool {
+        // fstatfs(2), found by name: Swift's Glibc module declares neither it nor `struct statfs`,
+        // whose first member on Linux is the file system's type, a C long.
+        typealias FileSystemStatus = @convention(c) (Int32, UnsafeMutableRawPointer?) -> Int32
+        guard let symbol = try? DynamicLibrary.process?.function("fstatfs") else { return false }
+        let call = unsafeBitCast(symbol, to: FileSystemStatus.self)
+        var status = [Int](repeating: 0, count: 32)
+        guard status.withUnsafeMutableBytes({ call(descriptor, $0.baseAddress) }) == 0 else { return false }
+        let remote: Set<UInt32> = [
+            0x6573_5546, 0x6969, 0xFF53_4D42, 0xFE53_4D42, 0x0102_1997, 0x5346_414F, 0x0BD0_0BD0,
+        ]
+        return !remote.contains(UInt32(truncatingIfNeeded: status[0]))
+    }
 
     func digest(of pid: Int32) -> String? {
         guard pid > 0 else { return nil }
@@ -296,7 +363,9 @@ final class ExecutableDigests: Sendable {
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var status = stat()
-        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG,
+            status.st_size <= Self.maximumBytes, Self.isLocal(descriptor)
+        else { return nil }
         let key = FileKey(
             device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
             modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec),
@@ -321,11 +390,11 @@ final class ExecutableDigests: Sendable {
 }
 
 /// `portal-token approve` and `agent --forget`: the agent's questions and kept answers, asked of
-/// the agent on `PORTAL_TOKEN_AGENT_SOCK` (or `--agent-socket`), else on `socketPath`, else on
-/// this user's main socket.
+/// the agent on `socketPath` (`agent --forget --socket`), else on `PORTAL_TOKEN_AGENT_SOCK` (or
+/// `--agent-socket`), else on this user's main socket.
 package enum Consent {
     package static func agent(_ context: Context, socketPath: String?) throws -> AgentConnection {
-        if let agent = try context.agent() { return agent }
+        if socketPath == nil, let agent = try context.agent() { return agent }
         guard
             let path = socketPath ?? AgentConnection.defaultSocketPath("agent.sock", environment: context.environment)
         else {

@@ -17,15 +17,19 @@ final class ConsentHarness: @unchecked Sendable {
 
     /// `rule` holds the rule's conditions and grant lines, without its `rule` line; with `desktop`
     /// false the agent has no session bus at all, as on a server.
-    init(rule: String, askTimeoutMilliseconds: Int = 20_000, desktop: Bool = true) throws {
+    /// `serverWrapper` runs the notification server under another program (`unshare -Ur`).
+    init(rule: String, askTimeoutMilliseconds: Int = 20_000, desktop: Bool = true, serverWrapper: [String] = [])
+        throws
+    {
         agent = try AgentHarness(rules: "rule asked\n" + rule, start: false)
         mkdir(agent.scratch + "/notifications", 0o700)
         if desktop {
             let bus = try PrivateKeyring(withKeyring: false)
             self.bus = bus
+            let command = serverWrapper + ["/usr/bin/python3", Self.serverScript, agent.scratch + "/notifications"]
             server = try ProcessRunner.spawn(
-                "/usr/bin/python3", [Self.serverScript, agent.scratch + "/notifications"],
-                environment: bus.environment, stderr: agent.scratch + "/notifications/server.log")
+                command[0], Array(command.dropFirst()), environment: bus.environment,
+                stderr: agent.scratch + "/notifications/server.log")
             let deadline = Date().addingTimeInterval(15)
             while !FileManager.default.fileExists(atPath: agent.scratch + "/notifications/ready") {
                 guard Date() < deadline else {
@@ -139,7 +143,7 @@ struct ConsentTests {
         #expect(harness.notifications.count == 3)
         // Used every second, the answer still ends at the cap, 6 s after it was given.
         let answered = Date()
-        while Date().timeIntervalSince(answered) < 5.0 {
+        while Date().timeIntervalSince(answered) < 4.5 {
             usleep(900_000)
             #expect(try harness.token(by: caller).exitCode == 0)
         }
@@ -165,23 +169,30 @@ struct ConsentTests {
         #expect(harness.notifications.count == 2, "the sandbox was served on the answer given to the host's caller")
     }
 
-    @Test("at most 16 questions are open at once: a 17th caller is refused unasked, with no notification")
+    @Test("callers that make themselves new get at most 4 open questions; another group of callers is still asked")
     func openQuestionsAreBounded() throws {
         let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n", askTimeoutMilliseconds: 6000)
         try harness.answer("none")
-        // Each in a mount namespace of its own: 17 callers of one program.
+        // Each in a mount namespace of its own: new callers of one program, one group.
         let sandbox = ["--dev-bind", "/", "/", ProcessRunner.portalTokenPath, "token"]
-        let waiting = try (0..<16).map { _ in
+        let waiting = try (0..<4).map { _ in
             try RunningProcess("/usr/bin/bwrap", sandbox, environment: harness.agent.clientEnvironment())
         }
-        #expect(try harness.waitForQuestions(16).count == 16)
+        #expect(try harness.waitForQuestions(4).count == 4)
         let refused = try ProcessRunner.run(
             "/usr/bin/bwrap", sandbox, environment: harness.agent.clientEnvironment(), timeout: 30)
         #expect(refused.exitCode == 4, "\(refused.stderr)")
-        #expect(refused.stderr.contains("not approved: 16 questions already wait"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("not approved, and not asked: 4 questions of callers like this one already wait"),
+            "\(refused.stderr)")
         #expect(refused.duration < 3, "\(refused.duration) s")
-        #expect(harness.notifications.count == 16)
-        for request in waiting {
+        #expect(harness.notifications.count == 4)
+        // A caller in another user namespace is another group: it is asked.
+        let other = try RunningProcess(
+            "/usr/bin/unshare", ["-Ur", ProcessRunner.portalTokenPath, "token"],
+            environment: harness.agent.clientEnvironment())
+        #expect(try harness.waitForQuestions(5).count == 5)
+        for request in waiting + [other] {
             let result = try request.finish(timeout: 30)
             #expect(result.exitCode == 4 && result.stderr.contains("no answer within 6 s"), "\(result.stderr)")
         }
@@ -278,7 +289,7 @@ struct ConsentTests {
         #expect(forged.exitCode == 0, "\(forged.stderr)")
         let result = try request.finish(timeout: 30)
         #expect(result.exitCode == 4 && result.stdout.isEmpty, "\(result.stderr)")
-        #expect(result.stderr.contains("not approved: no answer within 2 s"), "\(result.stderr)")
+        #expect(result.stderr.contains("not approved: no answer within 2.5 s"), "\(result.stderr)")
         #expect(!result.stderr.contains("did not answer within"), "\(result.stderr)")
         // Nothing was kept: the next request is asked about again.
         try harness.answer("allow")
@@ -315,6 +326,83 @@ struct ConsentTests {
         #expect(served.exitCode == 0 && served.stdout == harness.token + "\n", "\(served.stderr)")
     }
 
+    @Test("a notification server in another user namespace is not trusted: the question waits for the terminal")
+    func foreignNotificationServer() throws {
+        let harness = try ConsentHarness(
+            rule: "    any-caller\n    ask token *\n", serverWrapper: ["/usr/bin/unshare", "-Ur"])
+        // It would allow at once, if it were asked.
+        try harness.answer("allow")
+        let request = try RunningProcess(
+            try harness.caller("caller-foreign"), ["token"], environment: harness.agent.clientEnvironment())
+        let ids = try harness.waitForQuestions()
+        #expect(harness.notifications.isEmpty)
+        #expect(
+            harness.agent.log.contains("is not this user's own in this user namespace, so its answers are not taken"),
+            "\(harness.agent.log)")
+        #expect(try harness.approve(["--deny", ids[0]]).exitCode == 0)
+        let result = try request.finish(timeout: 30)
+        #expect(result.exitCode == 4 && result.stderr.contains("not approved: the user denied it"), "\(result.stderr)")
+    }
+
+    @Test("an agent that is not root asks about portal-token's own clients, whose executable the kernel hides from it")
+    func agentOfAnOrdinaryUser() throws {
+        try #require(geteuid() == 0, "running the agent as another user needs root")
+        let nobody = try #require(getpwnam("nobody")?.pointee)
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("portal-token-ask-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let home = root + "/home"
+        #expect(mkdir(root, 0o755) == 0)
+        for directory in [home, home + "/run", home + "/.config", home + "/.config/portal-token"] {
+            #expect(mkdir(directory, 0o700) == 0)
+            chown(directory, nobody.pw_uid, nobody.pw_gid)
+        }
+        let rules = home + "/.config/portal-token/agent.rules"
+        try "rule asked\n    any-caller\n    ask git-get *\n".write(toFile: rules, atomically: false, encoding: .utf8)
+        chmod(rules, 0o600)
+        chown(rules, nobody.pw_uid, nobody.pw_gid)
+        let environment = [
+            "PATH": "/usr/bin:/bin", "HOME": home, "XDG_RUNTIME_DIR": home + "/run",
+            "PORTAL_TOKEN_BACKEND": "file", "PORTAL_TOKEN_PASSPHRASE": "ask test passphrase",
+        ]
+        let asNobody = ["/usr/bin/setpriv", "--reuid=\(nobody.pw_uid)", "--regid=\(nobody.pw_gid)", "--clear-groups"]
+        let agent = try RunningProcess(
+            asNobody[0], Array(asNobody.dropFirst()) + [ProcessRunner.portalTokenPath, "agent"],
+            environment: environment)
+        defer {
+            agent.signal(SIGKILL)
+            _ = try? agent.finish(timeout: 10)
+        }
+        try agent.waitForStderr(containing: "listening on")
+        var client = environment
+        client["PORTAL_TOKEN_AGENT_SOCK"] = home + "/run/portal-token/agent.sock"
+        func get() throws -> RunningProcess {
+            try RunningProcess(
+                asNobody[0], Array(asNobody.dropFirst()) + [ProcessRunner.portalTokenPath, "get"], environment: client,
+                stdin: "protocol=https\nhost=example.org\n\n")
+        }
+        func approve(_ arguments: [String]) throws -> ProcessResult {
+            try ProcessRunner.run(
+                asNobody[0], Array(asNobody.dropFirst()) + [ProcessRunner.portalTokenPath, "approve"] + arguments,
+                environment: client, timeout: 30)
+        }
+        let first = try get()
+        var id: String?
+        let deadline = Date().addingTimeInterval(15)
+        while id == nil, Date() < deadline {
+            id = try approve([]).stdout.split(separator: "\n").first { $0.hasPrefix("q") }
+                .map { String($0.prefix { $0 != ":" }) }
+            if id == nil { usleep(50_000) }
+        }
+        let question = try #require(id, "no question was asked: \(agent.stderr)")
+        #expect(try approve([question]).exitCode == 0)
+        let served = try first.finish(timeout: 30)
+        #expect(served.exitCode == 0 && served.stdout.isEmpty, "\(served.stderr)")
+        // The answer is kept for this caller: the next one is served unasked.
+        let again = try get().finish(timeout: 30)
+        #expect(again.exitCode == 0, "\(again.stderr)")
+        #expect(agent.stderr.components(separatedBy: "asking the user").count == 2, "\(agent.stderr)")
+    }
+
     @Test("check-rules names a rule that asks; a rules file's ask and remember lines are checked")
     func checkRules() throws {
         let harness = try ConsentHarness(
@@ -331,7 +419,7 @@ struct ConsentTests {
         try harness.agent.write(rules: "rule asked\n    any-caller\n    remember 2h 1h\n")
         let wrong = try harness.agent.client(["agent", "--check-rules", harness.agent.rulesPath])
         #expect(
-            wrong.exitCode == 2 && wrong.stderr.contains("line 3: 'remember' takes an idle time and a cap"),
+            wrong.exitCode == 2 && wrong.stderr.contains("line 3: 'remember': the idle time is longer than the cap"),
             "\(wrong.stderr)")
     }
 }

@@ -50,8 +50,8 @@ struct ConsentMemoryTests {
             ("rule a\n  any-caller\n  ask token\n", 3, "'ask token'"),
             ("rule a\n  any-caller\n  ask proxy /a/../b\n", 3, "dot segments"),
             ("rule a\n  any-caller\n  remember 10m\n", 3, "'remember' takes"),
-            ("rule a\n  any-caller\n  remember 2h 1h\n", 3, "idle time at most the cap"),
-            ("rule a\n  any-caller\n  remember 1m 8d\n", 3, "at most 7d"),
+            ("rule a\n  any-caller\n  remember 2h 1h\n", 3, "the idle time is longer than the cap"),
+            ("rule a\n  any-caller\n  remember 1m 8d\n", 3, "the cap is at most 7d"),
             ("rule a\n  any-caller\n  remember 1m 1h\n  remember 1m 1h\n", 4, "one 'remember' line"),
             ("rule a\n  any-caller\n  remember ten 1h\n", 3, "'remember' takes"),
         ] {
@@ -68,9 +68,11 @@ struct ConsentMemoryTests {
     @Test("an answer stands until its idle time passes without use, and at most its cap; refusals apart")
     func idleAndCap() {
         var memory = ConsentMemory()
-        let key = ConsentMemory.Key(rule: "r", index: 0, caller: "c")
-        let other = ConsentMemory.Key(rule: "r", index: 1, caller: "c")
         let remember = AgentRules.Remember(idleSeconds: 10, capSeconds: 25)
+        let key = ConsentMemory.Key(
+            AgentRules.Ask(rule: "r", index: 0, grant: "ask token a", remember: remember), caller: "c")
+        let other = ConsentMemory.Key(
+            AgentRules.Ask(rule: "r", index: 1, grant: "ask token b", remember: remember), caller: "c")
         #expect(memory.answer(for: key, at: 0) == nil)
         memory.record(.allow, for: key, remember: remember, at: 0)
         #expect(memory.answer(for: other, at: 1) == nil)
@@ -98,19 +100,58 @@ struct ConsentMemoryTests {
         #expect(memory.answer(for: key, at: 70_000) == nil)
     }
 
-    @Test("the caller an answer is kept for is the kernel's: unnamed when its process or executable is not known")
+    @Test("an answer is kept for its line as it reads: an edited line or remember time asks again")
+    func keysFollowTheLine() {
+        let remember = AgentRules.Remember(idleSeconds: 60, capSeconds: 600)
+        var memory = ConsentMemory()
+        let asked = AgentRules.Ask(rule: "r", index: 0, grant: "ask token env-dev", remember: remember)
+        memory.record(.allow, for: ConsentMemory.Key(asked, caller: "c"), remember: remember, at: 0)
+        #expect(memory.answer(for: ConsentMemory.Key(asked, caller: "c"), at: 1) == .allow)
+        var widened = asked
+        widened.grant = "ask token *"
+        #expect(memory.answer(for: ConsentMemory.Key(widened, caller: "c"), at: 1) == nil)
+        var longer = asked
+        longer.remember = AgentRules.Remember(idleSeconds: 60, capSeconds: 6000)
+        #expect(memory.answer(for: ConsentMemory.Key(longer, caller: "c"), at: 1) == nil)
+        // What no longer stands is dropped when another answer is kept.
+        memory.record(.deny, for: ConsentMemory.Key(asked, caller: "d"), remember: remember, at: 700_000)
+        #expect(memory.count(at: 700_000) == (approvals: 0, refusals: 1))
+        #expect(memory.forget() == (approvals: 0, refusals: 1))
+    }
+
+    @Test("the caller an answer is kept for is the kernel's: its root mount, and its executable where it can be read")
     func callerKeys() {
         var caller = Self.sandbox
-        let mount = "mnt:[4026531841]"
-        let key = ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount)
+        let mount = "22 0:21 /"
+        let key = ConsentMemory.callerKey(caller, executableDigest: "ab12", rootMount: mount)
         #expect(key?.contains("exe /usr/bin/tool sha256 ab12") == true)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "cd34", mountNamespace: mount) != key)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: "mnt:[4026532000]") != key)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: nil, mountNamespace: mount) == nil)
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: nil) == nil)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "cd34", rootMount: mount) != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", rootMount: "901 0:21 /") != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", rootMount: nil) == nil)
+        // Contents not read (a FUSE file, a huge one): the path alone, never the same key as a read one.
+        let unread = ConsentMemory.callerKey(caller, executableDigest: nil, rootMount: mount)
+        #expect(unread?.contains("exe /usr/bin/tool (contents not read)") == true && unread != key)
+        // Hidden by the kernel (a process that forbids core dumps): the rest names it.
+        caller.executable = nil
+        #expect(
+            ConsentMemory.callerKey(caller, executableDigest: nil, rootMount: mount)?.contains("exe hidden") == true)
+        caller.executable = "/usr/bin/tool"
         caller.cgroup = "/system.slice/docker-" + String(repeating: "a", count: 64) + ".scope"
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount) != key)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", rootMount: mount) != key)
+        #expect(ConsentMemory.group(of: caller) != ConsentMemory.group(of: Self.sandbox))
         caller.pidVerified = false
-        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", mountNamespace: mount) == nil)
+        #expect(ConsentMemory.callerKey(caller, executableDigest: "ab12", rootMount: mount) == nil)
+    }
+
+    @Test("the root mount is the last mount on / in mountinfo")
+    func rootMounts() {
+        let text = """
+            22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda rw
+            23 22 0:22 / /proc rw - proc proc rw
+            95 22 0:40 / / rw - overlay overlay rw
+
+            """
+        #expect(ConsentMemory.rootMount(inMountInfo: text) == "95 0:40 /")
+        #expect(ConsentMemory.rootMount(inMountInfo: "23 22 0:22 / /proc rw - proc proc rw\n") == nil)
     }
 }

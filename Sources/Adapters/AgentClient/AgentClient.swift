@@ -23,6 +23,7 @@ public enum AgentClient {
         throws(HTTPError) -> HTTPResponse
     {
         var deadline = MonotonicClock.milliseconds() + Int64(timeoutMilliseconds)
+        var extended = false
         let name = "the agent at \(path)"
         let descriptor = try connectedSocket(path: path, deadline: deadline, timeoutMilliseconds: timeoutMilliseconds)
         defer { _ = close(descriptor) }
@@ -63,10 +64,12 @@ public enum AgentClient {
                 guard (100..<200).contains(parsed.status) else { return parsed }
                 // The agent asks its user first (docs/agent.md, "Asking the user"): the wait it
                 // names, and the usual bound after it.
-                if let waited = parsed.headers.value(for: HTTPHeader.askingMilliseconds).flatMap({ Int64($0) }),
-                    waited > 0,
-                    waited <= 3_600_000
+                // Once: a stream of interim answers cannot hold the client without end.
+                if !extended,
+                    let waited = parsed.headers.value(for: HTTPHeader.askingMilliseconds).flatMap({ Int64($0) }),
+                    waited > 0, waited <= 3_600_000
                 {
+                    extended = true
                     deadline = max(deadline, MonotonicClock.milliseconds() + waited + Int64(timeoutMilliseconds))
                 }
                 response.removeSubrange(..<(headEnd(response)! + 4))

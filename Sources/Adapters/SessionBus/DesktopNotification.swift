@@ -25,24 +25,44 @@ public enum DesktopNotification {
             return .unavailable("the session bus at \(address.prefix(120)) does not answer")
         }
         let id: UInt32
-        let server: String?
+        let server: String
         do {
-            let match = "type='signal',interface='\(name)',path='\(path)'"
+            // The server is the user's own, outside any sandbox: a container or toolbox that shares
+            // the session bus and took the name could otherwise answer for the user.
+            let owner = try bus.call([busCall("GetNameOwner", name)], deadline: setUp)[0]
+            guard owner.kind == .methodReturn else {
+                return .unavailable("no notification server on the session bus (\(owner.errorName ?? "no owner"))")
+            }
+            var ownerReader = owner.reader()
+            let ownerName = try ownerReader.string()
+            let facts = try bus.call(
+                [busCall("GetConnectionUnixUser", ownerName), busCall("GetConnectionUnixProcessID", ownerName)],
+                deadline: setUp)
+            guard facts.allSatisfy({ $0.kind == .methodReturn }) else {
+                return .unavailable("the bus does not name the notification server's process")
+            }
+            var uidReader = facts[0].reader()
+            var pidReader = facts[1].reader()
+            let (uid, pid) = (try uidReader.uint32(), try pidReader.uint32())
+            guard uid == getuid(), let theirs = namespaceLink(Int32(bitPattern: pid)), theirs == namespaceLink(nil)
+            else {
+                return .unavailable(
+                    "the notification server (pid \(pid), uid \(uid)) is not this user's own in this user namespace, "
+                        + "so its answers are not taken")
+            }
+            let match = "type='signal',sender='\(ownerName)',interface='\(name)',path='\(path)'"
             let replies = try bus.call(
                 [
-                    try DBusMessage.methodCall(
-                        destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                        interface: "org.freedesktop.DBus", member: "AddMatch", signature: "s"
-                    ) { $0.string(match) },
+                    busCall("AddMatch", match),
                     try notify(summary: summary, body: body, milliseconds: deadline - MonotonicClock.milliseconds()),
                 ], deadline: setUp)
-            guard replies[1].kind == .methodReturn else {
+            guard replies[1].kind == .methodReturn, replies[1].sender == ownerName else {
                 return .unavailable(
                     "no notification server answers on the session bus (\(replies[1].errorName ?? "no reply"))")
             }
             var reader = replies[1].reader()
             id = try reader.uint32()
-            server = replies[1].sender
+            server = ownerName
         } catch {
             return .unavailable("the notification could not be shown")
         }
@@ -58,7 +78,7 @@ public enum DesktopNotification {
                 return .ended
             }
             guard let message = next else { continue }
-            guard message.kind == .signal, message.interface == name, message.sender == server, server != nil else {
+            guard message.kind == .signal, message.interface == name, message.sender == server else {
                 continue
             }
             var reader = message.reader()
@@ -74,6 +94,21 @@ public enum DesktopNotification {
             }
         }
         return .ended
+    }
+
+    /// A call to the bus daemon with one string.
+    private static func busCall(_ member: String, _ argument: String) throws(DBusWireError) -> DBusMessage {
+        try DBusMessage.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: member, signature: "s", arguments: { $0.string(argument) })
+    }
+
+    /// `/proc/PID/ns/user`'s link (`/proc/self/…` for nil); nil when it cannot be read.
+    private static func namespaceLink(_ pid: Int32?) -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = readlink(pid.map { "/proc/\($0)/ns/user" } ?? "/proc/self/ns/user", &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// `Notify(app_name, replaces_id, app_icon, summary, body, actions, hints, expire_timeout)`.
@@ -108,6 +143,6 @@ public enum DesktopNotification {
             arguments: { $0.uint32(id) })
         guard var message = built else { return }
         message.flags |= DBusMessage.noReplyExpected
-        _ = try? bus.send(message, deadline: MonotonicClock.nanoseconds() + 500_000_000)
+        _ = try? bus.send(message, deadline: MonotonicClock.nanoseconds() + 50_000_000)
     }
 }

@@ -428,12 +428,16 @@ public struct AgentRules: Sendable, Equatable {
                     throw ParseError(line: number, "a rule takes one 'remember' line")
                 }
                 guard values.count == 2, let idle = AuditDuration.seconds(values[0]),
-                    let cap = AuditDuration.seconds(values[1]), cap <= Remember.maximumSeconds, idle <= cap
+                    let cap = AuditDuration.seconds(values[1])
                 else {
                     throw ParseError(
-                        line: number,
-                        "'remember' takes an idle time and a cap, such as 'remember 10m 12h': the idle time at most "
-                            + "the cap, the cap at most 7d")
+                        line: number, "'remember' takes an idle time and a cap, such as 'remember 10m 12h'")
+                }
+                guard cap <= Remember.maximumSeconds else {
+                    throw ParseError(line: number, "'remember': the cap is at most 7d")
+                }
+                guard idle <= cap else {
+                    throw ParseError(line: number, "'remember': the idle time is longer than the cap")
                 }
                 remembers.insert(rules.count - 1)
                 rules[rules.count - 1].remember = Remember(idleSeconds: idle, capSeconds: cap)

@@ -8,16 +8,20 @@ public struct ConsentMemory: Sendable {
         case deny
     }
 
-    /// What an answer is kept for: one `ask` line of one rule, for one caller as the kernel
-    /// names it (`ConsentMemory.callerKey`).
+    /// What an answer is kept for: one `ask` line of one rule, as it reads (its text and the
+    /// rule's `remember`, so an edited line or time asks again), for one caller.
     public struct Key: Hashable, Sendable {
         public var rule: String
-        public var index: Int
+        public var grant: String
+        public var idleSeconds: Int64
+        public var capSeconds: Int64
         public var caller: String
 
-        public init(rule: String, index: Int, caller: String) {
-            self.rule = rule
-            self.index = index
+        public init(_ ask: AgentRules.Ask, caller: String) {
+            rule = ask.rule
+            grant = ask.grant
+            idleSeconds = ask.remember.idleSeconds
+            capSeconds = ask.remember.capSeconds
             self.caller = caller
         }
     }
@@ -56,8 +60,9 @@ public struct ConsentMemory: Sendable {
     /// Keeps the user's answer for `key`, in place of any other; one its rule keeps for no time
     /// (`remember 0s 0s`) is not kept.
     public mutating func record(_ answer: Answer, for key: Key, remember: AgentRules.Remember, at now: Int64) {
-        approvals[key] = nil
-        refusals[key] = nil
+        // What no longer stands goes, so that callers made anew (each `docker run`) leave nothing.
+        approvals = approvals.filter { $0.key != key && $0.value.stands(at: now) }
+        refusals = refusals.filter { $0.key != key && $0.value.stands(at: now) }
         guard remember.idleSeconds > 0 else { return }
         let kept = Kept(given: now, lastUsed: now, remember: remember)
         if answer == .allow { approvals[key] = kept } else { refusals[key] = kept }
@@ -77,26 +82,52 @@ public struct ConsentMemory: Sendable {
         (approvals.values.filter { $0.stands(at: now) }.count, refusals.values.filter { $0.stands(at: now) }.count)
     }
 
-    /// The caller as an answer is kept for: its uid, user and mount namespaces, the container,
-    /// systemd unit and Flatpak app that hold it, and its executable with the SHA-256 of its
-    /// contents, all as the kernel tells them (a sandbox that shares the rest still has a mount
-    /// namespace of its own). Nil when the process could not be tied to the connection or read:
-    /// no answer is kept for, or asked of, a caller that cannot be named.
-    public static func callerKey(_ caller: CallerIdentity, executableDigest: String?, mountNamespace: String?)
+    /// The caller as an answer is kept for, as the kernel tells it: its uid and user namespace,
+    /// the container, systemd unit and Flatpak app that hold it (`group`), its root mount (from
+    /// `/proc/PID/mountinfo`, which anyone may read: a sandbox that shares the rest still has
+    /// mounts of its own), and its executable with the SHA-256 of its contents. Where the kernel
+    /// hides the executable (a process that forbids core dumps, as portal-token does, seen by an
+    /// agent without CAP_SYS_PTRACE over it), the key says so and holds the rest; where the
+    /// contents were not read (`executableDigest` nil: a network or FUSE file system, a file
+    /// past the size read), it names the path alone. Nil when the process could not be tied to
+    /// the connection or its mounts read: no answer is asked or kept for such a caller.
+    public static func callerKey(_ caller: CallerIdentity, executableDigest: String?, rootMount: String?)
         -> String?
     {
-        guard caller.pidVerified, caller.distrust == nil, let executable = caller.executable,
-            let executableDigest, let mountNamespace
-        else { return nil }
+        guard caller.pidVerified, caller.distrust == nil, let rootMount else { return nil }
+        let executable =
+            caller.executable.map { path in
+                "exe \(path) " + (executableDigest.map { "sha256 \($0)" } ?? "(contents not read)")
+            } ?? "exe hidden by the kernel"
+        let namespace = "user-namespace inode " + (caller.userNamespace.map { String($0) } ?? "unknown")
+        return [group(of: caller), namespace, "root mount " + rootMount, executable].joined(separator: "\n")
+    }
+
+    /// The part of the caller's key that a sandbox cannot make anew by copying a program,
+    /// mounting or making a user namespace: uid, same or other user namespace, container, unit
+    /// and Flatpak app. Open questions are bounded per group.
+    public static func group(of caller: CallerIdentity) -> String {
         let placement = caller.placement
-        var fields = ["uid \(caller.uid)"]
-        fields.append("user-namespace " + (caller.userNamespace.map { String($0) } ?? "unknown"))
-        fields.append("mount-namespace " + mountNamespace)
-        fields.append("container " + (placement.containerID.map { (placement.runtime ?? "") + ":" + $0 } ?? "none"))
-        fields.append("unit " + (placement.systemdUnit ?? "none"))
-        fields.append("flatpak " + (placement.flatpakAppID ?? (caller.hasFlatpakInfo ? "unnamed" : "none")))
-        fields.append("exe \(executable) sha256 \(executableDigest)")
-        return fields.joined(separator: "\n")
+        // Same or other, not which: a sandbox makes a new user namespace at will.
+        let namespace = caller.sameUserNamespace.map { $0 ? "same" : "other" } ?? "unknown"
+        return [
+            "uid \(caller.uid)", "user-namespace " + namespace,
+            "container " + (placement.containerID.map { (placement.runtime ?? "") + ":" + $0 } ?? "none"),
+            "unit " + (placement.systemdUnit ?? "none"),
+            "flatpak " + (placement.flatpakAppID ?? (caller.hasFlatpakInfo ? "unnamed" : "none")),
+        ].joined(separator: "\n")
+    }
+
+    /// A process's root mount in `/proc/PID/mountinfo`'s text: the last mount on `/` as the
+    /// process sees it, by its mount ID, device and root; nil when there is none.
+    public static func rootMount(inMountInfo text: String) -> String? {
+        var found: String?
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", maxSplits: 5)
+            guard fields.count >= 5, fields[4] == "/" else { continue }
+            found = "\(fields[0]) \(fields[2]) \(fields[3])"
+        }
+        return found
     }
 }
 
