@@ -1,3 +1,4 @@
+import Basics
 import Glibc
 import PortalTokenCore
 
@@ -9,7 +10,7 @@ enum LocalCaller {
     static func current() -> AuditCaller {
         var caller = AuditCaller(
             pid: getpid(), uid: getuid(), gid: getgid(), userNamespace: userNamespace("/proc/self/ns/user"),
-            executable: link("/proc/self/exe"))
+            executable: FileReading.link("/proc/self/exe"))
         caller.parents = parents(from: getppid())
         return caller
     }
@@ -21,7 +22,8 @@ enum LocalCaller {
     static func process(_ pid: pid_t) -> AuditCaller {
         guard pid > 0 else { return AuditCaller() }
         var caller = AuditCaller(
-            pid: pid, userNamespace: userNamespace("/proc/\(pid)/ns/user"), executable: link("/proc/\(pid)/exe"))
+            pid: pid, userNamespace: userNamespace("/proc/\(pid)/ns/user"),
+            executable: FileReading.link("/proc/\(pid)/exe"))
         if let stat = read("/proc/\(pid)/stat") {
             if caller.executable == nil { caller.executable = name(inStat: stat).map { "(\($0))" } }
             if let parent = parentPID(inStat: stat) { caller.parents = parents(from: parent) }
@@ -37,7 +39,7 @@ enum LocalCaller {
             // `/proc/PID/exe` is readable for the user's own processes; another user's (a root
             // sshd) is named by its `comm` instead, in parentheses.
             let stat = read("/proc/\(pid)/stat")
-            parents.append(link("/proc/\(pid)/exe") ?? stat.flatMap(name(inStat:)).map { "(\($0))" } ?? "?")
+            parents.append(FileReading.link("/proc/\(pid)/exe") ?? stat.flatMap(name(inStat:)).map { "(\($0))" } ?? "?")
             guard let stat, let parent = parentPID(inStat: stat) else { break }
             pid = parent
         }
@@ -46,7 +48,7 @@ enum LocalCaller {
 
     /// The inode number of a `/proc/PID/ns/user` link, which reads "user:[4026531837]".
     static func userNamespace(_ path: String) -> UInt64? {
-        guard let text = link(path) else { return nil }
+        guard let text = FileReading.link(path) else { return nil }
         let bytes = Array(text.utf8)
         guard let open = bytes.firstIndex(of: UInt8(ascii: "[")), let close = bytes.lastIndex(of: UInt8(ascii: "]")),
             open < close
@@ -78,14 +80,6 @@ enum LocalCaller {
             value = value * 10 + Int64(digit - UInt8(ascii: "0"))
         }
         return value
-    }
-
-    private static func link(_ path: String) -> String? {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
-            let count = readlink(path, buffer.baseAddress!, buffer.count)
-            guard count > 0 else { return nil }
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
-        }
     }
 
     /// A small /proc file: one read is the whole of it.

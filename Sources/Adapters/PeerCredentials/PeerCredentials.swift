@@ -48,9 +48,9 @@ public enum PeerCredentials {
 
         var details = identity
         details.sameUserNamespace = sameUserNamespace(proc)
-        details.userNamespace = link(proc + "/ns/user").flatMap(namespaceInode)
+        details.userNamespace = FileReading.link(proc + "/ns/user").flatMap(namespaceInode)
         details.cgroup = cgroupPath(proc)
-        details.executable = link(proc + "/exe")
+        details.executable = FileReading.link(proc + "/exe")
         details.hasFlatpakInfo = hasFlatpakInfo(proc)
         details.pidVerified = true
 
@@ -82,7 +82,7 @@ public enum PeerCredentials {
     /// the agent may read the link, else by comparing the two ID maps as the agent sees them
     /// (a process that forbids dumps, such as portal-token itself, hides the link but not the map).
     static func sameUserNamespace(_ proc: String) -> Bool? {
-        if let theirs = link(proc + "/ns/user"), let ours = link("/proc/self/ns/user") {
+        if let theirs = FileReading.link(proc + "/ns/user"), let ours = FileReading.link("/proc/self/ns/user") {
             return theirs == ours
         }
         guard let theirs = try? FileReading.contents(of: proc + "/uid_map", limit: 65_536),
@@ -119,12 +119,6 @@ public enum PeerCredentials {
         return stat(proc + "/root/.flatpak-info", &info) == 0
     }
 
-    static func link(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4097)
-        let count = readlink(path, &buffer, 4096)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }
 
 /// A connected peer: what the kernel said of it at the accept, and, when it was verified, its
@@ -158,7 +152,7 @@ public final class ConnectedPeer: @unchecked Sendable {
             || PeerCredentials.startTime(proc) != startedAt
         {
             identity.processChange = .ended
-        } else if PeerCredentials.link(proc + "/exe") != identity.executable {
+        } else if FileReading.link(proc + "/exe") != identity.executable {
             identity.processChange = .executed
         }
         return identity

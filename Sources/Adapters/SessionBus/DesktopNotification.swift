@@ -44,7 +44,8 @@ public enum DesktopNotification {
             var uidReader = facts[0].reader()
             var pidReader = facts[1].reader()
             let (uid, pid) = (try uidReader.uint32(), try pidReader.uint32())
-            guard uid == getuid(), let theirs = namespaceLink(Int32(bitPattern: pid)), theirs == namespaceLink(nil)
+            guard uid == getuid(), let theirs = FileReading.link("/proc/\(pid)/ns/user"),
+                theirs == FileReading.link("/proc/self/ns/user")
             else {
                 return .unavailable(
                     "the notification server (pid \(pid), uid \(uid)) is not this user's own in this user namespace, "
@@ -101,14 +102,6 @@ public enum DesktopNotification {
         try DBusMessage.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
             member: member, signature: "s", arguments: { $0.string(argument) })
-    }
-
-    /// `/proc/PID/ns/user`'s link (`/proc/self/…` for nil); nil when it cannot be read.
-    private static func namespaceLink(_ pid: Int32?) -> String? {
-        var buffer = [CChar](repeating: 0, count: 64)
-        let count = readlink(pid.map { "/proc/\($0)/ns/user" } ?? "/proc/self/ns/user", &buffer, buffer.count - 1)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// `Notify(app_name, replaces_id, app_icon, summary, body, actions, hints, expire_timeout)`.

@@ -102,10 +102,7 @@ public final class SessionBus: SessionBusConnection {
     /// The path /proc gives for a process's executable ("" where it cannot be read: another
     /// user's process, or a sandbox).
     static func executable(of pid: pid_t) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return "" }
-        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        FileReading.link("/proc/\(pid)/exe") ?? ""
     }
 
     /// A process's arguments, from /proc (at most 4 KiB of them).

@@ -19,6 +19,16 @@ public enum FileReading {
         }
     }
 
+    /// What a symbolic link names (`/proc/PID/exe`, `/proc/PID/ns/user`), at most `PATH_MAX`
+    /// bytes; nil when it cannot be read (no such link, or the kernel hides it).
+    public static func link(_ path: String) -> String? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
+            let count = readlink(path, buffer.baseAddress!, buffer.count)
+            guard count > 0 else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[0..<count]), as: UTF8.self)
+        }
+    }
+
     /// The config file's bound, and the default one.
     public static let defaultLimit = 1 << 20
 
