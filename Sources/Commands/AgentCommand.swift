@@ -130,9 +130,7 @@ struct AgentCommand: Command {
             let agent = try Consent.agent(context, socketPath: socketPath)
             let forgotten = try Consent.forget(agent)
             context.streams.printError(
-                "portal-token: the agent on \(agent.socketPath) forgot \(forgotten.approvals) "
-                    + "approval\(forgotten.approvals == 1 ? "" : "s") and \(forgotten.refusals) "
-                    + "refusal\(forgotten.refusals == 1 ? "" : "s")")
+                "portal-token: the agent on \(agent.socketPath) forgot " + ConsentBroker.counted(forgotten))
             return
         }
         let environment = context.environment

@@ -227,9 +227,7 @@ final class AgentRouter: Sendable {
         }
         request.body = body
         defer { zeroize(&request.body) }
-        let reply = answer(request, caller: caller, socket: socket) { milliseconds in
-            exchange.inform([HTTPHeader(HTTPHeader.askingMilliseconds, String(milliseconds))])
-        }
+        let reply = answer(request, caller: caller, socket: socket, waiting: exchange.informAsking(milliseconds:))
         if reply.refused {
             exchange.refuse(reply.response)
         } else {
@@ -257,11 +255,7 @@ final class AgentRouter: Sendable {
             return Self.refusal(
                 404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
         }
-        guard request.method == route.method || (route.method == "GET" && request.method == "HEAD") else {
-            var reply = Self.refusal(405, "\(path) takes \(route.method)", hint: nil)
-            reply.response.headers.append(HTTPHeader("Allow", route.method))
-            return reply
-        }
+        if let wrong = Self.wrongMethod(request, path, takes: route.method) { return wrong }
         let query = Self.query(request.query)
         if let environmentID = query["env"], !AgentConnection.isSafeWord(environmentID) {
             return Self.refusal(400, "the env parameter holds characters an environment ID never has", hint: nil)
@@ -358,11 +352,7 @@ final class AgentRouter: Sendable {
             return Self.refusal(
                 404, "no such endpoint: \(path.prefix(64))", hint: "see 'man portal-token', \"The agent\"")
         }
-        guard request.method == method || (method == "GET" && request.method == "HEAD") else {
-            var reply = Self.refusal(405, "\(path) takes \(method)", hint: nil)
-            reply.response.headers.append(HTTPHeader("Allow", method))
-            return reply
-        }
+        if let wrong = Self.wrongMethod(request, path, takes: method) { return wrong }
         guard policy.isOwnUser(caller, on: socket) else {
             return Self.refusal(
                 403,
@@ -392,14 +382,23 @@ final class AgentRouter: Sendable {
             body = .object(["answered": .string(answer.rawValue)])
         default:
             let forgotten = broker.forget()
-            log(
-                "portal-token agent: forgot \(forgotten.approvals) approval\(forgotten.approvals == 1 ? "" : "s") and "
-                    + "\(forgotten.refusals) refusal\(forgotten.refusals == 1 ? "" : "s")")
+            log("portal-token agent: forgot " + ConsentBroker.counted(forgotten))
             body = .object([
                 "approvals": .int(Int64(forgotten.approvals)), "refusals": .int(Int64(forgotten.refusals)),
             ])
         }
         return Self.jsonReply(body)
+    }
+
+    /// The 405 for a request to `path` that does not use `method` (HEAD goes with GET); nil when
+    /// it does.
+    private static func wrongMethod(_ request: HTTPServerRequest, _ path: some StringProtocol, takes method: String)
+        -> Reply?
+    {
+        guard request.method != method, method != "GET" || request.method != "HEAD" else { return nil }
+        var reply = refusal(405, "\(path) takes \(method)", hint: nil)
+        reply.response.headers.append(HTTPHeader("Allow", method))
+        return reply
     }
 
     /// A 200 of the agent's own endpoints, `value` as its body.
@@ -415,11 +414,7 @@ final class AgentRouter: Sendable {
 
     /// The last refusals, for `agent --check-rules`: to the agent's own user only.
     private func refusals(_ request: HTTPServerRequest, caller: CallerIdentity, socket: AgentRules.Socket) -> Reply {
-        guard request.method == "GET" || request.method == "HEAD" else {
-            var reply = Self.refusal(405, "/v1/refusals takes GET", hint: nil)
-            reply.response.headers.append(HTTPHeader("Allow", "GET"))
-            return reply
-        }
+        if let wrong = Self.wrongMethod(request, "/v1/refusals", takes: "GET") { return wrong }
         guard policy.isOwnUser(caller, on: socket) else {
             return Self.refusal(
                 403, "only the agent's own user, on the main socket, may read the agent's refusals",

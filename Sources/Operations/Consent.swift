@@ -79,12 +79,10 @@ package final class ConsentBroker: Sendable {
     package static let maximumWaiters = 32
 
     /// The caller's root mount (`ConsentMemory.rootMount`), from `/proc/PID/mountinfo`.
-    package static func rootMount(of pid: Int32) -> String? {
-        guard pid >= 0,
-            let bytes = try? FileReading.contents(
-                of: pid == 0 ? "/proc/self/mountinfo" : "/proc/\(pid)/mountinfo",
-                limit: 4 << 20)
-        else { return nil }
+    private static func rootMount(of pid: Int32) -> String? {
+        guard pid > 0, let bytes = try? FileReading.contents(of: "/proc/\(pid)/mountinfo", limit: 4 << 20) else {
+            return nil
+        }
         return ConsentMemory.rootMount(inMountInfo: String(decoding: bytes, as: UTF8.self))
     }
 
@@ -259,7 +257,7 @@ package final class ConsentBroker: Sendable {
             else { return nil }
             asked.answer = answer
             state.close(asked)
-            state.memory.record(answer, for: asked.key, remember: asked.question.remember, at: now)
+            state.memory.record(answer, for: asked.key, at: now)
             return asked.question
         }
         guard let answered else { return false }
@@ -275,6 +273,12 @@ package final class ConsentBroker: Sendable {
         return state.withLock { state in
             state.byID.values.map(\.question).filter { $0.deadline > moment }.sorted { $0.deadline < $1.deadline }
         }
+    }
+
+    /// "1 approval and 2 refusals": what `forget` dropped, as the log and `agent --forget` say it.
+    package static func counted(_ forgotten: (approvals: Int, refusals: Int)) -> String {
+        "\(forgotten.approvals) approval\(forgotten.approvals == 1 ? "" : "s") and \(forgotten.refusals) "
+            + "refusal\(forgotten.refusals == 1 ? "" : "s")"
     }
 
     /// Drops every kept answer; how many approvals and refusals stood.
@@ -326,15 +330,7 @@ public typealias DesktopAsking =
 /// runs, even if its path was replaced since), kept by the file's device, inode, size and times
 /// so that a program is read once, however often it asks.
 final class ExecutableDigests: Sendable {
-    private struct FileKey: Hashable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modified: Int64
-        var changed: Int64
-    }
-
-    private let known = Mutex<[FileKey: String]>([:])
+    private let known = Mutex<[FileVersion: String]>([:])
     /// The most digests kept: a program per entry.
     static let capacity = 256
     /// The largest executable read: past it, the key names the path alone.
@@ -366,10 +362,7 @@ final class ExecutableDigests: Sendable {
         guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG,
             status.st_size <= Self.maximumBytes, Self.isLocal(descriptor)
         else { return nil }
-        let key = FileKey(
-            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
-            modified: Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec),
-            changed: Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec))
+        let key = FileVersion(status)
         if let digest = known.withLock({ $0[key] }) { return digest }
         guard
             let digest = Sodium.sha256(streaming: { buffer in

@@ -141,9 +141,7 @@ package final class PortalProxy: @unchecked Sendable {
             let operation = AgentRules.Operation.proxy(method: request.method, path: String(request.path))
             let decision =
                 caller.map { caller in
-                    policy.admit(operation, for: caller, on: socket) { milliseconds in
-                        exchange.inform([HTTPHeader(HTTPHeader.askingMilliseconds, String(milliseconds))])
-                    }
+                    policy.admit(operation, for: caller, on: socket, waiting: exchange.informAsking(milliseconds:))
                 }
                 ?? AgentRules.Decision(allowed: false, decidedBy: "default", reason: "the caller is unknown")
             guard decision.allowed else {

@@ -25,11 +25,13 @@ struct ConsentMemoryTests {
         let token = rules.decide(.token(environment: "env-prod"), for: Self.sandbox, on: .main, agentUID: 1000)
         #expect(!token.allowed)
         #expect(
-            token.ask == AgentRules.Ask(rule: "sandbox", index: 0, grant: "ask token env-prod", remember: rule.remember)
+            token.ask == AgentRules.Ask(rule: "sandbox", grant: "ask token env-prod", remember: rule.remember)
         )
         let proxied = rules.decide(
             .proxy(method: "GET", path: "/api/v3/clients/me"), for: Self.sandbox, on: .main, agentUID: 1000)
-        #expect(proxied.ask?.index == 1 && proxied.ask?.grant == "ask proxy GET /api/v3/clients/me")
+        #expect(
+            proxied.ask
+                == AgentRules.Ask(rule: "sandbox", grant: "ask proxy GET /api/v3/clients/me", remember: rule.remember))
         // What no line covers is refused unasked; what an allow line covers is allowed unasked.
         let other = rules.decide(.token(environment: "env-dev"), for: Self.sandbox, on: .main, agentUID: 1000)
         #expect(!other.allowed && other.ask == nil)
@@ -70,11 +72,11 @@ struct ConsentMemoryTests {
         var memory = ConsentMemory()
         let remember = AgentRules.Remember(idleSeconds: 10, capSeconds: 25)
         let key = ConsentMemory.Key(
-            AgentRules.Ask(rule: "r", index: 0, grant: "ask token a", remember: remember), caller: "c")
+            AgentRules.Ask(rule: "r", grant: "ask token a", remember: remember), caller: "c")
         let other = ConsentMemory.Key(
-            AgentRules.Ask(rule: "r", index: 1, grant: "ask token b", remember: remember), caller: "c")
+            AgentRules.Ask(rule: "r", grant: "ask token b", remember: remember), caller: "c")
         #expect(memory.answer(for: key, at: 0) == nil)
-        memory.record(.allow, for: key, remember: remember, at: 0)
+        memory.record(.allow, for: key, at: 0)
         #expect(memory.answer(for: other, at: 1) == nil)
         // Each use moves the idle time on, never the cap.
         for now in stride(from: Int64(9_000), through: 24_000, by: 5_000) {
@@ -83,29 +85,33 @@ struct ConsentMemoryTests {
         #expect(memory.answer(for: key, at: 25_000) == nil)
         #expect(memory.answer(for: key, at: 25_001) == nil)
         // Idle: 10 s without a use.
-        memory.record(.allow, for: key, remember: remember, at: 30_000)
+        memory.record(.allow, for: key, at: 30_000)
         #expect(memory.answer(for: key, at: 39_999) == .allow)
         #expect(memory.answer(for: key, at: 50_000) == nil)
         // A refusal replaces an approval, and is counted apart.
-        memory.record(.allow, for: key, remember: remember, at: 60_000)
-        memory.record(.deny, for: other, remember: remember, at: 60_000)
+        memory.record(.allow, for: key, at: 60_000)
+        memory.record(.deny, for: other, at: 60_000)
         #expect(memory.count(at: 60_001) == (approvals: 1, refusals: 1))
-        memory.record(.deny, for: key, remember: remember, at: 61_000)
+        memory.record(.deny, for: key, at: 61_000)
         #expect(memory.answer(for: key, at: 62_000) == .deny)
         #expect(memory.count(at: 62_000) == (approvals: 0, refusals: 2))
         #expect(memory.forget() == (approvals: 0, refusals: 2))
         #expect(memory.answer(for: key, at: 62_001) == nil)
         // remember 0s 0s keeps nothing: every request asks.
-        memory.record(.allow, for: key, remember: AgentRules.Remember(idleSeconds: 0, capSeconds: 0), at: 70_000)
-        #expect(memory.answer(for: key, at: 70_000) == nil)
+        let everyTime = ConsentMemory.Key(
+            AgentRules.Ask(
+                rule: "r", grant: "ask token a", remember: AgentRules.Remember(idleSeconds: 0, capSeconds: 0)),
+            caller: "c")
+        memory.record(.allow, for: everyTime, at: 70_000)
+        #expect(memory.answer(for: everyTime, at: 70_000) == nil)
     }
 
     @Test("an answer is kept for its line as it reads: an edited line or remember time asks again")
     func keysFollowTheLine() {
         let remember = AgentRules.Remember(idleSeconds: 60, capSeconds: 600)
         var memory = ConsentMemory()
-        let asked = AgentRules.Ask(rule: "r", index: 0, grant: "ask token env-dev", remember: remember)
-        memory.record(.allow, for: ConsentMemory.Key(asked, caller: "c"), remember: remember, at: 0)
+        let asked = AgentRules.Ask(rule: "r", grant: "ask token env-dev", remember: remember)
+        memory.record(.allow, for: ConsentMemory.Key(asked, caller: "c"), at: 0)
         #expect(memory.answer(for: ConsentMemory.Key(asked, caller: "c"), at: 1) == .allow)
         var widened = asked
         widened.grant = "ask token *"
@@ -114,7 +120,7 @@ struct ConsentMemoryTests {
         longer.remember = AgentRules.Remember(idleSeconds: 60, capSeconds: 6000)
         #expect(memory.answer(for: ConsentMemory.Key(longer, caller: "c"), at: 1) == nil)
         // What no longer stands is dropped when another answer is kept.
-        memory.record(.deny, for: ConsentMemory.Key(asked, caller: "d"), remember: remember, at: 700_000)
+        memory.record(.deny, for: ConsentMemory.Key(asked, caller: "d"), at: 700_000)
         #expect(memory.count(at: 700_000) == (approvals: 0, refusals: 1))
         #expect(memory.forget() == (approvals: 0, refusals: 1))
     }

@@ -2,7 +2,7 @@ import Glibc
 
 /// What tells one version of a file from another without reading it: a write that replaces the
 /// file by rename gives it a new inode; an edit in place or a chmod changes its size or times.
-public struct FileVersion: Equatable, Sendable {
+public struct FileVersion: Hashable, Sendable {
     public var device: UInt64
     public var inode: UInt64
     public var size: Int64

@@ -109,7 +109,7 @@ public struct AgentRules: Sendable, Equatable {
     /// How long the user's answer to a rule's question stands for the caller it was given for:
     /// until `idleSeconds` pass without a request it covers, and at most `capSeconds` after it
     /// was given. `remember 0s 0s` asks every time, as `ssh-add -c` does.
-    public struct Remember: Sendable, Equatable {
+    public struct Remember: Sendable, Hashable {
         /// 1Password's CLI keeps an authorisation for 10 minutes idle and 12 hours at most.
         public static let defaultIdleSeconds: Int64 = 600
         public static let defaultCapSeconds: Int64 = 43_200
@@ -125,17 +125,15 @@ public struct AgentRules: Sendable, Equatable {
         }
     }
 
-    /// A question a rule puts to the user before it grants: the rule, which of its `ask` lines
-    /// covers the operation (its index and its text) and how long the answer is kept.
-    public struct Ask: Sendable, Equatable {
+    /// A question a rule puts to the user before it grants: the rule, the `ask` line that covers
+    /// the operation (as the file writes it) and how long the answer is kept.
+    public struct Ask: Sendable, Hashable {
         public var rule: String
-        public var index: Int
         public var grant: String
         public var remember: Remember
 
-        public init(rule: String, index: Int, grant: String, remember: Remember) {
+        public init(rule: String, grant: String, remember: Remember) {
             self.rule = rule
-            self.index = index
             self.grant = grant
             self.remember = remember
         }
@@ -313,7 +311,7 @@ public struct AgentRules: Sendable, Equatable {
                 return Decision(
                     allowed: false, decidedBy: "rule \(rule.name)", reason: "rule \(rule.name) asks the user first",
                     ask: Ask(
-                        rule: rule.name, index: index, grant: "ask " + rule.asks[index].text, remember: rule.remember))
+                        rule: rule.name, grant: "ask " + rule.asks[index].text, remember: rule.remember))
             }
             return Decision(
                 allowed: false, decidedBy: "rule \(rule.name)", reason: "rule \(rule.name) does not grant \(operation)")

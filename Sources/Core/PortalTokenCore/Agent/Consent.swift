@@ -9,19 +9,14 @@ public struct ConsentMemory: Sendable {
     }
 
     /// What an answer is kept for: one `ask` line of one rule, as it reads (its text and the
-    /// rule's `remember`, so an edited line or time asks again), for one caller.
+    /// rule's `remember`, so an edited line or time asks again, and the time is the key's), for
+    /// one caller.
     public struct Key: Hashable, Sendable {
-        public var rule: String
-        public var grant: String
-        public var idleSeconds: Int64
-        public var capSeconds: Int64
+        public var ask: AgentRules.Ask
         public var caller: String
 
         public init(_ ask: AgentRules.Ask, caller: String) {
-            rule = ask.rule
-            grant = ask.grant
-            idleSeconds = ask.remember.idleSeconds
-            capSeconds = ask.remember.capSeconds
+            self.ask = ask
             self.caller = caller
         }
     }
@@ -29,10 +24,9 @@ public struct ConsentMemory: Sendable {
     private struct Kept: Sendable {
         var given: Int64
         var lastUsed: Int64
-        var remember: AgentRules.Remember
 
-        func stands(at now: Int64) -> Bool {
-            now - lastUsed < remember.idleSeconds * 1000 && now - given < remember.capSeconds * 1000
+        func stands(at now: Int64, for key: Key) -> Bool {
+            now - lastUsed < key.ask.remember.idleSeconds * 1000 && now - given < key.ask.remember.capSeconds * 1000
         }
     }
 
@@ -45,7 +39,8 @@ public struct ConsentMemory: Sendable {
     /// idle time or its cap is dropped.
     public mutating func answer(for key: Key, at now: Int64) -> Answer? {
         for (answer, stands) in [
-            (Answer.deny, refusals[key]?.stands(at: now)), (.allow, approvals[key]?.stands(at: now)),
+            (Answer.deny, refusals[key]?.stands(at: now, for: key)),
+            (.allow, approvals[key]?.stands(at: now, for: key)),
         ] {
             guard let stands else { continue }
             if stands {
@@ -59,12 +54,12 @@ public struct ConsentMemory: Sendable {
 
     /// Keeps the user's answer for `key`, in place of any other; one its rule keeps for no time
     /// (`remember 0s 0s`) is not kept.
-    public mutating func record(_ answer: Answer, for key: Key, remember: AgentRules.Remember, at now: Int64) {
+    public mutating func record(_ answer: Answer, for key: Key, at now: Int64) {
         // What no longer stands goes, so that callers made anew (each `docker run`) leave nothing.
-        approvals = approvals.filter { $0.key != key && $0.value.stands(at: now) }
-        refusals = refusals.filter { $0.key != key && $0.value.stands(at: now) }
-        guard remember.idleSeconds > 0 else { return }
-        let kept = Kept(given: now, lastUsed: now, remember: remember)
+        approvals = approvals.filter { $0.key != key && $0.value.stands(at: now, for: $0.key) }
+        refusals = refusals.filter { $0.key != key && $0.value.stands(at: now, for: $0.key) }
+        guard key.ask.remember.idleSeconds > 0 else { return }
+        let kept = Kept(given: now, lastUsed: now)
         if answer == .allow { approvals[key] = kept } else { refusals[key] = kept }
     }
 
@@ -79,7 +74,10 @@ public struct ConsentMemory: Sendable {
 
     /// How many answers stand at `now`.
     public func count(at now: Int64) -> (approvals: Int, refusals: Int) {
-        (approvals.values.filter { $0.stands(at: now) }.count, refusals.values.filter { $0.stands(at: now) }.count)
+        (
+            approvals.filter { $0.value.stands(at: now, for: $0.key) }.count,
+            refusals.filter { $0.value.stands(at: now, for: $0.key) }.count
+        )
     }
 
     /// The caller as an answer is kept for, as the kernel tells it: its uid and user namespace,

@@ -67,3 +67,11 @@ extension HTTPHeader {
     /// milliseconds it may hold the request while it asks its user, which its client waits too.
     public static let askingMilliseconds = "Portal-Token-Asking-Ms"
 }
+
+extension LocalExchange {
+    /// Tells the client that its request waits, at most `milliseconds`, while the agent asks its
+    /// user: a `102 Processing` naming the wait.
+    public func informAsking(milliseconds: Int64) {
+        inform([HTTPHeader(HTTPHeader.askingMilliseconds, String(milliseconds))])
+    }
+}
