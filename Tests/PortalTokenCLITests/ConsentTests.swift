@@ -403,6 +403,31 @@ struct ConsentTests {
         #expect(agent.stderr.components(separatedBy: "asking the user").count == 2, "\(agent.stderr)")
     }
 
+    @Test(
+        "the agent's routes, refusals and questions answer another method with 405 and Allow; HEAD goes with GET"
+    )
+    func methods() throws {
+        let harness = try ConsentHarness(rule: "    any-caller\n    allow status\n    ask token *\n", desktop: false)
+        for (method, path, allow) in [
+            ("POST", "/v1/token", "GET"), ("GET", "/v1/lock", "POST"), ("POST", "/v1/refusals", "GET"),
+            ("POST", "/v1/consent", "GET"), ("GET", "/v1/consent/answer", "POST"),
+            ("PUT", "/v1/consent/forget", "POST"),
+        ] {
+            let answer = rawExchange(
+                harness.agent.socket,
+                Array("\(method) \(path) HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n".utf8))
+            #expect(statusCode(answer) == 405, "\(method) \(path): \(answer ?? "")")
+            #expect(answer?.contains("\r\nAllow: \(allow)\r\n") == true, "\(method) \(path): \(answer ?? "")")
+            #expect(answer?.contains("\(path) takes \(allow)") == true, "\(method) \(path): \(answer ?? "")")
+        }
+        for path in ["/v1/status", "/v1/refusals", "/v1/consent"] {
+            let answer = rawExchange(
+                harness.agent.socket,
+                Array("HEAD \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".utf8))
+            #expect(statusCode(answer) == 200, "HEAD \(path): \(answer ?? "")")
+        }
+    }
+
     @Test("check-rules names a rule that asks; a rules file's ask and remember lines are checked")
     func checkRules() throws {
         let harness = try ConsentHarness(
