@@ -179,6 +179,13 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
             echo "test.sh: error: the suite'"'"'s gnome-keyring (pid $keyring) ended at $(date -u +%T) during the run; its log:" >&2
             cat "$HOME/keyring.log" >&2) &
         watcher=$!
+        # What happens to the keyring while the tests run (contrib/testing/keyring-watch.py): a
+        # Lock call, another owner of its name, its collection becoming locked, each with the
+        # process behind it. No test may do any of it, so anything it saw fails the suite.
+        : > "$HOME/keyring-watch.log"
+        /usr/bin/python3 contrib/testing/keyring-watch.py "$XDG_DATA_HOME/keyrings" "$HOME/keyring.log" \
+            "$HOME/keyring-watch.log" &
+        keyring_watch=$!
         if [ $# -gt 0 ]; then
             swift test --skip-build --disable-xctest "$@"
             status=$?
@@ -200,7 +207,12 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
                 status=1
             fi
         fi
-        kill "$watcher" 2>/dev/null
+        kill "$watcher" "$keyring_watch" 2>/dev/null
+        if [ -s "$HOME/keyring-watch.log" ]; then
+            echo "test.sh: error: the suite'"'"'s gnome-keyring was locked, replaced or stopped during the run:" >&2
+            cat "$HOME/keyring-watch.log" >&2
+            status=1
+        fi
         if ! kill "$keyring" 2>/dev/null; then
             echo "test.sh: error: the suite'"'"'s gnome-keyring ended before the suite did" >&2
             status=1
@@ -244,4 +256,9 @@ for provider in gnome-keyring-48 keepassxc kwallet; do
         break
     done
 done
+# Said again last, where a log cut short still shows it.
+if [ -s "$work/home/keyring-watch.log" ]; then
+    echo "test.sh: error: the suite's gnome-keyring was locked, replaced or stopped during the run:" >&2
+    cat "$work/home/keyring-watch.log" >&2
+fi
 exit $status
