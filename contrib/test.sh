@@ -213,11 +213,17 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
             cat "$HOME/keyring-watch.log" >&2
             status=1
         fi
-        if ! kill "$keyring" 2>/dev/null; then
-            echo "test.sh: error: the suite'"'"'s gnome-keyring ended before the suite did" >&2
+        if kill "$keyring" 2>/dev/null; then
+            wait "$keyring" 2>/dev/null
+        else
+            wait "$keyring"
+            ended=$?
+            how="with exit status $ended"
+            [ "$ended" -gt 128 ] && how="killed by signal $((ended - 128)) ($(kill -l $((ended - 128))))"
+            echo "test.sh: error: the suite'"'"'s gnome-keyring ended before the suite did, $how" \
+                | tee -a "$HOME/keyring-watch.log" >&2
             status=1
         fi
-        wait "$keyring" 2>/dev/null
         exit $status
     ' bash "$@" || status=$?
 
