@@ -150,6 +150,8 @@ if [ -n "$cluster_starter" ] && ! wait "$cluster_starter"; then
 fi
 
 echo "== running the tests in a private D-Bus session with gnome-keyring"
+# The session bus as Debian configures it, but starting no service of its own (below).
+sed '/<standard_session_servicedirs/d' /usr/share/dbus-1/session.conf > "$work/session-bus.conf"
 env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     XDG_DATA_HOME="$work/home/.local/share" XDG_CONFIG_HOME="$work/home/.config" \
     GIT_CREDENTIAL_LIBSECRET="$work/git-helpers/git-credential-libsecret" \
@@ -161,28 +163,43 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
     PORTAL_TOKEN_TEST_DENY_KEYCTL="$work/deny-keyctl" \
     PORTAL_TOKEN_TEST_OPENBAO="$work/openbao/env" \
     PORTAL_TOKEN_TEST_OPENBAO_CLUSTER="$work/openbao-cluster/env" \
-    dbus-run-session -- bash -c '
+    dbus-run-session --config-file="$work/session-bus.conf" -- bash -c '
         set -u
-        # --foreground keeps the daemon our child, so it is stopped by its PID below
-        # (--daemonize would leak it past the session).
-        printf "test-password" | gnome-keyring-daemon --foreground --unlock --components=secrets \
-            >"$HOME/keyring.log" 2>&1 &
+        # The keyring daemon, kept running: --foreground keeps each one a child of this
+        # supervisor, so it is stopped by its PID (--daemonize would leak it past the session).
+        # gnome-keyring has been reported to abort when a client leaves before it is answered
+        # (GNOME/gnome-keyring issues 190, 196 and 199). As a desktop'"'"'s systemd starts it again,
+        # the supervisor does, unlocked with the same password, and says so with the ended
+        # daemon'"'"'s status and log: the tests running at that moment fail, later ones meet the
+        # keyring again. The bus starts nothing itself (its configuration lists no service
+        # directory), so no locked daemon is started by the bus meanwhile.
+        : > "$HOME/keyring-watch.log"
+        (
+            trap '"'"'[ -n "${daemon:-}" ] && kill "$daemon" 2>/dev/null; wait; exit 0'"'"' TERM
+            for _ in 1 2 3 4 5 6; do
+                printf "test-password" | gnome-keyring-daemon --foreground --unlock --components=secrets \
+                    >>"$HOME/keyring.log" 2>&1 &
+                daemon=$!
+                wait "$daemon"
+                ended=$?
+                how="with exit status $ended"
+                [ "$ended" -gt 128 ] && how="killed by signal $((ended - 128)) ($(kill -l $((ended - 128))))"
+                {
+                    echo "test.sh: warning: the suite'"'"'s gnome-keyring (pid $daemon) ended at $(date -u +%T), $how; starting it again. Its log ends:"
+                    tail -n 40 "$HOME/keyring.log"
+                } | tee -a "$HOME/keyring-restarts.log" >&2
+            done
+            echo "test.sh: error: the suite'"'"'s gnome-keyring ended six times; not started again" \
+                | tee -a "$HOME/keyring-watch.log" >&2
+        ) &
         keyring=$!
         if ! gdbus wait --session --timeout 15 org.freedesktop.secrets; then
             echo "gnome-keyring did not start:" >&2; cat "$HOME/keyring.log" >&2
             kill "$keyring" 2>/dev/null; exit 1
         fi
-        # Every test that meets a locked or missing keyring here would otherwise be the only sign
-        # that the daemon itself ended (the bus would start a new one, locked, on the next call):
-        # say so at the moment it happens, with its log, between the tests that then fail.
-        (while kill -0 "$keyring" 2>/dev/null; do sleep 1; done
-            echo "test.sh: error: the suite'"'"'s gnome-keyring (pid $keyring) ended at $(date -u +%T) during the run; its log:" >&2
-            cat "$HOME/keyring.log" >&2) &
-        watcher=$!
         # What happens to the keyring while the tests run (contrib/testing/keyring-watch.py): a
-        # Lock call, another owner of its name, its collection becoming locked, each with the
-        # process behind it. No test may do any of it, so anything it saw fails the suite.
-        : > "$HOME/keyring-watch.log"
+        # Lock call, a new owner of its name, its collection becoming locked, each with the
+        # process behind it. No test may lock it, so a locked collection fails the suite.
         /usr/bin/python3 contrib/testing/keyring-watch.py "$XDG_DATA_HOME/keyrings" "$HOME/keyring.log" \
             "$HOME/keyring-watch.log" &
         keyring_watch=$!
@@ -207,21 +224,11 @@ env HOME="$work/home" XDG_RUNTIME_DIR="$work/run" \
                 status=1
             fi
         fi
-        kill "$watcher" "$keyring_watch" 2>/dev/null
+        kill "$keyring_watch" "$keyring" 2>/dev/null
+        wait "$keyring_watch" "$keyring" 2>/dev/null
         if [ -s "$HOME/keyring-watch.log" ]; then
-            echo "test.sh: error: the suite'"'"'s gnome-keyring was locked, replaced or stopped during the run:" >&2
+            echo "test.sh: error: the suite'"'"'s gnome-keyring was locked during the run:" >&2
             cat "$HOME/keyring-watch.log" >&2
-            status=1
-        fi
-        if kill "$keyring" 2>/dev/null; then
-            wait "$keyring" 2>/dev/null
-        else
-            wait "$keyring"
-            ended=$?
-            how="with exit status $ended"
-            [ "$ended" -gt 128 ] && how="killed by signal $((ended - 128)) ($(kill -l $((ended - 128))))"
-            echo "test.sh: error: the suite'"'"'s gnome-keyring ended before the suite did, $how" \
-                | tee -a "$HOME/keyring-watch.log" >&2
             status=1
         fi
         exit $status
@@ -263,8 +270,12 @@ for provider in gnome-keyring-48 keepassxc kwallet; do
     done
 done
 # Said again last, where a log cut short still shows it.
+if [ -s "$work/home/keyring-restarts.log" ]; then
+    echo "test.sh: warning: the suite's gnome-keyring ended during the run and was started again:" >&2
+    cat "$work/home/keyring-restarts.log" >&2
+fi
 if [ -s "$work/home/keyring-watch.log" ]; then
-    echo "test.sh: error: the suite's gnome-keyring was locked, replaced or stopped during the run:" >&2
+    echo "test.sh: error: the suite's gnome-keyring was locked during the run:" >&2
     cat "$work/home/keyring-watch.log" >&2
 fi
 exit $status

@@ -1,15 +1,18 @@
 #!/usr/bin/python3
 # Watches the test suite's shared gnome-keyring on the session bus and says what happens to it,
-# for contrib/test.sh. No test of the suite may lock that keyring, replace its daemon or write its
-# keyring file from elsewhere (the tests that do such things use a bus and keyring of their own),
-# so every line this prints is a defect of the suite, and names the process behind it:
+# for contrib/test.sh, naming the process behind each event. No test of the suite may lock that
+# keyring or write its keyring file from elsewhere (the tests that do such things use a bus and
+# keyring of their own), so these are findings, written to OUTPUT, which fail the suite:
 #
-#   - a call of Lock or LockService on the Secret Service, or of gnome-keyring's own password
-#     interface, with the caller's PID, command line and working directory;
-#   - a change of owner of org.freedesktop.secrets (the daemon ended, or another took its place);
+#   - a call of Lock or LockService on the Secret Service, with the caller's PID, command line,
+#     working directory and parent;
 #   - the login collection becoming locked, with the keyring files' sizes and times and the end of
 #     the daemon's log (gnome-keyring locks a collection whose file was rewritten under another
 #     password: "master password for keyring changed without our knowledge").
+#
+# It also says, on standard error only, when org.freedesktop.secrets changes owner (the daemon
+# ended, and contrib/test.sh started it again) and when gnome-keyring's own password interface is
+# called.
 #
 # Usage: keyring-watch.py KEYRINGS-DIRECTORY DAEMON-LOG OUTPUT
 # It runs until killed; the session bus is DBUS_SESSION_BUS_ADDRESS's.
@@ -29,9 +32,11 @@ queries = dbus.bus.BusConnection(address)
 output = open(output_path, "a", buffering=1)
 
 
-def say(text):
+def say(text, finding=True):
+    """A finding goes to OUTPUT too, and fails the suite; every line goes to standard error."""
     line = f"keyring-watch: {time.strftime('%H:%M:%S')} {text}"
-    output.write(line + "\n")
+    if finding:
+        output.write(line + "\n")
     print(line, file=sys.stderr, flush=True)
 
 
@@ -74,13 +79,13 @@ def files():
 def on_message(connection, message):
     kind = message.get_type()
     member = message.get_member()
-    if kind == 1:  # a method call
+    if kind == 1:  # a method call: Lock and LockService are findings
         say(f"{message.get_interface()}.{member}{tuple(message.get_args_list())} "
-            f"called by {process(message.get_sender())}")
+            f"called by {process(message.get_sender())}", finding=member in ("Lock", "LockService"))
     elif kind == 4 and member == "NameOwnerChanged":
         name, old, new = message.get_args_list()
         say(f"{name} changed owner from '{old}' to '{new}'"
-            + (f": the new owner is {process(new)}" if new else ""))
+            + (f": the new owner is {process(new)}" if new else ""), finding=False)
 
 
 rules = [
