@@ -326,6 +326,43 @@ struct ConsentTests {
         #expect(served.exitCode == 0 && served.stdout == harness.token + "\n", "\(served.stderr)")
     }
 
+    @Test("another uid that reaches the main socket can neither list, answer nor forget the agent's questions")
+    func anotherUserCannotAnswer() throws {
+        try #require(geteuid() == 0, "calling as another uid needs root")
+        let harness = try ConsentHarness(rule: "    any-caller\n    ask token *\n", desktop: false)
+        let request = try RunningProcess(
+            try harness.caller("caller-waiting"), ["token"], environment: harness.agent.clientEnvironment())
+        let ids = try harness.waitForQuestions()
+        // As if the socket were bound where the file mode does not stop another user.
+        for directory in [harness.agent.scratch, harness.agent.runtime, harness.agent.runtime + "/portal-token"] {
+            chmod(directory, 0o755)
+        }
+        chmod(harness.agent.socket, 0o666)
+        func asNobody(_ method: String, _ path: String, _ body: String? = nil) throws -> ProcessResult {
+            try ProcessRunner.run(
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/curl", "-s", "-i", "-X", method]
+                    + (body.map { ["-H", "Content-Type: application/json", "--data", $0] } ?? [])
+                    + ["--unix-socket", harness.agent.socket, "http://localhost" + path],
+                environment: harness.agent.clientEnvironment())
+        }
+        let attempts = [
+            try asNobody("GET", "/v1/consent"),
+            try asNobody("POST", "/v1/consent/answer", #"{"id":"\#(ids[0])","answer":"allow"}"#),
+            try asNobody("POST", "/v1/consent/forget"),
+        ]
+        for attempt in attempts {
+            #expect(attempt.stdout.hasPrefix("HTTP/1.1 403 "), "\(attempt.stdout) \(attempt.stderr)")
+            #expect(attempt.stdout.contains("only the agent's own user"), "\(attempt.stdout)")
+            #expect(!attempt.stdout.contains(ids[0]), "\(attempt.stdout)")
+        }
+        // The question still waits, unanswered, for the agent's own user.
+        #expect(try harness.waitForQuestions() == ids)
+        #expect(try harness.approve(["--deny", ids[0]]).exitCode == 0)
+        let result = try request.finish(timeout: 30)
+        #expect(result.exitCode == 4 && result.stderr.contains("the user denied it"), "\(result.stderr)")
+    }
+
     @Test("a notification server in another user namespace is not trusted: the question waits for the terminal")
     func foreignNotificationServer() throws {
         let harness = try ConsentHarness(
