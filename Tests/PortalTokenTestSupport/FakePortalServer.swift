@@ -105,6 +105,8 @@ public final class FakePortalServer: Sendable {
         var liveTokens: [String: String] = [:]
         var behaviour: Behaviour = .normal
         var stopped = false
+        /// The accept thread has closed the listener: its number may be another socket's now.
+        var listenerClosed = false
         var connections = 0
         var largeBodies = false
     }
@@ -155,14 +157,24 @@ public final class FakePortalServer: Sendable {
     /// Stops accepting; requests in flight finish, stalled ones are released. The accept thread
     /// keeps the server alive until this is called, so every test calls it.
     public func stop() {
-        let wasStopped = state.withLock { state in
-            defer { state.stopped = true }
-            return state.stopped
-        }
-        guard !wasStopped else { return }
         // Wakes the accept thread, which closes the descriptor itself: closing it here could
-        // let another server reuse the number while that thread is still about to accept.
-        shutdown(listener, Int32(SHUT_RDWR))
+        // let another server reuse the number while that thread is still about to accept. Both
+        // happen under the lock, and not after the close: a shutdown of a number the accept
+        // thread has closed would end whatever socket of the test process has it now.
+        state.withLock { state in
+            guard !state.stopped else { return }
+            state.stopped = true
+            if !state.listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    /// Closes the listener, once, under the lock `stop` shuts it down under.
+    private func closeListener() {
+        state.withLock { state in
+            guard !state.listenerClosed else { return }
+            state.listenerClosed = true
+            close(listener)
+        }
     }
 
     // MARK: Configuration
@@ -258,7 +270,7 @@ public final class FakePortalServer: Sendable {
             let connection = accept(listener, nil, nil)
             if connection < 0 {
                 if errno == EINTR { continue }
-                close(listener)
+                closeListener()
                 return
             }
             let stopped = state.withLock { state in
@@ -267,7 +279,7 @@ public final class FakePortalServer: Sendable {
             }
             if stopped {
                 close(connection)
-                close(listener)
+                closeListener()
                 return
             }
             _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
